@@ -1,0 +1,18 @@
+"""Building blocks: each knows one step of the image and returns Parts, never Apptainer text.
+
+The order here is the order of each stage's %post. The os block comes first and installs the
+packages every other block asked for, so it is called last, with their wishes.
+"""
+
+from . import comm, deepspeed, mpi, os_packages, provenance, python, torch
+
+BLOCKS = (provenance, python, torch, comm, mpi, deepspeed)
+
+
+def parts_for(target):
+    """Every Part of a target, os block first, then the blocks in order."""
+    parts = [part for block in BLOCKS for part in block.parts(target)]
+    wanted = {"build": set(target.packages_build), "final": set(target.packages_final)}
+    for part in parts:
+        wanted[part.stage].update(part.packages)
+    return os_packages.parts(target, wanted) + parts

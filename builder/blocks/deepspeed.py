@@ -1,0 +1,83 @@
+"""DeepSpeed with its C++/CUDA/HIP ops compiled at build time, not JIT at first use."""
+
+from ..parts import Part
+from ..shell import cmd, python_check
+
+WHEELS = "/tmp/deepspeed-wheel"
+# DeepSpeed's ROCm op builds take the arch from the first GPU that rocminfo reports,
+# overriding PYTORCH_ROCM_ARCH. These tools are replaced for the build so that a build host
+# with (or without) a GPU cannot change the arch; the originals come back afterwards.
+ROCM_ARCH_TOOLS = ("/opt/rocm/bin/rocminfo", "/opt/rocm/lib/llvm/bin/amdgpu-arch")
+
+_FIND_COMM = ('comm_py="$(python -c \'import importlib.util, os; '
+              'print(os.path.join(os.path.dirname(importlib.util.find_spec("deepspeed").origin), '
+              '"comm", "comm.py"))\')"')
+
+_OPS_CHECK = """
+import re, subprocess, sys
+promised = sys.argv[1:]
+report = subprocess.run(["ds_report"], capture_output=True, text=True, check=True).stdout
+report = re.sub(r"\\x1b\\[[0-9;]*m", "", report)
+installed = set(re.findall(r"^(\\w+) \\.+ \\[YES\\]", report, re.M))
+missing = sorted(set(promised) - installed)
+assert not missing, "DeepSpeed ops promised but not installed: " + ", ".join(missing)
+print("DeepSpeed ops installed:", ", ".join(promised))
+"""
+
+_CPU_ADAM_STEP = """
+import torch
+from deepspeed.ops.adam import DeepSpeedCPUAdam
+weight = torch.nn.Parameter(torch.ones(8))
+optimizer = DeepSpeedCPUAdam([weight], lr=0.1)
+weight.grad = torch.ones(8)
+optimizer.step()
+assert float(weight.detach()[0]) < 1.0, "CPUAdam step did not move the weight"
+print("DeepSpeedCPUAdam step: ok")
+"""
+
+
+def parts(target):
+    ds = target.deepspeed
+    env = [("DS_ACCELERATOR", ds.accelerator), ("DS_BUILD_OPS", "1" if ds.build_all else "0")]
+    env += list(ds.switches)
+    post = []
+    guard = target.torch_flavour == "rocm"
+    if guard:
+        post += _replace_arch_tools(target.archs[0])
+    post += [cmd("pip", "wheel", "--no-build-isolation", "--no-deps", "--no-cache-dir",
+                 "-w", WHEELS, f"deepspeed=={ds.version}"),
+             f'pip install --no-cache-dir {WHEELS}/deepspeed-*.whl',
+             cmd("rm", "-rf", WHEELS)]
+    if guard:
+        post += _restore_arch_tools()
+    test = [f"DS_ACCELERATOR={ds.accelerator} " + python_check("python", _OPS_CHECK, *ds.promised)]
+    if ds.fix_master_address:
+        # DeepSpeed's MPI discovery takes rank 0's first `hostname -I` address, which on LUMI
+        # and Puhti is an interface other nodes cannot reach; the host name resolves right.
+        post += [_FIND_COMM, """sed -i 's/hostname -I/hostname -s/g' "$comm_py\""""]
+        test += [_FIND_COMM,
+                 """if grep -q 'hostname -I' "$comm_py"; then echo "DeepSpeed still uses hostname -I" >&2; exit 1; fi"""]
+    if target.torch_flavour == "cpu" and "cpu_adam" in ds.promised:
+        test.append(python_check("python", _CPU_ADAM_STEP))
+    final_env = (("DS_ACCELERATOR", "cpu"),) if ds.accelerator == "cpu" else ()
+    return [
+        Part(block="deepspeed", stage="build",
+             packages=("libaio-dev",) if "async_io" in ds.promised else (),
+             build_env=tuple(env), post=tuple(post)),
+        Part(block="deepspeed", stage="final", env=final_env, test=tuple(test),
+             help=(f"DeepSpeed {ds.version}, ops prebuilt: {', '.join(ds.promised)}.",)),
+    ]
+
+
+def _replace_arch_tools(arch):
+    lines = []
+    for tool in ROCM_ARCH_TOOLS:
+        lines += [f"if [ -e {tool} ]; then mv {tool} {tool}.real; fi",
+                  f"printf '#!/bin/sh\\necho %s\\n' {cmd(arch)} > {tool}",
+                  f"chmod 755 {tool}"]
+    return lines
+
+
+def _restore_arch_tools():
+    return [f"if [ -e {tool}.real ]; then mv {tool}.real {tool}; else rm -f {tool}; fi"
+            for tool in ROCM_ARCH_TOOLS]

@@ -1,0 +1,20 @@
+"""Install the union of the Debian/Ubuntu packages that every block asked for, in one go."""
+
+from ..parts import Part
+from ..shell import cmd
+
+
+def parts(target, wanted):
+    out = []
+    for stage in ("build", "final"):
+        packages = sorted(wanted[stage])
+        if not packages:
+            continue
+        out.append(Part(
+            block="os", stage=stage,
+            build_env=(("DEBIAN_FRONTEND", "noninteractive"),),
+            post=("apt-get update",
+                  cmd("apt-get", "install", "-y", "--no-install-recommends", *packages),
+                  "apt-get clean",
+                  "rm -rf /var/lib/apt/lists/*")))
+    return out

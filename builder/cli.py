@@ -1,0 +1,116 @@
+"""Command line: list, show, render, check.
+
+Exit status: 0 done, 2 bad input (one line saying what and where), 1 a check or an outside
+tool failed.
+"""
+
+import argparse
+import sys
+from pathlib import Path
+
+import yaml
+
+from .errors import BuilderError, CheckFailed, RecipeError
+from .fileio import write_atomic
+from .recipes import RecipeTree
+from .render import render
+
+
+def main(argv=None):
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        return args.func(args) or 0
+    except BuilderError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return error.exit_status
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
+
+
+def _parser():
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--recipes", default="recipes", metavar="DIR",
+                        help="recipe tree with sites/, targets/, versions.yaml (default: recipes)")
+    parser = argparse.ArgumentParser(prog="python -m builder",
+                                     description="Render PyTorch + DeepSpeed Apptainer images from YAML recipes.")
+    sub = parser.add_subparsers(metavar="COMMAND")
+
+    cmd = sub.add_parser("list", parents=[common], help="targets and sites, one line each")
+    cmd.set_defaults(func=cmd_list)
+
+    cmd = sub.add_parser("show", parents=[common], help="the fully resolved recipe of a target, as YAML")
+    cmd.add_argument("target")
+    cmd.set_defaults(func=cmd_show)
+
+    cmd = sub.add_parser("render", parents=[common], help="write containers/<target>.def")
+    cmd.add_argument("targets", nargs="*", metavar="TARGET")
+    cmd.add_argument("--all", action="store_true", help="render every target")
+    cmd.add_argument("--out", default="containers", metavar="DIR",
+                     help="where the .def files go (default: containers)")
+    cmd.set_defaults(func=cmd_render)
+
+    cmd = sub.add_parser("check", parents=[common],
+                         help="validate every recipe; fail if rendered files are stale")
+    cmd.add_argument("--out", default="containers", metavar="DIR",
+                     help="rendered files to compare (default: containers)")
+    cmd.set_defaults(func=cmd_check)
+    return parser
+
+
+def cmd_list(args):
+    tree = RecipeTree(args.recipes)
+    print("targets:")
+    for name, target in sorted(tree.targets.items()):
+        final = target.stage("final")
+        print(f"  {name:<12} torch {target.torch_flavour:<4} arch {','.join(target.archs) or '-':<13} "
+              f"sites {','.join(s.name for s in target.sites):<12} base {final.bootstrap}:{final.image}")
+    print("sites:")
+    for name, site in sorted(tree.sites.items()):
+        gpus = f"{site.gpus_per_node}x {site.gpu_model} ({','.join(site.archs)})" if site.archs else "no GPU"
+        print(f"  {name:<12} {gpus:<28} {site.runtime:<11} {site.description}")
+
+
+def cmd_show(args):
+    target = RecipeTree(args.recipes).target(args.target)
+    sys.stdout.write(yaml.safe_dump(target.resolved, sort_keys=False, allow_unicode=True, width=100))
+
+
+def cmd_render(args):
+    if args.all == bool(args.targets):
+        raise RecipeError("name one or more targets, or give --all (not both)", file="command line")
+    tree = RecipeTree(args.recipes)
+    names = sorted(tree.targets) if args.all else args.targets
+    texts = {name: render(tree.target(name)) for name in names}   # all of it, before writing
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise RecipeError("not a directory; expected where the .def files go", file=str(out))
+    for name, text in texts.items():
+        path = out / f"{name}.def"
+        print(f"{'wrote' if write_atomic(path, text) else 'unchanged'} {path}")
+
+
+def cmd_check(args):
+    tree = RecipeTree(args.recipes)
+    out = Path(args.out)
+    problems = []
+    for name, target in sorted(tree.targets.items()):
+        path = out / f"{name}.def"
+        if not path.is_file():
+            problems.append(f"{path} is missing")
+        elif path.read_text() != render(target):
+            problems.append(f"{path} is stale")
+    if out.is_dir():
+        problems += [f"{path} has no recipe" for path in sorted(out.glob("*.def"))
+                     if path.stem not in tree.targets]
+    print(f"recipes: {len(tree.targets)} targets and {len(tree.sites)} sites are valid")
+    if problems:
+        for problem in problems:
+            print(f"stale: {problem}", file=sys.stderr)
+        raise CheckFailed(f"{out}/ does not match the recipes; run: python -m builder render --all"
+                          + (f" --out {out}" if str(out) != "containers" else ""))
+    print(f"{out}/: all {len(tree.targets)} rendered files are up to date")

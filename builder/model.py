@@ -1,0 +1,83 @@
+"""The resolved, validated recipe: typed and frozen, ready for the building blocks."""
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Site:
+    name: str
+    description: str
+    gpu_vendor: str                # nvidia | amd | none
+    gpu_model: str
+    archs: tuple                   # ("sm_80",), ("gfx90a",) or ()
+    gpus_per_node: int
+    runtime: str                   # apptainer | singularity
+    env: tuple                     # ((name, value), ...) in file order
+    binds: tuple
+    mpi_abi: str
+    data: dict                     # everything the file says, for `show`
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: str                      # build | final
+    bootstrap: str                 # docker | debootstrap | localimage
+    image: str                     # image reference, Debian suite, or SIF path
+
+
+@dataclass(frozen=True)
+class Source:
+    name: str
+    version: str
+    url: str
+    sha256: str
+
+
+@dataclass(frozen=True)
+class DeepSpeed:
+    version: str
+    accelerator: str               # what DS_ACCELERATOR is set to while building
+    build_all: bool                # DS_BUILD_OPS=1, then per-op switches
+    switches: tuple                # ((DS_BUILD_VAR, "0"|"1"), ...) sorted
+    promised: tuple                # op names that must show installed [YES] in ds_report
+    fix_master_address: bool
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    description: str
+    sites: tuple                   # (Site, ...)
+    stages: tuple                  # (Stage build, Stage final)
+    os_family: str
+    packages_build: tuple
+    packages_final: tuple
+    venv: str
+    build_tools: tuple             # (("setuptools", "80.9.0"), ...) pip needs to build wheels
+    python_packages: tuple         # (("numpy", "2.4.6"), ...) the target's extras
+    torch_flavour: str             # cpu | cuda | rocm
+    torch_version: str
+    torch_index: str               # extra index URL, or "" for the default index
+    deepspeed: DeepSpeed
+    comm_library: str              # gloo | nccl | rccl
+    plugin: object                 # Source or None
+    mpi_abi: str
+    mpi4py_version: str            # "" when mpi4py is not wanted
+    resolved: dict                 # the whole resolved recipe, as `show` prints it
+
+    @property
+    def archs(self):
+        """GPU archs of every site, in order, each once."""
+        seen = []
+        for site in self.sites:
+            seen += [arch for arch in site.archs if arch not in seen]
+        return tuple(seen)
+
+    @property
+    def common_env(self):
+        """Runtime variables every site of the image agrees on (baked into the image)."""
+        first, *rest = [dict(site.env) for site in self.sites]
+        return tuple((k, v) for k, v in first.items() if all(env.get(k) == v for env in rest))
+
+    def stage(self, name):
+        return next(stage for stage in self.stages if stage.name == name)

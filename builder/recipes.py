@@ -1,0 +1,248 @@
+"""Load a recipe tree (sites, targets, versions, DeepSpeed ops), check it, resolve targets."""
+
+import re
+from pathlib import Path
+
+from . import validate, yamlsrc
+from .errors import RecipeError
+from .merge import Origin, merge
+from .model import DeepSpeed, Site, Source, Stage, Target
+
+NAME = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+FLAVOUR_VENDOR = {"cuda": "nvidia", "rocm": "amd"}
+FLAVOUR_COMM = {"cpu": "gloo", "cuda": "nccl", "rocm": "rccl"}
+VENDOR_ARCH = {"nvidia": "sm_", "amd": "gfx"}
+BUILD_TOOLS = ("setuptools", "wheel", "ninja")   # DeepSpeed builds with --no-build-isolation
+
+
+class RecipeTree:
+    """Everything under one recipes directory, loaded and checked at construction."""
+
+    def __init__(self, root):
+        self.root = str(root)
+        base = Path(root)
+        if not base.is_dir():
+            raise RecipeError("recipes directory not found; expected a directory holding "
+                              "sites/, targets/ and versions.yaml", file=self.root)
+        self.versions = self._load("versions.yaml", "versions")
+        self.ds_ops = self._load("deepspeed-ops.yaml", "deepspeed-ops")
+        self.sites = {name: self._site(doc) for name, doc in self._folder("sites", "site").items()}
+        self.target_docs = self._folder("targets", "target", partial=True)
+        self.targets = {name: self._target(name) for name in self.target_docs}
+
+    # --- files -------------------------------------------------------------------------
+    def _shown(self, *parts):
+        return str(Path(self.root, *parts))
+
+    def _load(self, relative, schema_name, partial=False):
+        path = Path(self.root, relative)
+        if not path.is_file():
+            raise RecipeError(f"missing file; expected {relative} in the recipes directory",
+                              file=self._shown(relative))
+        doc = yamlsrc.load(path, self._shown(relative))
+        validate.check(doc, doc.data, schema_name, partial)
+        return doc
+
+    def _folder(self, folder, schema_name, partial=False):
+        directory = Path(self.root, folder)
+        if not directory.is_dir():
+            raise RecipeError(f"missing directory; expected {folder}/ in the recipes directory",
+                              file=self._shown(folder))
+        docs = {}
+        for path in sorted(directory.iterdir()):
+            if path.suffix in (".yml", ".json") or path.name.startswith("."):
+                if path.suffix in (".yml", ".json"):
+                    raise RecipeError("unexpected file; recipes end in .yaml",
+                                      file=self._shown(folder, path.name))
+                continue
+            if path.suffix != ".yaml":
+                continue
+            if not NAME.match(path.stem):
+                raise RecipeError("bad file name; expected lower-case letters, digits and "
+                                  "dashes, such as puhti-cuda.yaml", file=self._shown(folder, path.name))
+            docs[path.stem] = self._load(f"{folder}/{path.name}", schema_name, partial)
+        if not docs:
+            raise RecipeError(f"no recipes found; expected {folder}/<name>.yaml files",
+                              file=self._shown(folder))
+        return docs
+
+    # --- sites ---------------------------------------------------------------------------
+    def _site(self, doc):
+        data = doc.data
+        name = Path(doc.file).stem
+        gpu = data["gpu"]
+        archs = tuple(gpu.get("arch", ()))
+        prefix = VENDOR_ARCH.get(gpu["vendor"])
+        for index, arch in enumerate(archs):
+            if prefix is None or not arch.startswith(prefix):
+                expected = f"{prefix}* archs" if prefix else "no arch for a site without GPUs"
+                raise doc.error(("gpu", "arch", index),
+                                f"arch {arch!r} does not fit vendor {gpu['vendor']}; expected {expected}")
+        if prefix and not archs:
+            raise doc.error(("gpu",), f"missing required key 'arch' for a {gpu['vendor']} GPU")
+        return Site(
+            name=name, description=data["description"], gpu_vendor=gpu["vendor"],
+            gpu_model=gpu.get("model", ""), archs=archs, gpus_per_node=gpu["per_node"],
+            runtime=data["runtime"]["command"],
+            env=tuple((k, str(v)) for k, v in data.get("env", {}).items()),
+            binds=tuple(data["binds"]), mpi_abi=data["mpi"]["abi"], data=data)
+
+    # --- targets -------------------------------------------------------------------------
+    def _merged(self, name, chain=()):
+        doc = self.target_docs[name]
+        own = {key: value for key, value in doc.data.items() if key != "extends"}
+        base = doc.data.get("extends")
+        if base is None:
+            return own, Origin(doc)
+        if base == name or base in chain:
+            loop = " -> ".join(chain + (name, base))
+            raise doc.error(("extends",), f"targets extend each other in a loop: {loop}")
+        if base not in self.target_docs:
+            raise doc.error(("extends",), f"unknown target {base!r} (expected one of: "
+                                          f"{', '.join(sorted(self.target_docs))})")
+        base_data, origin = self._merged(base, chain + (name,))
+        return merge(base_data, origin, own, doc), origin
+
+    def _target(self, name):
+        data, origin = self._merged(name)
+        doc = self.target_docs[name]
+        validate.check(yamlsrc.Document(doc.file, data, doc.lines), data, "target")
+        versions = self.versions.data
+        pins = versions["python_packages"]
+
+        sites = []
+        for index, site_name in enumerate(data["sites"]):
+            if site_name not in self.sites:
+                raise origin.error(("sites", index), f"unknown site {site_name!r} (expected one "
+                                                     f"of: {', '.join(sorted(self.sites))})")
+            sites.append(self.sites[site_name])
+
+        flavour = data["torch"]["flavour"]
+        vendor = FLAVOUR_VENDOR.get(flavour)
+        for index, site in enumerate(sites):
+            if vendor and site.gpu_vendor != vendor:
+                raise origin.error(("sites", index), f"site {site.name!r} has {site.gpu_vendor} "
+                                   f"GPUs; a {flavour} image needs {vendor} GPUs")
+            if site.mpi_abi != data["mpi"]["abi"]:
+                raise origin.error(("mpi", "abi"), f"site {site.name!r} runs {site.mpi_abi}; "
+                                   f"expected the image's MPI to match it, found {data['mpi']['abi']}")
+        if data["comm"]["library"] != FLAVOUR_COMM[flavour]:
+            raise origin.error(("comm", "library"), f"a {flavour} image uses "
+                               f"{FLAVOUR_COMM[flavour]}; found {data['comm']['library']}")
+        plugin = None
+        plugin_name = data["comm"].get("plugin", "none")
+        if plugin_name != "none":
+            if flavour == "cpu":
+                raise origin.error(("comm", "plugin"), "a network plugin needs nccl or rccl; "
+                                                       "a cpu image uses gloo")
+            source = versions["sources"].get(plugin_name)
+            if source is None:
+                raise self.versions.error(("sources",), f"missing source '{plugin_name}' that "
+                                          f"target {name!r} uses")
+            plugin = Source(plugin_name, str(source["version"]), source["url"], source["sha256"])
+
+        stages = tuple(self._stage(origin, data, stage) for stage in ("build", "final"))
+        extras = []
+        for index, package in enumerate(data["python"].get("packages", [])):
+            extras.append((package, self._pin(origin, ("python", "packages", index), package)))
+        tools = tuple((tool, self._pin(origin, ("python",), tool)) for tool in BUILD_TOOLS)
+        deepspeed = self._deepspeed(origin, data, flavour, sites)
+        mpi4py = ""
+        if data["mpi"].get("mpi4py", True):
+            mpi4py = self._pin(origin, ("mpi", "mpi4py"), "mpi4py")
+        torch_version = self._pin(origin, ("torch",), "torch")
+        index = versions["torch_index"].get(flavour, "")
+
+        target = Target(
+            name=name, description=data["description"], sites=tuple(sites), stages=stages,
+            os_family=data["os"]["family"],
+            packages_build=tuple(data["os"].get("packages", {}).get("build", ())),
+            packages_final=tuple(data["os"].get("packages", {}).get("final", ())),
+            venv=data["python"].get("venv", "/opt/venv"), build_tools=tools,
+            python_packages=tuple(extras),
+            torch_flavour=flavour, torch_version=torch_version, torch_index=index,
+            deepspeed=deepspeed, comm_library=data["comm"]["library"], plugin=plugin,
+            mpi_abi=data["mpi"]["abi"], mpi4py_version=mpi4py, resolved={})
+        object.__setattr__(target, "resolved", _resolved(target, pins))
+        return target
+
+    def _pin(self, origin, path, package):
+        pins = self.versions.data["python_packages"]
+        if package not in pins:
+            raise origin.error(path, f"no pinned version for {package!r}; expected an entry "
+                                     f"under python_packages in {self.versions.file}")
+        return str(pins[package])
+
+    def _stage(self, origin, data, name):
+        stage = data["stages"][name]
+        image = stage["image"]
+        if stage["bootstrap"] != "localimage":
+            images = self.versions.data["images"]
+            if image not in images:
+                raise origin.error(("stages", name, "image"), f"unknown image {image!r}; expected "
+                                   f"one of the images in {self.versions.file}: {', '.join(sorted(images))}")
+            image = images[image]
+        return Stage(name, stage["bootstrap"], image)
+
+    def _deepspeed(self, origin, data, flavour, sites):
+        spec = data["deepspeed"]
+        table = self.ds_ops.data["ops"]
+        wanted_accel = "cpu" if flavour == "cpu" else "cuda"
+        if spec["accelerator"] != wanted_accel:
+            raise origin.error(("deepspeed", "accelerator"), f"a {flavour} image builds DeepSpeed "
+                               f"ops for accelerator {wanted_accel}; found {spec['accelerator']}")
+        sms = [int(arch[3:]) for site in sites for arch in site.archs if arch.startswith("sm_")]
+        switches, promised = [], []
+        for op, enabled in spec["ops"].items():
+            path = ("deepspeed", "ops", op)
+            if op not in table:
+                raise origin.error(path, f"unknown DeepSpeed op {op!r} (expected one of the ops in "
+                                         f"{self.ds_ops.file}: {', '.join(sorted(table))})")
+            facts = table[op]
+            if enabled and flavour not in facts["accelerators"]:
+                raise origin.error(path, f"op {op!r} cannot be prebuilt for {flavour}; it builds "
+                                         f"for: {', '.join(facts['accelerators'])}")
+            if enabled and sms and "min_sm" in facts and min(sms) < facts["min_sm"]:
+                raise origin.error(path, f"op {op!r} needs sm_{facts['min_sm']} or newer; this "
+                                         f"image also targets sm_{min(sms)}")
+            switches.append((facts["build_var"], "1" if enabled else "0"))
+            if enabled:
+                promised.append(op)
+        return DeepSpeed(
+            version=self._pin(origin, ("deepspeed",), "deepspeed"), accelerator=spec["accelerator"],
+            build_all=spec.get("build_all", False), switches=tuple(sorted(switches)),
+            promised=tuple(sorted(promised)), fix_master_address=spec.get("fix_master_address", True))
+
+    def target(self, name):
+        if name not in self.targets:
+            raise RecipeError(f"unknown target {name!r} (expected one of: "
+                              f"{', '.join(sorted(self.targets))})", file="command line")
+        return self.targets[name]
+
+
+def _resolved(target, pins):
+    """The recipe as `show` prints it and as the image's labels embed it."""
+    ds = target.deepspeed
+    return {
+        "target": target.name,
+        "description": target.description,
+        "sites": [site.name for site in target.sites],
+        "gpu_archs": list(target.archs),
+        "stages": {s.name: {"bootstrap": s.bootstrap, "image": s.image} for s in target.stages},
+        "os": {"family": target.os_family, "packages": {
+            "build": list(target.packages_build), "final": list(target.packages_final)}},
+        "python": {"venv": target.venv, "build_tools": dict(target.build_tools),
+                   "packages": dict(target.python_packages)},
+        "torch": {"flavour": target.torch_flavour, "version": target.torch_version,
+                  "index": target.torch_index},
+        "deepspeed": {"version": ds.version, "accelerator": ds.accelerator,
+                      "build_all": ds.build_all, "switches": dict(ds.switches),
+                      "promised_ops": list(ds.promised),
+                      "fix_master_address": ds.fix_master_address},
+        "comm": {"library": target.comm_library, "plugin": None if target.plugin is None else {
+            "name": target.plugin.name, "version": target.plugin.version,
+            "url": target.plugin.url, "sha256": target.plugin.sha256}},
+        "mpi": {"abi": target.mpi_abi, "mpi4py": target.mpi4py_version or None},
+        "environment": dict(target.common_env),
+        "site_facts": {site.name: site.data for site in target.sites},
+    }

@@ -1,0 +1,38 @@
+"""The one place where values become shell text.
+
+Blocks build commands with `cmd()` (every argument quoted) and the renderer writes
+environment values with `env_value()`. A value that contains `${NAME` is meant to be
+expanded when the container starts (`/opt/venv/bin:${PATH}`, `/tmp/${USER}-miopen`): it is
+double-quoted with every other special character escaped. Anything else is taken literally.
+"""
+
+import re
+import shlex
+
+_EXPANDS = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*")
+
+
+def quote(value) -> str:
+    return shlex.quote(str(value))
+
+
+def cmd(*argv) -> str:
+    return " ".join(quote(arg) for arg in argv)
+
+
+def env_value(value) -> str:
+    text = str(value)
+    if not _EXPANDS.search(text):
+        return quote(text)
+    escaped = re.sub(r'(["\\`])', r"\\\1", text)
+    escaped = re.sub(r"\$(?!\{)", r"\\$", escaped)
+    return f'"{escaped}"'
+
+
+def export(name: str, value) -> str:
+    return f"export {name}={env_value(value)}"
+
+
+def python_check(python: str, code: str, *args) -> str:
+    """A command that runs a small Python check with arguments passed as argv."""
+    return cmd(python, "-c", code.strip() + "\n", *args)

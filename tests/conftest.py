@@ -1,0 +1,42 @@
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+RECIPES = ROOT / "recipes"
+CONTAINERS = ROOT / "containers"
+GOLDEN = Path(__file__).resolve().parent / "golden"
+
+
+def pytest_addoption(parser):
+    parser.addoption("--update-golden", action="store_true",
+                     help="rewrite tests/golden/ from the current output instead of comparing")
+
+
+@pytest.fixture
+def update_golden(request):
+    return request.config.getoption("--update-golden")
+
+
+@pytest.fixture(scope="session")
+def tree():
+    from builder.recipes import RecipeTree
+    return RecipeTree(RECIPES)
+
+
+def run_builder(*args, cwd=ROOT, env=None):
+    """Run the CLI as a user does, in a fresh interpreter."""
+    full_env = dict(os.environ, PYTHONPATH=str(ROOT), **(env or {}))
+    return subprocess.run([sys.executable, "-m", "builder", *map(str, args)], cwd=cwd,
+                          env=full_env, capture_output=True, text=True, timeout=120)
+
+
+def compare_golden(path: Path, text: str, update: bool):
+    if update:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    assert path.is_file(), f"{path} missing; run pytest --update-golden"
+    assert text == path.read_text(), f"{path} differs; review and run pytest --update-golden"

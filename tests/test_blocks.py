@@ -1,0 +1,67 @@
+"""Golden text per building block and target: what each block asks of each stage.
+
+Blocks return structured Parts, so a change to one block shows up here, in that block's file
+only, before it shows up in the rendered .def. Refresh with: pytest --update-golden
+"""
+
+import pytest
+
+from builder.blocks import parts_for
+from builder.parts import Part
+from conftest import GOLDEN, RECIPES, compare_golden
+
+TARGETS = sorted(path.stem for path in (RECIPES / "targets").glob("*.yaml"))
+FIELDS = [name for name in Part.__dataclass_fields__ if name not in ("block", "stage")]
+
+
+def describe(parts):
+    lines = []
+    for part in parts:
+        lines.append(f"== {part.stage}")
+        for field in FIELDS:
+            value = getattr(part, field)
+            if not value:
+                continue
+            lines.append(f"-- {field}")
+            for item in value:
+                lines.append(" ".join(item) if isinstance(item, tuple) else item)
+    return "\n".join(lines) + "\n"
+
+
+def by_block(target):
+    grouped = {}
+    for part in parts_for(target):
+        grouped.setdefault(part.block, []).append(part)
+    return grouped
+
+
+@pytest.mark.parametrize("name", TARGETS)
+def test_block_golden(tree, name, update_golden):
+    blocks = by_block(tree.target(name))
+    folder = GOLDEN / "blocks" / name
+    for block, parts in blocks.items():
+        compare_golden(folder / f"{block}.txt", describe(parts), update_golden)
+    if folder.is_dir():
+        assert sorted(p.stem for p in folder.glob("*.txt")) == sorted(blocks), \
+            "golden files for blocks that no longer exist; run pytest --update-golden and remove them"
+
+
+def test_blocks_come_in_build_order(tree):
+    order = list(by_block(tree.target("lumi-rocm")))
+    assert order == ["os", "provenance", "python", "torch", "rccl_ofi", "mpi", "deepspeed"]
+
+
+def test_os_block_installs_the_union_of_every_blocks_packages_once(tree):
+    parts = parts_for(tree.target("lumi-rocm"))
+    os_build = next(p for p in parts if p.block == "os" and p.stage == "build")
+    wanted = {pkg for p in parts if p.stage == "build" for pkg in p.packages}
+    install = next(line for line in os_build.post if line.startswith("apt-get install"))
+    assert install.split()[4:] == sorted(wanted)
+
+
+def test_only_the_final_stage_gets_runtime_pieces(tree):
+    for name in TARGETS:
+        for part in parts_for(tree.target(name)):
+            if part.stage == "build":
+                assert not (part.env or part.test or part.runscript or part.labels or part.help
+                            or part.copy_from_build), (name, part.block)

@@ -1,0 +1,70 @@
+"""Merge rules for targets that `extends:` another (documented in README.md)."""
+
+import shutil
+
+from builder.merge import Origin, merge
+from builder.recipes import RecipeTree
+from builder.yamlsrc import Document
+from conftest import RECIPES, run_builder
+
+
+def doc(name):
+    return Document(name, {}, {})
+
+
+def test_mappings_merge_key_by_key_and_base_only_keys_stay():
+    base = {"deepspeed": {"accelerator": "cuda", "ops": {"cpu_adam": True, "gds": False}}}
+    child = {"deepspeed": {"ops": {"gds": True}}}
+    merged = merge(base, Origin(doc("base")), child, doc("child"))
+    assert merged == {"deepspeed": {"accelerator": "cuda", "ops": {"cpu_adam": True, "gds": True}}}
+
+
+def test_lists_and_scalars_are_replaced_whole():
+    base = {"sites": ["puhti", "mahti"], "description": "base", "os": {"packages": {"final": ["a", "b"]}}}
+    child = {"sites": ["mahti"], "os": {"packages": {"final": []}}}
+    merged = merge(base, Origin(doc("base")), child, doc("child"))
+    assert merged["sites"] == ["mahti"]                      # never concatenated
+    assert merged["os"]["packages"]["final"] == []           # a child can empty a list
+    assert merged["description"] == "base"                   # inherited when not overridden
+
+
+def test_a_mapping_replaced_by_a_scalar_takes_the_child_value():
+    merged = merge({"torch": {"flavour": "cpu"}}, Origin(doc("base")), {"torch": "x"}, doc("child"))
+    assert merged == {"torch": "x"}
+
+
+def test_errors_point_at_the_file_that_set_the_value():
+    base_doc, child_doc = doc("base.yaml"), doc("child.yaml")
+    origin = Origin(base_doc)
+    merge({"a": {"b": 1, "c": 2}}, origin, {"a": {"c": 3}}, child_doc)
+    assert origin.doc_for(("a", "b")) is base_doc
+    assert origin.doc_for(("a", "c")) is child_doc
+
+
+def test_inherited_targets_resolve_like_their_base(tree):
+    puhti, mahti, csc = (tree.target(n).resolved for n in ("puhti-cuda", "mahti-cuda", "csc-cuda"))
+    for key in ("stages", "os", "python", "torch", "deepspeed", "comm", "mpi"):
+        assert puhti[key] == mahti[key] == csc[key], key
+    assert (puhti["gpu_archs"], mahti["gpu_archs"], csc["gpu_archs"]) == (["sm_70"], ["sm_80"], ["sm_70", "sm_80"])
+
+
+def test_chains_of_extends_resolve_to_the_root(tmp_path):
+    recipes = tmp_path / "recipes"
+    shutil.copytree(RECIPES, recipes)
+    (recipes / "targets" / "mahti-lean.yaml").write_text(
+        "extends: mahti-cuda\ndescription: lean\npython: {packages: []}\n")
+    tree = RecipeTree(recipes)
+    lean = tree.target("mahti-lean").resolved
+    assert lean["sites"] == ["mahti"] and lean["python"]["packages"] == {}
+    assert lean["deepspeed"] == tree.target("puhti-cuda").resolved["deepspeed"]
+
+
+def test_an_error_inherited_from_a_base_names_the_base_file(tmp_path):
+    recipes = tmp_path / "recipes"
+    shutil.copytree(RECIPES, recipes)
+    base = recipes / "targets" / "puhti-cuda.yaml"
+    base.write_text(base.read_text().replace("    utils: true\n", "    utils: true\n    nosuch_op: true\n"))
+    result = run_builder("check", "--recipes", recipes)
+    assert result.returncode == 2
+    assert f"{recipes}/targets/puhti-cuda.yaml:" in result.stderr
+    assert "nosuch_op" in result.stderr

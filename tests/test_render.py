@@ -1,0 +1,187 @@
+"""Rendered definition files: current, deterministic, and carrying what each site needs."""
+
+import json
+import re
+import shutil
+
+import pytest
+
+from builder import deffile
+from builder.render import render
+from conftest import CONTAINERS, RECIPES, run_builder
+
+TARGETS = sorted(path.stem for path in (RECIPES / "targets").glob("*.yaml"))
+
+
+def stages_of(name):
+    return deffile.split((CONTAINERS / f"{name}.def").read_text())
+
+
+def section(name, stage, kind):
+    found = [s for s in stages_of(name) if s.header["Stage"] == stage][0].section(kind)
+    assert found is not None, f"{name}: stage {stage} has no %{kind}"
+    return found.body
+
+
+@pytest.mark.parametrize("name", TARGETS)
+def test_committed_def_matches_recipes(tree, name):
+    # containers/*.def are the golden files for whole targets
+    assert render(tree.target(name)) == (CONTAINERS / f"{name}.def").read_text(), \
+        f"containers/{name}.def is stale; run: python -m builder render --all"
+
+
+def test_every_target_has_a_committed_def_and_no_extras():
+    assert sorted(p.stem for p in CONTAINERS.glob("*.def")) == TARGETS
+    assert {"cpu", "lumi-rocm", "puhti-cuda", "mahti-cuda", "csc-cuda"} <= set(TARGETS)
+
+
+def test_render_is_byte_identical_across_runs_and_hash_seeds(tmp_path):
+    outputs = []
+    for seed in ("0", "12345"):
+        out = tmp_path / seed
+        result = run_builder("render", "--all", "--recipes", RECIPES, "--out", out,
+                             cwd=tmp_path, env={"PYTHONHASHSEED": seed})
+        assert result.returncode == 0, result.stderr
+        outputs.append({p.name: p.read_bytes() for p in sorted(out.iterdir())})
+    assert outputs[0] == outputs[1]
+    assert set(outputs[0]) == {f"{t}.def" for t in TARGETS}
+
+
+def test_second_render_leaves_files_untouched(tmp_path):
+    out = tmp_path / "out"
+    assert run_builder("render", "cpu", "--out", out).returncode == 0
+    before = (out / "cpu.def").stat().st_mtime_ns
+    again = run_builder("render", "cpu", "--out", out)
+    assert "unchanged" in again.stdout
+    assert (out / "cpu.def").stat().st_mtime_ns == before
+    assert [p.name for p in out.iterdir()] == ["cpu.def"]     # no temp files left
+
+
+def test_check_passes_on_the_repository():
+    result = run_builder("check")
+    assert result.returncode == 0, result.stderr
+    assert "up to date" in result.stdout
+
+
+def test_check_fails_when_a_version_bump_is_not_rendered(tmp_path):
+    recipes = tmp_path / "recipes"
+    shutil.copytree(RECIPES, recipes)
+    versions = recipes / "versions.yaml"
+    versions.write_text(versions.read_text().replace("deepspeed: 0.19.8", "deepspeed: 0.19.9"))
+    result = run_builder("check", "--recipes", recipes, "--out", CONTAINERS)
+    assert result.returncode == 1
+    assert "containers/cpu.def is stale" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_check_reports_missing_and_orphaned_files(tmp_path):
+    out = tmp_path / "out"
+    shutil.copytree(CONTAINERS, out)
+    (out / "cpu.def").unlink()
+    (out / "retired.def").write_text("old\n")
+    result = run_builder("check", "--out", out)
+    assert result.returncode == 1
+    assert "cpu.def is missing" in result.stderr and "retired.def has no recipe" in result.stderr
+
+
+# --- what each target must carry --------------------------------------------------------
+
+def test_lumi_builds_the_network_plugin_from_a_checksummed_source():
+    post = section("lumi-rocm", "build", "post")
+    assert "https://github.com/aws/aws-ofi-nccl/archive/v1.18.0.tar.gz" in post
+    assert re.search(r"echo '[0-9a-f]{64}  \S+' \| sha256sum -c -", post)
+    assert "--with-rocm=/opt/rocm" in post and "--with-libfabric=/usr" in post
+    env = section("lumi-rocm", "final", "environment")
+    assert 'LD_LIBRARY_PATH="/opt/aws-ofi-nccl/lib:' in env
+    assert "export LD_PRELOAD=/opt/rocm/lib/librccl.so.1" in env     # torch's own RCCL bypassed
+    assert "librccl-net.so" in section("lumi-rocm", "final", "test")
+
+
+def test_lumi_pins_gfx90a_and_guards_the_arch_during_the_op_build():
+    post = section("lumi-rocm", "build", "post")
+    assert "export PYTORCH_ROCM_ARCH=gfx90a" in post
+    assert "export PYTORCH_ROCM_ARCH=gfx90a" in section("lumi-rocm", "final", "environment")
+    guard = post.index("printf '#!/bin/sh\\necho %s\\n' gfx90a > /opt/rocm/bin/rocminfo")
+    build = post.index("pip wheel --no-build-isolation")
+    restore = post.index("mv /opt/rocm/bin/rocminfo.real /opt/rocm/bin/rocminfo")
+    assert guard < build < restore
+
+
+def test_lumi_carries_the_deepspeed_op_build_and_site_environment():
+    post = section("lumi-rocm", "build", "post")
+    for line in ("export DS_BUILD_OPS=1", "export DS_ACCELERATOR=cuda", "export DS_BUILD_FUSED_ADAM=1",
+                 "export DS_BUILD_SPARSE_ATTN=0", "export DS_BUILD_AIO=0"):
+        assert line in post
+    assert "sed -i 's/hostname -I/hostname -s/g'" in post
+    env = section("lumi-rocm", "final", "environment")
+    for line in ("export NCCL_SOCKET_IFNAME=hsn0,hsn1,hsn2,hsn3", "export CXI_FORK_SAFE=1",
+                 "export CXI_FORK_SAFE_HP=1", "export FI_CXI_DISABLE_CQ_HUGETLB=1",
+                 'export MIOPEN_USER_DB_PATH="/tmp/${USER}-miopen-db"'):
+        assert line in env
+    test = section("lumi-rocm", "final", "test")
+    assert "ds_report" in test and "fused_adam" in test
+
+
+@pytest.mark.parametrize("name, arch_list", [("puhti-cuda", "7.0"), ("mahti-cuda", "8.0"),
+                                             ("csc-cuda", "'7.0;8.0'")])
+def test_cuda_targets_carry_their_arch_list(name, arch_list):
+    line = f"export TORCH_CUDA_ARCH_LIST={arch_list}"
+    assert line in section(name, "build", "post")
+    assert line in section(name, "final", "environment")
+    assert "https://download.pytorch.org/whl/cu128" in section(name, "build", "post")
+
+
+def test_cpu_target_builds_only_cpu_ops_from_a_debootstrap_base():
+    stages = stages_of("cpu")
+    assert [s.header["Bootstrap"] for s in stages] == ["debootstrap", "debootstrap"]
+    assert all(s.header["MirrorURL"] == "{{ MIRROR }}" for s in stages)  # mirror comes as build-arg
+    post = section("cpu", "build", "post")
+    assert "export DS_BUILD_OPS=0" in post and "export DS_BUILD_CPU_ADAM=1" in post
+    assert "DeepSpeedCPUAdam" in section("cpu", "final", "test")
+
+
+# --- invariants every rendered file keeps ------------------------------------------------
+
+FINAL_ONLY = {"environment", "test", "runscript", "labels", "help"}
+
+
+@pytest.mark.parametrize("name", TARGETS)
+def test_one_section_of_each_kind_per_stage(name):
+    stages = stages_of(name)
+    assert [s.header["Stage"] for s in stages] == ["build", "final"]
+    for stage in stages:
+        kinds = [(s.name, s.args) for s in stage.sections]
+        assert len(kinds) == len(set(kinds)), f"{name}/{stage.header['Stage']}: {kinds}"
+        if stage.header["Stage"] != "final":
+            assert not FINAL_ONLY & {s.name for s in stage.sections}
+
+
+@pytest.mark.parametrize("name", TARGETS)
+def test_files_come_from_an_earlier_stage_and_never_land_in_tmp(name):
+    stages = stages_of(name)
+    seen = []
+    for stage in stages:
+        for sec in stage.sections:
+            if sec.name == "files":
+                if sec.args:
+                    assert sec.args.split()[-1] in seen
+                for line in filter(None, sec.lines):
+                    dest = line.split()[-1]
+                    assert not dest.startswith(("/tmp", "/var/tmp")), line
+        seen.append(stage.header["Stage"])
+
+
+@pytest.mark.parametrize("name", TARGETS)
+def test_every_environment_line_is_a_quoted_export(name):
+    for line in filter(None, section(name, "final", "environment").splitlines()):
+        assert re.fullmatch(r"export [A-Za-z_][A-Za-z0-9_]*=('[^']*'|\"[^\"]*\"|[A-Za-z0-9_./:,=+@%-]+)", line), line
+
+
+@pytest.mark.parametrize("name", TARGETS)
+def test_labels_carry_provenance_and_the_resolved_recipe(tree, name):
+    labels = dict(line.split(" ", 1) for line in section(name, "final", "labels").splitlines() if line)
+    prefix = "org.hpc-ml-containers."
+    assert labels[prefix + "target"] == name
+    assert labels[prefix + "version.torch"] == "2.13.0"
+    assert re.fullmatch(r"[0-9a-f]{64}", labels[prefix + "recipe.sha256"])
+    assert json.loads(labels[prefix + "recipe"]) == tree.target(name).resolved
