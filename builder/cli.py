@@ -16,12 +16,19 @@ from .recipes import RecipeTree
 from .render import render
 
 
+class _Parser(argparse.ArgumentParser):
+    """Usage mistakes get the same one-line error as bad recipes."""
+
+    def error(self, message):
+        print(f"error: command line: {message} (see: {self.prog} --help)", file=sys.stderr)
+        sys.exit(2)
+
+
 def main(argv=None):
     parser = _parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
-        parser.print_help(sys.stderr)
-        return 2
+        parser.error("no command given; expected one of: list, show, render, check")
     try:
         return args.func(args) or 0
     except BuilderError as error:
@@ -33,12 +40,12 @@ def main(argv=None):
 
 
 def _parser():
-    common = argparse.ArgumentParser(add_help=False)
+    common = _Parser(add_help=False)
     common.add_argument("--recipes", default="recipes", metavar="DIR",
                         help="recipe tree with sites/, targets/, versions.yaml (default: recipes)")
-    parser = argparse.ArgumentParser(prog="python -m builder",
+    parser = _Parser(prog="python -m builder",
                                      description="Render PyTorch + DeepSpeed Apptainer images from YAML recipes.")
-    sub = parser.add_subparsers(metavar="COMMAND")
+    sub = parser.add_subparsers(metavar="COMMAND", parser_class=_Parser)
 
     cmd = sub.add_parser("list", parents=[common], help="targets and sites, one line each")
     cmd.set_defaults(func=cmd_list)

@@ -106,7 +106,7 @@ class RecipeTree:
     def _target(self, name):
         data, origin = self._merged(name)
         doc = self.target_docs[name]
-        validate.check(yamlsrc.Document(doc.file, data, doc.lines), data, "target")
+        validate.check(yamlsrc.Document(doc.file, data, doc.lines), data, "target", origin=origin)
         versions = self.versions.data
         pins = versions["python_packages"]
 

@@ -35,8 +35,11 @@ def _without_required(node):
     return node
 
 
-def check(doc: Document, data: dict, name: str, partial: bool = False) -> None:
-    """Raise the first schema error (in file order) as a RecipeError."""
+def check(doc: Document, data: dict, name: str, partial: bool = False, origin=None) -> None:
+    """Raise the first schema error (in file order) as a RecipeError.
+
+    ``origin`` (a merge.Origin) names the file each key path came from, for merged targets.
+    """
     validator = jsonschema.Draft202012Validator(schema(name, partial))
     errors = list(validator.iter_errors(data))
     if not errors:
@@ -44,7 +47,7 @@ def check(doc: Document, data: dict, name: str, partial: bool = False) -> None:
     located = [_locate(doc, error) for error in errors]
     located.sort(key=lambda item: (doc.line_of(item[0]), len(item[0])))
     path, message = located[0]
-    raise doc.error(path, message)
+    raise (origin or doc).error(path, message)
 
 
 def _locate(doc, error):

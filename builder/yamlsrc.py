@@ -49,10 +49,7 @@ def load(path: Path, shown: str) -> Document:
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        problem = exc.problem or exc.context or "invalid YAML"
-        raise RecipeError(f"YAML syntax error: {problem}", file=shown,
-                          line=mark.line + 1 if mark else 1) from None
+        raise _syntax_error(exc, shown) from None
     except yaml.YAMLError as exc:
         raise RecipeError(f"YAML error: {exc}".splitlines()[0], file=shown, line=1) from None
     if node is None:
@@ -64,6 +61,18 @@ def load(path: Path, shown: str) -> Document:
                           file=shown, line=node.start_mark.line + 1)
     doc.data = data
     return doc
+
+
+def _syntax_error(exc, shown):
+    problem = exc.problem or exc.context or "invalid YAML"
+    if exc.context and "flow" in exc.context and exc.context_mark:
+        # an unclosed [ or {: PyYAML stops where it gave up; the bracket is the mistake
+        return RecipeError(f"YAML syntax error: a bracket opened on this line is not closed "
+                           f"({problem} on line {exc.problem_mark.line + 1})", file=shown,
+                           line=exc.context_mark.line + 1)
+    mark = exc.problem_mark or exc.context_mark
+    return RecipeError(f"YAML syntax error: {problem}", file=shown,
+                       line=mark.line + 1 if mark else 1)
 
 
 def _build(node, path, doc):

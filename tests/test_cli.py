@@ -35,6 +35,13 @@ def test_show_of_a_two_site_image_lists_both_sites_and_both_archs():
     assert shown["sites"] == ["puhti", "mahti"] and shown["gpu_archs"] == ["sm_70", "sm_80"]
 
 
-def test_no_command_prints_usage_and_exits_2():
-    result = run_builder()
-    assert result.returncode == 2 and "usage:" in result.stderr
+def test_usage_mistakes_are_one_line_errors_with_exit_2():
+    for args in ([], ["bogus"], ["render", "--bogus"], ["show"]):
+        result = run_builder(*args)
+        assert result.returncode == 2, args
+        assert len(result.stderr.splitlines()) == 1 and result.stderr.startswith("error: "), args
+
+
+def test_help_still_works():
+    result = run_builder("render", "--help")
+    assert result.returncode == 0 and "--all" in result.stdout

@@ -60,12 +60,18 @@ def parts(target):
     if target.torch_flavour == "cpu" and "cpu_adam" in ds.promised:
         test.append(python_check("python", _CPU_ADAM_STEP))
     final_env = (("DS_ACCELERATOR", "cpu"),) if ds.accelerator == "cpu" else ()
+    notes = [f"DeepSpeed {ds.version}, ops prebuilt: {', '.join(ds.promised)}."]
+    majors = {int(arch[3:-1]) for arch in target.archs if arch.startswith("sm_")}
+    if majors and min(majors) <= 7 < max(majors):
+        # DeepSpeed drops -DBF16_AVAILABLE for every op once any arch is sm_7x
+        notes.append("Its CUDA ops are built without BF16 because the arch list includes sm_7x; "
+                     "per-site images keep BF16 on newer GPUs.")
     return [
         Part(block="deepspeed", stage="build",
              packages=("libaio-dev",) if "async_io" in ds.promised else (),
              build_env=tuple(env), post=tuple(post)),
         Part(block="deepspeed", stage="final", env=final_env, test=tuple(test),
-             help=(f"DeepSpeed {ds.version}, ops prebuilt: {', '.join(ds.promised)}.",)),
+             help=tuple(notes)),
     ]
 
 

@@ -27,7 +27,7 @@ def parts(target):
     pinned = [("torch", target.torch_version), ("deepspeed", target.deepspeed.version)]
     if target.mpi4py_version:
         pinned.append(("mpi4py", target.mpi4py_version))
-    pinned += list(target.python_packages)
+    pinned += list(target.python_packages) + list(target.build_tools)
     if target.plugin is not None:
         pinned.append((target.plugin.name, target.plugin.version))
     labels += [(f"version.{name}", version) for name, version in pinned]

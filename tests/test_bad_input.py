@@ -1,0 +1,356 @@
+"""The rule for bad input, checked against a corpus of user mistakes.
+
+Every mistake in a recipe or on the command line must:
+  * exit with status 2 (1 is kept for failed checks and outside tools),
+  * print exactly one line on stderr, starting with ``error: ``,
+  * name the file and line as ``<--recipes dir>/<relative file>:<line>: `` when a file is
+    involved (the path exactly as given to --recipes, joined with the file's relative path),
+  * never show a Python traceback,
+  * write nothing: the --out directory and the whole tmp tree are byte-identical afterwards.
+
+Each case copies the real recipe tree into tmp_path, breaks one file and runs the CLI in a
+fresh interpreter, as a user does. Expected line numbers are found by searching the broken
+text for the offending line, so the corpus keeps working when the recipes gain lines.
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Optional, Union
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+RECIPES = REPO / "recipes"
+TARGETS = sorted(path.stem for path in (RECIPES / "targets").glob("*.yaml"))
+OLD_DEF = b"old\n"   # the one file --out holds before each run; it must survive untouched
+
+
+# --- running the CLI and watching the disk ------------------------------------------------
+
+def run_cli(*args):
+    """``python -m builder ARGS`` from the repository root, so the package imports."""
+    return subprocess.run([sys.executable, "-m", "builder", *map(str, args)], cwd=REPO,
+                          env=dict(os.environ), capture_output=True, text=True, timeout=120)
+
+
+def render_all(recipes, out):
+    return run_cli("render", "--all", "--recipes", recipes, "--out", out)
+
+
+def snapshot(root: Path) -> dict:
+    """Every directory and file under ``root`` with its bytes: a stray temp file, a new
+    .def or a changed byte anywhere makes two snapshots differ."""
+    return {str(path.relative_to(root)): (None if path.is_dir() else path.read_bytes())
+            for path in sorted(root.rglob("*"))}
+
+
+@pytest.fixture
+def work(tmp_path):
+    """A private copy of the recipes and an --out directory holding one old file."""
+    recipes = tmp_path / "recipes"
+    shutil.copytree(RECIPES, recipes)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "cpu.def").write_bytes(OLD_DEF)
+    return tmp_path, recipes, out
+
+
+def assert_bad_input(result, before, tmp_path, out, prefix):
+    """The whole rule, for one run that was given bad input; returns the error line."""
+    assert "Traceback" not in result.stderr, result.stderr
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, f"expected one line on stderr, got:\n{result.stderr}"
+    line = lines[0]
+    assert line.startswith(prefix), f"expected the line to start with {prefix!r}, got {line!r}"
+    assert result.returncode == 2, f"exit status {result.returncode}; stderr: {line}"
+    # Nothing written: not the .def files, not a temp file, not a byte of the recipes.
+    assert result.stdout == "", result.stdout
+    assert snapshot(tmp_path) == before
+    assert [p.name for p in out.iterdir()] == ["cpu.def"]
+    assert (out / "cpu.def").read_bytes() == OLD_DEF
+    return line
+
+
+# --- how a case breaks a file, and where it expects to be told ------------------------------
+
+Edit = Callable[[Optional[bytes]], Optional[bytes]]   # old bytes (None: no such file) -> new
+
+
+def replace(old: str, new: Union[str, bytes]) -> Edit:
+    """Replace the one occurrence of ``old`` (two would make the case ambiguous)."""
+    def edit(data):
+        assert data.count(old.encode()) == 1, f"{old!r} must occur exactly once"
+        return data.replace(old.encode(), new if isinstance(new, bytes) else new.encode())
+    return edit
+
+
+def drop_block(header: str) -> Edit:
+    """Remove the line ``header`` and the indented lines under it."""
+    def edit(data):
+        lines = data.decode().splitlines(keepends=True)
+        start = lines.index(header + "\n")
+        end = start + 1
+        while end < len(lines) and lines[end].startswith((" ", "\t")):
+            end += 1
+        return "".join(lines[:start] + lines[end:]).encode()
+    return edit
+
+
+def prepend(text: str) -> Edit:
+    return lambda data: text.encode() + data
+
+
+def content(data: bytes) -> Edit:
+    """Throw the file away and write ``data`` instead."""
+    return lambda _old: data
+
+
+def copy_of(relative: str) -> Edit:
+    """A new file holding a copy of a real recipe (for the file-name mistakes)."""
+    return lambda _old: (RECIPES / relative).read_bytes()
+
+
+Line = Union[int, None, Callable[[bytes], int]]
+
+
+def line_with(needle: Union[str, bytes]) -> Callable[[bytes], int]:
+    """The 1-based line of the broken file that holds ``needle``, which must be unique."""
+    needle = needle.encode() if isinstance(needle, str) else needle
+
+    def find(data):
+        found = [n for n, line in enumerate(data.split(b"\n"), 1) if needle in line]
+        assert len(found) == 1, f"{needle!r} found on lines {found}; make it unique"
+        return found[0]
+    return find
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    file: str                 # relative to the recipes directory
+    edit: Edit
+    line: Line                # int, line_with(...), or None where no line makes sense
+    expect: str               # a substring of the error message
+
+    def apply(self, recipes: Path) -> Optional[int]:
+        path = recipes / self.file
+        new = self.edit(path.read_bytes() if path.exists() else None)
+        path.write_bytes(new)
+        return self.line(new) if callable(self.line) else self.line
+
+
+CASES = [
+    # Unknown keys: typos must not be silently ignored.
+    Case("typo-top-level-key", "targets/cpu.yaml", replace("sites: [local]", "sitess: [local]"),
+         line_with("sitess:"), "unknown key 'sitess'"),
+    Case("typo-nested-key-ops", "targets/cpu.yaml", replace("  ops:\n", "  opps:\n"),
+         line_with("opps:"), "deepspeed.opps: unknown key 'opps'"),
+    Case("typo-nested-key-flavor", "targets/cpu.yaml",
+         replace("torch:\n  flavour: cpu\n", "torch: {flavor: cpu}\n"),
+         line_with("flavor"), "unknown key 'flavor'"),
+    Case("typo-site-key", "sites/lumi.yaml", replace("multi_node:", "multinode:"),
+         line_with("multinode:"), "unknown key 'multinode'"),
+
+    # Wrong types.
+    Case("per-node-as-text", "sites/puhti.yaml", replace("  per_node: 4\n", "  per_node: eight\n"),
+         line_with("per_node: eight"), "expected a whole number, found the text 'eight'"),
+    Case("sites-as-text", "targets/cpu.yaml", replace("sites: [local]", "sites: local"),
+         line_with("sites: local"), "expected a list, found the text 'local'"),
+    # YAML reads 2.13 as a float: the pin must be quoted or it would lose digits.
+    Case("pin-as-number", "versions.yaml", replace("torch: 2.13.0", "torch: 2.13"),
+         line_with("torch: 2.13"), "expected text, found the number 2.13"),
+
+    # Missing required keys. A target without `extends` must be complete on its own; the
+    # error belongs to that file even when other targets extend it.
+    Case("site-missing-mpi", "sites/local.yaml", drop_block("mpi:"), 1,
+         "missing required key 'mpi'"),
+    Case("target-missing-comm", "targets/cpu.yaml", drop_block("comm:"), 1,
+         "missing required key 'comm'"),
+    Case("extended-target-missing-mpi", "targets/puhti-cuda.yaml", drop_block("mpi:"), 1,
+         "missing required key 'mpi'"),
+
+    # Enums and patterns.
+    Case("flavour-enum", "targets/cpu.yaml", replace("flavour: cpu", "flavour: tpu"),
+         line_with("flavour: tpu"), "expected one of: cpu, cuda, rocm; found the text 'tpu'"),
+    Case("arch-pattern", "sites/puhti.yaml", replace("arch: [sm_70]", "arch: [sm70]"),
+         line_with("arch: [sm70]"), "a GPU arch such as sm_80"),
+    Case("sha256-too-short", "versions.yaml",
+         replace("sha256: 12fd67f05872600c485d74b8e3c3a640d063322371170f3a9c17d67a5a2ca681",
+                 "sha256: 12fd67f05872600c485d74b8e3c3a640"),
+         line_with("sha256:"), "64 lower-case hex digits"),
+
+    # YAML syntax: the line to fix is the one with the unclosed bracket / the bad indent.
+    Case("yaml-unclosed-bracket", "targets/cpu.yaml", replace("sites: [local]", "sites: [local"),
+         line_with("sites: [local"), "YAML syntax error"),
+    Case("yaml-unclosed-bracket-at-end", "targets/cpu.yaml",
+         replace("  mpi4py: true", "  mpi4py: [true"), line_with("mpi4py: [true"),
+         "YAML syntax error"),
+    Case("yaml-bad-indentation", "targets/cpu.yaml",
+         replace("    final: [hostname]", "   final: [hostname]"),
+         line_with("   final: [hostname]"), "YAML syntax error"),
+
+    # Duplicate keys: PyYAML keeps the last silently; the builder must refuse.
+    Case("duplicate-top-level-key", "targets/cpu.yaml",
+         lambda data: data + b"sites: [local]  # again\n", line_with("# again"),
+         "duplicate key 'sites' (first at line 2)"),
+    Case("duplicate-nested-key", "targets/cpu.yaml",
+         replace("    cpu_lion: true\n", "    cpu_lion: true\n    cpu_adam: false  # again\n"),
+         line_with("# again"), "duplicate key 'cpu_adam'"),
+
+    # Files that are not YAML mappings at all.
+    Case("empty-file", "versions.yaml", content(b""), 1, "empty file"),
+    Case("only-comments", "sites/local.yaml", content(b"# nothing here\n# yet\n"), 1,
+         "no YAML content"),
+    Case("binary-file", "targets/cpu.yaml", content(b"\x7fELF\x02\x01\x01\x00\x00\x00\xff\n"), 1,
+         "binary data"),
+    # Latin-1 on line 7: the line number must point at the bad byte, not at line 1.
+    Case("not-utf8", "targets/cpu.yaml", replace("family: debian", b"family: deb\xe9ian"),
+         line_with(b"deb\xe9ian"), "not UTF-8"),
+    Case("top-level-list", "deepspeed-ops.yaml", content(b"- async_io\n- cpu_adam\n"), 1,
+         "expected a mapping at the top level, found a list"),
+
+    # Cross-file references that do not resolve.
+    Case("unknown-site", "targets/cpu.yaml", replace("sites: [local]", "sites: [local, nowhere]"),
+         line_with("nowhere"), "unknown site 'nowhere'"),
+    Case("unknown-deepspeed-op", "targets/cpu.yaml",
+         replace("    cpu_lion: true\n", "    cpu_lion: true\n    cpu_adamw: true\n"),
+         line_with("cpu_adamw"), "unknown DeepSpeed op 'cpu_adamw'"),
+    Case("extends-unknown-target", "targets/mahti-cuda.yaml",
+         replace("extends: puhti-cuda", "extends: vista-cuda"),
+         line_with("extends:"), "unknown target 'vista-cuda'"),
+    # csc-cuda already extends puhti-cuda; puhti-cuda extending csc-cuda closes the loop.
+    Case("extends-loop", "targets/puhti-cuda.yaml", prepend("extends: csc-cuda\n"),
+         line_with("extends:"), "loop"),
+    Case("unknown-image", "targets/cpu.yaml",
+         replace("build: {bootstrap: debootstrap, image: debian-bookworm}",
+                 "build: {bootstrap: debootstrap, image: debian-trixie}"),
+         line_with("debian-trixie"), "unknown image 'debian-trixie'"),
+    Case("unpinned-python-package", "targets/cpu.yaml",
+         replace("packages: [numpy]", "packages: [numpy, scipy]"),
+         line_with("scipy"), "no pinned version for 'scipy'"),
+
+    # Facts that contradict each other.
+    Case("op-for-wrong-accelerator", "targets/lumi-rocm.yaml", replace("gds: false", "gds: true"),
+         line_with("gds: true"), "op 'gds' cannot be prebuilt for rocm"),
+    # puhti is sm_70 (and csc-cuda, which extends puhti-cuda, covers it too).
+    Case("op-needs-newer-sm", "targets/puhti-cuda.yaml",
+         replace("cutlass_ops: false", "cutlass_ops: true"),
+         line_with("cutlass_ops: true"), "needs sm_80 or newer"),
+    Case("mpi-abi-mismatch", "targets/cpu.yaml", replace("abi: openmpi", "abi: mpich"),
+         line_with("abi: mpich"), "site 'local' runs openmpi"),
+    Case("cuda-image-on-amd-site", "targets/mahti-cuda.yaml",
+         replace("sites: [mahti]", "sites: [lumi]"),
+         line_with("sites: [lumi]"), "a cuda image needs nvidia GPUs"),
+    Case("comm-library-mismatch", "targets/cpu.yaml", replace("library: gloo", "library: nccl"),
+         line_with("library: nccl"), "a cpu image uses gloo"),
+    Case("arch-for-wrong-vendor", "sites/mahti.yaml", replace("arch: [sm_80]", "arch: [gfx90a]"),
+         line_with("gfx90a"), "does not fit vendor nvidia"),
+
+    # File names: the name is the mistake, so there is no line to point at.
+    Case("upper-case-file-name", "targets/CPU.yaml", copy_of("targets/cpu.yaml"), None,
+         "bad file name"),
+    Case("yml-suffix", "targets/extra.yml", copy_of("targets/cpu.yaml"), None,
+         "recipes end in .yaml"),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
+def test_recipe_mistake_is_one_located_line_and_writes_nothing(work, case):
+    tmp_path, recipes, out = work
+    line = case.apply(recipes)
+    before = snapshot(tmp_path)
+
+    result = render_all(recipes, out)
+
+    # Where: the path as given to --recipes joined with the file, then the line if any.
+    where = f"{recipes / case.file}:{line}: " if line else f"{recipes / case.file}: "
+    error = assert_bad_input(result, before, tmp_path, out, prefix=f"error: {where}")
+    assert case.expect in error
+
+
+def test_corpus_ids_are_unique():
+    ids = [case.id for case in CASES]
+    assert len(ids) == len(set(ids))
+
+
+# --- mistakes on the command line -------------------------------------------------------------
+
+def test_render_unknown_target_lists_the_valid_ones(work):
+    tmp_path, recipes, out = work
+    before = snapshot(tmp_path)
+    result = run_cli("render", "nosuchtarget", "--recipes", recipes, "--out", out)
+    error = assert_bad_input(result, before, tmp_path, out, prefix="error: ")
+    assert "unknown target 'nosuchtarget'" in error
+    assert all(name in error for name in TARGETS), error
+
+
+def test_render_valid_and_unknown_target_writes_not_even_the_valid_one(work):
+    # Everything is rendered before anything is written, so cpu.def keeps its old text.
+    tmp_path, recipes, out = work
+    before = snapshot(tmp_path)
+    result = run_cli("render", "cpu", "nosuchtarget", "--recipes", recipes, "--out", out)
+    assert "unknown target 'nosuchtarget'" in assert_bad_input(result, before, tmp_path, out,
+                                                               prefix="error: ")
+
+
+def test_show_unknown_target(work):
+    tmp_path, recipes, out = work
+    before = snapshot(tmp_path)
+    result = run_cli("show", "nosuchtarget", "--recipes", recipes)
+    assert "unknown target 'nosuchtarget'" in assert_bad_input(result, before, tmp_path, out,
+                                                               prefix="error: ")
+
+
+def test_missing_recipes_directory(work):
+    tmp_path, _recipes, out = work
+    missing = tmp_path / "nonexistent" / "dir"
+    before = snapshot(tmp_path)
+    result = run_cli("render", "--all", "--recipes", missing, "--out", out)
+    assert "recipes directory not found" in assert_bad_input(result, before, tmp_path, out,
+                                                             prefix=f"error: {missing}: ")
+
+
+@pytest.mark.parametrize("targets", [[], ["cpu", "--all"]], ids=["neither", "both"])
+def test_render_needs_names_or_all_but_not_both(work, targets):
+    tmp_path, recipes, out = work
+    before = snapshot(tmp_path)
+    result = run_cli("render", *targets, "--recipes", recipes, "--out", out)
+    assert "--all" in assert_bad_input(result, before, tmp_path, out, prefix="error: ")
+
+
+def test_out_that_is_a_file(work):
+    tmp_path, recipes, out = work
+    not_a_dir = out / "cpu.def"
+    before = snapshot(tmp_path)
+    result = run_cli("render", "--all", "--recipes", recipes, "--out", not_a_dir)
+    assert "not a directory" in assert_bad_input(result, before, tmp_path, out,
+                                                 prefix=f"error: {not_a_dir}: ")
+
+
+# --- the fixture is sound, and a stale file is a failed check, not bad input ------------------
+
+def test_valid_copy_renders_and_then_checks_clean(work):
+    _tmp_path, recipes, out = work
+    result = render_all(recipes, out)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    assert sorted(p.name for p in out.iterdir()) == sorted(f"{name}.def" for name in TARGETS)
+    assert (out / "cpu.def").read_bytes() != OLD_DEF
+
+    result = run_cli("check", "--recipes", recipes, "--out", out)
+    assert result.returncode == 0, result.stderr
+
+
+def test_check_with_stale_file_exits_1(work):
+    tmp_path, recipes, out = work
+    before = snapshot(tmp_path)
+    result = run_cli("check", "--recipes", recipes, "--out", out)
+    assert result.returncode == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    assert f"stale: {out / 'cpu.def'} is stale" in result.stderr.splitlines()
+    assert result.stderr.splitlines()[-1].startswith("error: ")
+    assert snapshot(tmp_path) == before    # check never writes
