@@ -50,13 +50,11 @@ class RecipeTree:
                               file=self._shown(folder))
         docs = {}
         for path in sorted(directory.iterdir()):
-            if path.suffix in (".yml", ".json") or path.name.startswith("."):
-                if path.suffix in (".yml", ".json"):
-                    raise RecipeError("unexpected file; recipes end in .yaml",
-                                      file=self._shown(folder, path.name))
+            if path.name.startswith(".") or path.suffix not in (".yaml", ".yml", ".json"):
                 continue
             if path.suffix != ".yaml":
-                continue
+                raise RecipeError("unexpected file; recipes end in .yaml",
+                                  file=self._shown(folder, path.name))
             if not NAME.match(path.stem):
                 raise RecipeError("bad file name; expected lower-case letters, digits and "
                                   "dashes, such as puhti-cuda.yaml", file=self._shown(folder, path.name))

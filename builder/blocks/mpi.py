@@ -21,15 +21,11 @@ print("mpi4py", mpi4py.__version__, "on", found.splitlines()[0])
 
 def parts(target):
     build_packages, final_packages = PACKAGES[target.mpi_abi]
-    build = Part(block="mpi", stage="build", packages=build_packages)
-    final = Part(block="mpi", stage="final", packages=final_packages)
-    if not target.mpi4py_version:
-        return [build, final]
-    return [
-        Part(block="mpi", stage="build", packages=build_packages,
-             # from source, so it links the distribution's MPI rather than a bundled one
-             post=(cmd("pip", "install", "--no-cache-dir", "--no-binary=mpi4py",
-                       f"mpi4py=={target.mpi4py_version}"),)),
-        Part(block="mpi", stage="final", packages=final_packages,
-             test=(python_check("python", _MPI4PY_CHECK, LIBRARY_NAME[target.mpi_abi]),)),
-    ]
+    post, test = (), ()
+    if target.mpi4py_version:
+        # from source, so it links the distribution's MPI rather than a bundled one
+        post = (cmd("pip", "install", "--no-cache-dir", "--no-binary=mpi4py",
+                    f"mpi4py=={target.mpi4py_version}"),)
+        test = (python_check("python", _MPI4PY_CHECK, LIBRARY_NAME[target.mpi_abi]),)
+    return [Part(block="mpi", stage="build", packages=build_packages, post=post),
+            Part(block="mpi", stage="final", packages=final_packages, test=test)]
