@@ -4,7 +4,7 @@ VENV   ?= .venv
 TARGET ?= cpu
 PY     := $(VENV)/bin/python
 
-.PHONY: setup render check test build list show clean
+.PHONY: setup render check test build doctor list show clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,10 +25,13 @@ test: setup
 	$(PY) -m builder check
 	$(PY) -m pytest
 
-# Renders containers/$(TARGET).def. Building the image with Apptainer is the next step
-# (see README: "What works today").
+# Renders containers/$(TARGET).def and builds images/$(TARGET).sif (running its %test).
 build: setup
 	$(PY) -m builder render $(TARGET)
+	$(PY) -m builder build $(TARGET)
+
+doctor: setup
+	$(PY) -m builder doctor
 
 list: setup
 	$(PY) -m builder list

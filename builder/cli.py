@@ -1,4 +1,4 @@
-"""Command line: list, show, render, check.
+"""Command line: list, show, render, check, build, doctor, toolbox.
 
 Exit status: 0 done, 2 bad input (one line saying what and where), 1 a check or an outside
 tool failed.
@@ -28,7 +28,7 @@ def main(argv=None):
     parser = _parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
-        parser.error("no command given; expected one of: list, show, render, check")
+        parser.error("no command given; expected one of: list, show, render, check, build, doctor, toolbox")
     try:
         return args.func(args) or 0
     except BuilderError as error:
@@ -60,6 +60,23 @@ def _parser():
     cmd.add_argument("--out", default="containers", metavar="DIR",
                      help="where the .def files go (default: containers)")
     cmd.set_defaults(func=cmd_render)
+
+    cmd = sub.add_parser("build", parents=[common],
+                         help="build images/<target>.sif with Apptainer and run its %%test")
+    cmd.add_argument("target", nargs="?", default="cpu", help="default: cpu")
+    cmd.add_argument("--force", action="store_true", help="rebuild even if up to date")
+    cmd.add_argument("--images", default="images", metavar="DIR",
+                     help="where images go (default: images)")
+    cmd.set_defaults(func=cmd_build)
+
+    cmd = sub.add_parser("doctor", parents=[common],
+                         help="what this host offers for builds: runtime, fakeroot, disk, mirror, pip")
+    cmd.add_argument("--images", default="images", metavar="DIR")
+    cmd.set_defaults(func=cmd_doctor)
+
+    cmd = sub.add_parser("toolbox", help="the Apptainer toolbox for hosts without Apptainer")
+    cmd.add_argument("action", choices=["status", "provision", "remove"])
+    cmd.set_defaults(func=cmd_toolbox)
 
     cmd = sub.add_parser("check", parents=[common],
                          help="validate every recipe; fail if rendered files are stale")
@@ -99,6 +116,32 @@ def cmd_render(args):
     for name, text in texts.items():
         path = out / f"{name}.def"
         print(f"{'wrote' if write_atomic(path, text) else 'unchanged'} {path}")
+
+
+def cmd_build(args):
+    from .build import build
+    from .progress import Progress
+    build(RecipeTree(args.recipes), args.target, images=Path(args.images), force=args.force,
+          progress=Progress())
+
+
+def cmd_doctor(args):
+    from .doctor import report
+    report(RecipeTree(args.recipes), Path(args.images))
+
+
+def cmd_toolbox(args):
+    from . import toolbox
+    from .progress import Progress
+    if args.action == "remove":
+        toolbox.remove()
+        print(f"removed {toolbox.home()}")
+    elif args.action == "provision":
+        toolbox.provision(Progress(), toolbox.cache_dir())
+    elif toolbox.is_ready():
+        print(f"{toolbox.home()}: {toolbox.version()}")
+    else:
+        print(f"{toolbox.home()}: not provisioned")
 
 
 def cmd_check(args):

@@ -41,9 +41,10 @@ def render(target) -> str:
         stage.copy_from_build += part.copy_from_build
         body = [export(name, value) for name, value in part.build_env] + list(part.post)
         if body:
-            stage.post += [f"# --- {part.block} ---"] + body
+            # echoed, so a build log (and the build's progress lines) show the step
+            stage.post += [f"echo '--- {part.stage}: {part.block}'"] + body
         if part.test:
-            stage.test += [f"# --- {part.block} ---"] + list(part.test)
+            stage.test += [f"echo '--- test: {part.block}'"] + list(part.test)
         stage.environment += [export(name, value) for name, value in part.env]
         stage.runscript += part.runscript
         stage.labels += [f"{key} {value}" for key, value in part.labels]

@@ -1,10 +1,11 @@
 """Building blocks: each knows one step of the image and returns Parts, never Apptainer text.
 
-The order here is the order of each stage's %post. The os block comes first and installs the
-packages every other block asked for, so it is called last, with their wishes.
+The order here is the order of each stage's %post. The build-host settings come first, then
+the os block, which installs the packages every other block asked for (so it is called last,
+with their wishes).
 """
 
-from . import comm, deepspeed, mpi, os_packages, provenance, python, torch
+from . import build_host, comm, deepspeed, mpi, os_packages, provenance, python, torch
 
 BLOCKS = (provenance, python, torch, comm, mpi, deepspeed)
 
@@ -15,4 +16,4 @@ def parts_for(target):
     wanted = {"build": set(target.packages_build), "final": set(target.packages_final)}
     for part in parts:
         wanted[part.stage].update(part.packages)
-    return os_packages.parts(target, wanted) + parts
+    return build_host.parts(target) + os_packages.parts(target, wanted) + parts

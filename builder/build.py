@@ -1,0 +1,204 @@
+"""Build images/<target>.sif with Apptainer: cached by content, written atomically, logged.
+
+The key of a build is a hash of the definition text and the build arguments; the image's
+sidecar file records it with the image's size and mtime, so an unchanged target answers "up
+to date" without starting Apptainer. The image is written to a temporary file beside the
+target and renamed at the end; a failed, interrupted or killed build leaves the old image as
+it was.
+"""
+
+import ctypes
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+from importlib import resources
+from pathlib import Path
+
+from . import __version__, hostinfo, runner, toolbox
+from .blocks.build_host import SETTINGS
+from .errors import ToolError
+from .fileio import write_atomic
+from .render import render
+
+PR_SET_PDEATHSIG = 1
+HOST_MOUNT = "/mnt"
+
+
+def find_runtime(site, progress, log_dir):
+    """(path, label): HPCML_APPTAINER, the site's runtime path, apptainer, singularity, or
+    else a toolbox provisioned under the user's cache."""
+    wanted = [os.environ.get("HPCML_APPTAINER"), site.data["runtime"].get("path"),
+              "apptainer", "singularity"]
+    for candidate in filter(None, wanted):
+        found = shutil.which(candidate)
+        if found:
+            return found, found
+    return str(toolbox.ensure(progress, log_dir)), "toolbox"
+
+
+def build_key(text, args):
+    material = json.dumps({"builder": __version__, "definition": text, "build_args": args},
+                          sort_keys=True)
+    return hashlib.sha256(material.encode()).hexdigest()
+
+
+def is_current(sif: Path, key: str) -> bool:
+    try:
+        meta = json.loads(_meta_path(sif).read_text())
+        stat = sif.stat()
+    except (OSError, ValueError):
+        return False
+    return (meta.get("key") == key and meta.get("size") == stat.st_size
+            and meta.get("mtime_ns") == stat.st_mtime_ns)
+
+
+def build(tree, name, *, images: Path, force=False, progress):
+    target = tree.target(name)
+    text = render(target)
+    args = {"MIRROR": hostinfo.debian_mirror()} if "{{ MIRROR }}" in text else {}
+    key = build_key(text, args)
+    sif = images / f"{name}.sif"
+    if not force and is_current(sif, key):
+        print(f"{sif} is up to date")
+        return sif
+    images.mkdir(parents=True, exist_ok=True)
+    with _lock(images, name):
+        _remove_stale_temps(images, name)
+        log_path = images / f"{name}.build.log"
+        runtime, label = find_runtime(target.sites[0], progress, images)
+        progress.step(f"building {sif} with {label} (log: {log_path})")
+        work = Path(tempfile.mkdtemp(prefix=f"hpcml-build-{name}-"))
+        tmp_sif = images / f".{name}.sif.tmp-{os.getpid()}"
+        try:
+            definition = work / f"{name}.def"
+            definition.write_text(text)
+            host = work / "host"
+            _write_host_settings(host)
+            argv = [runtime, "build"]
+            if hostinfo.needs_fakeroot():
+                argv.append("--fakeroot")
+            for arg, value in args.items():
+                argv += ["--build-arg", f"{arg}={value}"]
+            argv += ["--bind", f"{host}:{HOST_MOUNT}", str(tmp_sif), str(definition)]
+            env = dict(os.environ, HPCML_TOOLBOX_BINDS=f"{images.resolve()}:{work}")
+            _run_watched(argv, tmp_sif, log_path, env, progress)
+            os.replace(tmp_sif, sif)
+        finally:
+            tmp_sif.unlink(missing_ok=True)
+            shutil.rmtree(work, ignore_errors=True)
+        stat = sif.stat()
+        write_atomic(_meta_path(sif), json.dumps(
+            {"key": key, "target": name, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns},
+            indent=1, sort_keys=True) + "\n")
+    progress.step(f"built {sif} ({stat.st_size / 1e6:.0f} MB); its %test passed")
+    return sif
+
+
+def _meta_path(sif):
+    return sif.with_name(sif.name + ".json")
+
+
+class _lock:
+    """One build of a target at a time; a second one fails fast instead of racing it."""
+
+    def __init__(self, images, name):
+        self.path = images / f".{name}.lock"
+
+    def __enter__(self):
+        self.handle = open(self.path, "w")
+        try:
+            fcntl.flock(self.handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self.handle.close()
+            raise ToolError(f"another build of {self.path.name[1:-5]} is running "
+                            f"(lock {self.path})") from None
+
+    def __exit__(self, *exc):
+        self.handle.close()
+
+
+def _remove_stale_temps(images, name):
+    # left behind only if the guard itself was killed; the lock says no build is running
+    for stale in images.glob(f".{name}.sif.tmp-*"):
+        stale.unlink(missing_ok=True)
+
+
+def _write_host_settings(host: Path):
+    """The CA bundle, pip indexes and local wheels of this host, for %post only."""
+    host.mkdir()
+    pip = hostinfo.pip_settings()
+    lines = []
+    if pip["cert"]:
+        shutil.copyfile(pip["cert"], host / "ca.crt")
+        bundle = f"{HOST_MOUNT}/ca.crt"
+        lines += [f"export {var}={bundle}" for var in
+                  ("PIP_CERT", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE")]
+    if pip["index_url"]:
+        lines.append(f"export PIP_INDEX_URL='{pip['index_url']}'")
+    if pip["extra_index_urls"]:
+        lines.append(f"export PIP_EXTRA_INDEX_URL='{' '.join(pip['extra_index_urls'])}'")
+    if pip["find_links"]:
+        wheels = host / "wheels"
+        wheels.mkdir()
+        for directory in pip["find_links"]:
+            for wheel in Path(directory).glob("*.whl"):
+                _link_or_copy(wheel, wheels / wheel.name)
+        lines.append(f"export PIP_FIND_LINKS={HOST_MOUNT}/wheels")
+    (host / Path(SETTINGS).name).write_text("\n".join(lines) + "\n")
+
+
+def _link_or_copy(source, dest):
+    try:
+        os.link(source, dest)
+    except OSError:
+        shutil.copyfile(source, dest)
+
+
+def _die_with_parent():
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def _run_watched(argv, tmp_sif, log_path, env, progress):
+    guard = resources.files(__package__).joinpath("build-guard.sh")
+    with open(log_path, "w") as log:
+        process = subprocess.Popen(["bash", str(guard), str(tmp_sif), *argv], env=env,
+                                   stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                   preexec_fn=_die_with_parent)
+        done = threading.Event()
+        watcher = threading.Thread(target=_follow, args=(log_path, done, progress), daemon=True)
+        watcher.start()
+        try:
+            status = process.wait()
+        except BaseException:
+            process.send_signal(signal.SIGTERM)
+            process.wait()
+            raise
+        finally:
+            done.set()
+            watcher.join(timeout=2)
+    if status != 0:
+        raise ToolError(f"apptainer build failed (exit status {status}); the previous image, if "
+                        f"any, is unchanged. Last lines of {log_path}:\n{runner.tail(log_path)}")
+
+
+STEP_MARKERS = ("--- build: ", "--- final: ", "--- test: ", "INFO:    Creating SIF",
+                "INFO:    Running testscript", "INFO:    Starting build")
+
+
+def _follow(log_path, done, progress):
+    with open(log_path, errors="replace") as log:
+        while True:
+            line = log.readline()
+            if not line:
+                if done.wait(0.5):
+                    return
+                continue
+            text = line.strip()
+            if text.startswith(STEP_MARKERS):
+                progress.step(text.replace("INFO:    ", "").rstrip("."))

@@ -1,0 +1,147 @@
+"""An Apptainer for hosts that have none: a Debian trixie root under the user's cache with
+Apptainer from sid, entered through a mount namespace (see builder/toolbox-enter.sh).
+
+Provisioned once, reused, rebuilt when broken, removed with `python -m builder toolbox remove`.
+"""
+
+import os
+import shutil
+from importlib import resources
+from pathlib import Path
+
+from . import hostinfo, runner
+from .errors import ToolError
+
+SUITE = "trixie"            # Apptainer needs glibc >= 2.38; bookworm has 2.36
+APPTAINER_SUITE = "sid"     # the only suite with an apptainer package
+STAMP = "READY"
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "hpc-ml-containers"
+
+
+def home() -> Path:
+    return cache_dir() / "toolbox"
+
+
+def command() -> Path:
+    return home() / "bin" / "apptainer"
+
+
+def is_ready() -> bool:
+    box = home()
+    return (box / STAMP).is_file() and (box / "root" / "usr" / "bin" / "apptainer").is_file()
+
+
+def version():
+    return runner.run([str(command()), "--version"], timeout=60).stdout.strip()
+
+
+def can_provision():
+    """Why a toolbox cannot be made here, or None when it can."""
+    if os.uname().sysname != "Linux":
+        return "a toolbox needs Linux"
+    if os.geteuid() != 0:
+        return "a toolbox needs root (mount namespaces and pivot_root)"
+    if shutil.which("unshare") is None:
+        return "a toolbox needs unshare (util-linux)"
+    return None
+
+
+def ensure(progress, log_dir: Path) -> Path:
+    """The toolbox's apptainer command, provisioning or repairing the toolbox first."""
+    if is_ready():
+        try:
+            version()
+            return command()
+        except ToolError:
+            progress.step("toolbox is broken; rebuilding it")
+    reason = can_provision()
+    if reason:
+        raise ToolError(f"no apptainer or singularity on PATH and {reason}; install Apptainer "
+                        "(https://apptainer.org/docs/admin/main/installation.html) and retry")
+    provision(progress, log_dir)
+    return command()
+
+
+def provision(progress, log_dir: Path):
+    box = home()
+    for stale in box.parent.glob("toolbox.tmp-*"):      # left by a killed provision
+        _remove_tree(stale)
+    staging = box.with_name(f"toolbox.tmp-{os.getpid()}")
+    try:
+        _provision_into(staging, progress, log_dir)
+    except BaseException:
+        _remove_tree(staging)
+        raise
+    old = box.with_name(f"toolbox.old-{os.getpid()}")
+    if box.exists():
+        box.rename(old)
+    staging.rename(box)
+    _remove_tree(old)
+    progress.step(f"toolbox ready: {version()}")
+
+
+def _provision_into(staging, progress, log_dir):
+    root = staging / "root"
+    mirror = hostinfo.debian_mirror()
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log_path = log_dir / "toolbox.log"
+    with open(log_path, "w") as log:
+        if shutil.which("debootstrap") is None:
+            progress.step("installing debootstrap on the host")
+            runner.run_logged(["apt-get", "install", "-y", "--no-install-recommends", "debootstrap"], log)
+        progress.step(f"toolbox: debootstrap {SUITE} (log: {log_path})")
+        runner.run_logged(["debootstrap", "--variant=minbase", "--include=ca-certificates",
+                           SUITE, str(root), mirror], log, what="debootstrap")
+        _install_scripts(staging)
+        enter = str(staging / "bin" / "enter")
+        sid_list = root / "etc" / "apt" / "sources.list.d" / "apptainer-sid.list"
+        progress.step(f"toolbox: downloading apptainer from {APPTAINER_SUITE}")
+        sid_list.write_text(f"deb {mirror} {APPTAINER_SUITE} main\n")
+        # mirrors' sid Release files may be past their Valid-Until date; the archive keys
+        # still sign them, so only the date check is relaxed, and only for this step
+        runner.run_logged([enter, "/usr/bin/apt-get", "-o", "Acquire::Check-Valid-Until=false",
+                           "update"], log, what="apt-get update")
+        runner.run_logged([enter, "/bin/sh", "-c", "cd /var/cache/apt/archives && apt-get download apptainer"],
+                          log, what="apt-get download apptainer")
+        sid_list.unlink()
+        progress.step("toolbox: installing apptainer")
+        runner.run_logged([enter, "/usr/bin/apt-get", "update"], log, what="apt-get update")
+        runner.run_logged([enter, "/bin/sh", "-c",
+                           "DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "
+                           "/var/cache/apt/archives/apptainer_*.deb debootstrap squashfs-tools "
+                           "&& apt-get clean"], log, what="installing apptainer")
+        # --fakeroot maps root onto these ranges
+        for name in ("subuid", "subgid"):
+            (root / "etc" / name).write_text("root:100000:65536\n")
+        (staging / STAMP).write_text(f"suite {SUITE}\n")
+
+
+def _install_scripts(staging):
+    bin_dir = staging / "bin"
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    enter = bin_dir / "enter"
+    enter.write_text(resources.files(__package__).joinpath("toolbox-enter.sh").read_text())
+    shim = bin_dir / "apptainer"
+    shim.write_text('#!/bin/sh\n# Apptainer from the toolbox, usable like an installed command.\n'
+                    'exec "$(dirname "$(readlink -f "$0")")/enter" /usr/bin/apptainer "$@"\n')
+    for script in (enter, shim):
+        script.chmod(0o755)
+
+
+def remove():
+    _remove_tree(home())
+
+
+def _remove_tree(path):
+    """Remove a toolbox tree; a build killed mid-way can leave bind mounts, so unmount first."""
+    if not path.exists():
+        return
+    mounts = [line.split()[1] for line in Path("/proc/self/mounts").read_text().splitlines()
+              if line.split()[1].startswith(str(path) + "/")]
+    for mount in sorted(mounts, reverse=True):
+        runner.run(["umount", "-l", mount], check=False)
+    shutil.rmtree(path, ignore_errors=True)
