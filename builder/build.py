@@ -24,7 +24,7 @@ from . import __version__, hostinfo, runner, toolbox
 from .blocks.build_host import SETTINGS
 from .errors import ToolError
 from .fileio import write_atomic
-from .render import render
+from .render import LAYERS, render_all
 
 PR_SET_PDEATHSIG = 1
 HOST_MOUNT = "/mnt"
@@ -42,10 +42,17 @@ def find_runtime(site, progress, log_dir):
     return str(toolbox.ensure(progress, log_dir)), "toolbox"
 
 
-def build_key(text, args):
-    material = json.dumps({"builder": __version__, "definition": text, "build_args": args},
+def build_key(text, args, parent_keys=()):
+    """What a layer is made of: its definition, its build arguments (less the paths of the
+    layers it starts from) and the keys of those layers."""
+    material = json.dumps({"builder": __version__, "definition": text, "parents": list(parent_keys),
+                           "build_args": {k: v for k, v in args.items() if k not in PARENTS}},
                           sort_keys=True)
     return hashlib.sha256(material.encode()).hexdigest()
+
+
+PARENTS = {"DEVEL": "devel", "BASE": "base"}          # build argument -> layer
+LAYER_PARENTS = {"devel": (), "base": ("devel",), "image": ("devel", "base")}
 
 
 def is_current(sif: Path, key: str) -> bool:
@@ -58,46 +65,94 @@ def is_current(sif: Path, key: str) -> bool:
             and meta.get("mtime_ns") == stat.st_mtime_ns)
 
 
+def layer_paths(images: Path, name: str) -> dict:
+    return {"devel": images / f"{name}.devel.sif", "base": images / f"{name}.base.sif",
+            "image": images / f"{name}.sif"}
+
+
 def build(tree, name, *, images: Path, force=False, progress):
+    """Build the target's layers in order, skipping each one whose key is unchanged."""
     target = tree.target(name)
-    text = render(target)
-    args = {"MIRROR": hostinfo.debian_mirror()} if "{{ MIRROR }}" in text else {}
-    key = build_key(text, args)
-    sif = images / f"{name}.sif"
-    if not force and is_current(sif, key):
-        print(f"{sif} is up to date")
-        return sif
+    texts = render_all(target)
+    mirror = {"MIRROR": hostinfo.debian_mirror()} if any("{{ MIRROR }}" in t for t in texts.values()) else {}
+    paths = layer_paths(images, name)
+    keys = {}
+    for layer in LAYERS:
+        keys[layer] = build_key(texts[layer], mirror, [keys[p] for p in LAYER_PARENTS[layer]])
+    if not force and is_current(paths["image"], keys["image"]):
+        print(f"{paths['image']} is up to date")
+        return paths["image"]
     images.mkdir(parents=True, exist_ok=True)
     with _lock(images, name):
         _remove_stale_temps(images, name)
-        log_path = images / f"{name}.build.log"
         runtime, label = find_runtime(target.sites[0], progress, images)
-        progress.step(f"building {sif} with {label} (log: {log_path})")
-        work = Path(tempfile.mkdtemp(prefix=f"hpcml-build-{name}-"))
-        tmp_sif = images / f".{name}.sif.tmp-{os.getpid()}"
-        try:
-            definition = work / f"{name}.def"
-            definition.write_text(text)
-            host = work / "host"
-            _write_host_settings(host)
-            argv = [runtime, "build"]
-            if hostinfo.needs_fakeroot():
-                argv.append("--fakeroot")
-            for arg, value in args.items():
-                argv += ["--build-arg", f"{arg}={value}"]
-            argv += ["--bind", f"{host}:{HOST_MOUNT}", str(tmp_sif), str(definition)]
-            env = dict(os.environ, HPCML_TOOLBOX_BINDS=f"{images.resolve()}:{work}")
-            _run_watched(argv, tmp_sif, log_path, env, progress)
-            os.replace(tmp_sif, sif)
-        finally:
-            tmp_sif.unlink(missing_ok=True)
-            shutil.rmtree(work, ignore_errors=True)
-        stat = sif.stat()
-        write_atomic(_meta_path(sif), json.dumps(
-            {"key": key, "target": name, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns},
-            indent=1, sort_keys=True) + "\n")
-    progress.step(f"built {sif} ({stat.st_size / 1e6:.0f} MB); its %test passed")
-    return sif
+        for layer in LAYERS:
+            sif = paths[layer]
+            if not force and is_current(sif, keys[layer]):
+                progress.step(f"{layer} layer {sif} is up to date")
+                continue
+            args = dict(mirror)
+            args.update({arg: str(paths[parent].resolve()) for arg, parent in PARENTS.items()
+                         if parent in LAYER_PARENTS[layer]})
+            wheels = _wheel_cache(target, keys["devel"]) if layer == "image" else None
+            log_path = images / f"{name}.{layer}.build.log"
+            progress.step(f"building the {layer} layer {sif} with {label} (log: {log_path})")
+            _build_layer(runtime, texts[layer], sif, keys[layer], args, log_path, wheels, progress)
+    stat = paths["image"].stat()
+    progress.step(f"built {paths['image']} ({stat.st_size / 1e6:.0f} MB); its %test passed")
+    return paths["image"]
+
+
+def _build_layer(runtime, text, sif, key, args, log_path, wheels, progress):
+    work = Path(tempfile.mkdtemp(prefix="hpcml-build-"))
+    tmp_sif = sif.with_name(f".{sif.name}.tmp-{os.getpid()}")
+    try:
+        definition = work / sif.name.replace(".sif", ".def")
+        definition.write_text(text)
+        host = work / "host"
+        _write_host_settings(host)
+        if wheels is not None and wheels.is_dir():
+            shutil.copytree(wheels, host / "deepspeed-wheel")
+        elif wheels is not None:
+            (host / "deepspeed-wheel").mkdir()
+        argv = [runtime, "build"]
+        if hostinfo.needs_fakeroot():
+            argv.append("--fakeroot")
+        for arg, value in sorted(args.items()):
+            argv += ["--build-arg", f"{arg}={value}"]
+        argv += ["--bind", f"{host}:{HOST_MOUNT}", str(tmp_sif), str(definition)]
+        env = dict(os.environ, HPCML_TOOLBOX_BINDS=f"{sif.parent.resolve()}:{work}")
+        _run_watched(argv, [tmp_sif, work], log_path, env, progress)
+        os.replace(tmp_sif, sif)
+        if wheels is not None:
+            _keep_wheels(host / "deepspeed-wheel", wheels)
+    finally:
+        tmp_sif.unlink(missing_ok=True)
+        shutil.rmtree(work, ignore_errors=True)
+    stat = sif.stat()
+    write_atomic(_meta_path(sif), json.dumps(
+        {"key": key, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns},
+        indent=1, sort_keys=True) + "\n")
+
+
+def _wheel_cache(target, devel_key):
+    """Where the DeepSpeed wheel built from these inputs is kept between builds."""
+    from .blocks import deepspeed
+    build_part = next(p for p in deepspeed.parts(target) if p.stage == "build")
+    material = json.dumps([devel_key, build_part.build_env, target.deepspeed.version])
+    return toolbox.cache_dir() / "deepspeed-wheels" / hashlib.sha256(material.encode()).hexdigest()[:32]
+
+
+def _keep_wheels(built: Path, cache: Path):
+    wheels = sorted(built.glob("deepspeed-*.whl"))
+    if not wheels or cache.is_dir():
+        return
+    staging = cache.with_name(cache.name + f".tmp-{os.getpid()}")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    for wheel in wheels:
+        shutil.copyfile(wheel, staging / wheel.name)
+    os.replace(staging, cache)
 
 
 def _meta_path(sif):
@@ -125,7 +180,7 @@ class _lock:
 
 def _remove_stale_temps(images, name):
     # left behind only if the guard itself was killed; the lock says no build is running
-    for stale in images.glob(f".{name}.sif.tmp-*"):
+    for stale in images.glob(f".{name}.*sif.tmp-*"):
         stale.unlink(missing_ok=True)
 
 
@@ -164,10 +219,10 @@ def _die_with_parent():
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
-def _run_watched(argv, tmp_sif, log_path, env, progress):
+def _run_watched(argv, temps, log_path, env, progress):
     guard = resources.files(__package__).joinpath("build-guard.sh")
     with open(log_path, "w") as log:
-        process = subprocess.Popen(["bash", str(guard), str(tmp_sif), *argv], env=env,
+        process = subprocess.Popen(["bash", str(guard), *map(str, temps), "--", *argv], env=env,
                                    stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                    preexec_fn=_die_with_parent)
         done = threading.Event()
@@ -187,7 +242,7 @@ def _run_watched(argv, tmp_sif, log_path, env, progress):
                         f"any, is unchanged. Last lines of {log_path}:\n{runner.tail(log_path)}")
 
 
-STEP_MARKERS = ("--- build: ", "--- final: ", "--- test: ", "INFO:    Creating SIF",
+STEP_MARKERS = ("--- devel: ", "--- base: ", "--- build: ", "--- final: ", "--- test: ", "INFO:    Creating SIF",
                 "INFO:    Running testscript", "INFO:    Starting build")
 
 

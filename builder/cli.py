@@ -13,7 +13,7 @@ import yaml
 from .errors import BuilderError, CheckFailed, RecipeError
 from .fileio import write_atomic
 from .recipes import RecipeTree
-from .render import render
+from .render import file_name, render_all
 
 
 class _Parser(argparse.ArgumentParser):
@@ -34,6 +34,9 @@ def main(argv=None):
     except BuilderError as error:
         print(f"error: {error}", file=sys.stderr)
         return error.exit_status
+    except BrokenPipeError:          # output piped into `head` and the like
+        sys.stderr.close()
+        return 1
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return 130
@@ -54,7 +57,8 @@ def _parser():
     cmd.add_argument("target")
     cmd.set_defaults(func=cmd_show)
 
-    cmd = sub.add_parser("render", parents=[common], help="write containers/<target>.def")
+    cmd = sub.add_parser("render", parents=[common],
+                         help="write containers/<target>.def and its .devel.def and .base.def layers")
     cmd.add_argument("targets", nargs="*", metavar="TARGET")
     cmd.add_argument("--all", action="store_true", help="render every target")
     cmd.add_argument("--out", default="containers", metavar="DIR",
@@ -109,12 +113,13 @@ def cmd_render(args):
         raise RecipeError("name one or more targets, or give --all (not both)", file="command line")
     tree = RecipeTree(args.recipes)
     names = sorted(tree.targets) if args.all else args.targets
-    texts = {name: render(tree.target(name)) for name in names}   # all of it, before writing
+    texts = {file_name(name, layer): text for name in names        # all of it, before writing
+             for layer, text in render_all(tree.target(name)).items()}
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise RecipeError("not a directory; expected where the .def files go", file=str(out))
     for name, text in texts.items():
-        path = out / f"{name}.def"
+        path = out / name
         print(f"{'wrote' if write_atomic(path, text) else 'unchanged'} {path}")
 
 
@@ -148,19 +153,22 @@ def cmd_check(args):
     tree = RecipeTree(args.recipes)
     out = Path(args.out)
     problems = []
+    expected = set()
     for name, target in sorted(tree.targets.items()):
-        path = out / f"{name}.def"
-        if not path.is_file():
-            problems.append(f"{path} is missing")
-        elif path.read_text() != render(target):
-            problems.append(f"{path} is stale")
+        for layer, text in render_all(target).items():
+            path = out / file_name(name, layer)
+            expected.add(path.name)
+            if not path.is_file():
+                problems.append(f"{path} is missing")
+            elif path.read_text() != text:
+                problems.append(f"{path} is stale")
     if out.is_dir():
         problems += [f"{path} has no recipe" for path in sorted(out.glob("*.def"))
-                     if path.stem not in tree.targets]
+                     if path.name not in expected]
     print(f"recipes: {len(tree.targets)} targets and {len(tree.sites)} sites are valid")
     if problems:
         for problem in problems:
             print(f"stale: {problem}", file=sys.stderr)
         raise CheckFailed(f"{out}/ does not match the recipes; run: python -m builder render --all"
                           + (f" --out {out}" if str(out) != "containers" else ""))
-    print(f"{out}/: all {len(tree.targets)} rendered files are up to date")
+    print(f"{out}/: all {len(expected)} rendered files of {len(tree.targets)} targets are up to date")

@@ -1,6 +1,14 @@
-"""Turn a target's Parts into Apptainer definition text. The only module that knows the syntax.
+"""Turn a target's Parts into Apptainer definition files. The only module that knows the syntax.
 
-Each stage gets at most one section of each kind, with a banner per block inside it.
+A target renders as three layered files, built in this order, each from the one before with
+`Bootstrap: localimage` (paths come as build arguments, so no machine path is committed):
+
+  <t>.devel.def  compilers and the venv with torch, the network plugin and mpi4py
+  <t>.base.def   the slim runtime: OS packages, plus the venv and plugin copied from devel
+  <t>.def        the image: DeepSpeed and extras built on devel, copied onto base, with the
+                 environment, %test, runscript, labels and help of every block
+
+Each stage gets at most one section of each kind, with an echoed banner per block.
 """
 
 from dataclasses import dataclass, field
@@ -8,8 +16,11 @@ from dataclasses import dataclass, field
 import jinja2
 
 from . import __version__
-from .blocks import parts_for
-from .shell import export
+from .blocks import TOP_NAMES, parts_for
+from .shell import cmd, export
+
+LAYERS = ("devel", "base", "image")
+FILE_SUFFIX = {"devel": ".devel.def", "base": ".base.def", "image": ".def"}
 
 
 @dataclass
@@ -17,8 +28,8 @@ class StageText:
     name: str
     bootstrap: str
     image: str
-    final: bool
-    copy_from_build: list = field(default_factory=list)
+    files_from: str = ""
+    files: list = field(default_factory=list)
     environment: list = field(default_factory=list)
     post: list = field(default_factory=list)
     test: list = field(default_factory=list)
@@ -33,23 +44,58 @@ _env = jinja2.Environment(
     trim_blocks=True, lstrip_blocks=True, autoescape=False)
 
 
-def render(target) -> str:
-    stages = {stage.name: StageText(stage.name, stage.bootstrap, stage.image,
-                                    final=stage.name == "final") for stage in target.stages}
-    for part in parts_for(target):
-        stage = stages[part.stage]
-        stage.copy_from_build += part.copy_from_build
+def file_name(target_name, layer):
+    return target_name + FILE_SUFFIX[layer]
+
+
+def render_all(target) -> dict:
+    """{layer: definition text} for the three layers of a target."""
+    parts = parts_for(target)
+    base_parts = [p for p in parts if p.block not in TOP_NAMES]
+    top_parts = [p for p in parts if p.block in TOP_NAMES or p.block == "build_host"]
+    build, final = target.stage("build"), target.stage("final")
+
+    devel = StageText("devel", build.bootstrap, build.image)
+    _add_post(devel, base_parts, "build")
+
+    base = StageText("base", final.bootstrap, final.image, files_from="devel")
+    base.files = [(path, path) for p in base_parts for path in p.copy_from_build]
+    _add_post(base, base_parts, "final")
+
+    top_build = StageText("build", "localimage", "{{ DEVEL }}")
+    # %post exports do not persist in an image: repeat the devel layer's (venv PATH, archs)
+    inherited = [export(k, v) for p in base_parts if p.stage == "build" for k, v in p.build_env]
+    top_build.post = ["echo '--- build: devel environment'", *inherited]
+    _add_post(top_build, top_parts, "build")
+    image = StageText("final", "localimage", "{{ BASE }}", files_from="build")
+    # the venv gains DeepSpeed and the extras in the build stage; swap it in whole
+    image.files = [(target.venv, f"{target.venv}.new")]
+    image.post = ["echo '--- final: venv'", cmd("rm", "-rf", target.venv),
+                  cmd("mv", f"{target.venv}.new", target.venv)]
+    image.environment = [export(k, v) for k, v in target.common_env]
+    for part in parts:
+        if part.stage != "final":
+            continue
+        image.environment += [export(name, value) for name, value in part.env]
+        if part.test:
+            image.test += [f"echo '--- test: {part.block}'", *part.test]
+        image.runscript += part.runscript
+        image.labels += [f"{key} {value}" for key, value in part.labels]
+        image.help += part.help
+
+    stages = {"devel": [devel],
+              "base": [StageText("devel", "localimage", "{{ DEVEL }}"), base],
+              "image": [top_build, image]}
+    return {layer: _env.get_template("apptainer.def.j2").render(
+        version=__version__, target=target, layer=layer, stages=stages[layer],
+        file_name=file_name(target.name, layer)) for layer in LAYERS}
+
+
+def _add_post(stage, parts, which):
+    for part in parts:
+        if part.stage != which:
+            continue
         body = [export(name, value) for name, value in part.build_env] + list(part.post)
         if body:
             # echoed, so a build log (and the build's progress lines) show the step
-            stage.post += [f"echo '--- {part.stage}: {part.block}'"] + body
-        if part.test:
-            stage.test += [f"echo '--- test: {part.block}'"] + list(part.test)
-        stage.environment += [export(name, value) for name, value in part.env]
-        stage.runscript += part.runscript
-        stage.labels += [f"{key} {value}" for key, value in part.labels]
-        stage.help += part.help
-    final = stages["final"]
-    final.environment = [export(name, value) for name, value in target.common_env] + final.environment
-    return _env.get_template("apptainer.def.j2").render(
-        version=__version__, target=target, stages=list(stages.values()))
+            stage.post += [f"echo '--- {stage.name}: {part.block}'"] + body

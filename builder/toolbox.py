@@ -5,6 +5,7 @@ Provisioned once, reused, rebuilt when broken, removed with `python -m builder t
 """
 
 import os
+import re
 import shutil
 from importlib import resources
 from pathlib import Path
@@ -50,10 +51,23 @@ def can_provision():
     return None
 
 
+def configure(root: Path):
+    """Root in a container asks for every capability by default, and a host whose bounding
+    set lacks one (CAP_SYS_RESOURCE here) then refuses `apptainer exec`. `file` grants root
+    only what `apptainer capability add` recorded: none unless an admin adds some."""
+    conf = root / "etc" / "apptainer" / "apptainer.conf"
+    text = conf.read_text()
+    fixed = re.sub(r"^root default capabilities = .*$", "root default capabilities = file",
+                   text, flags=re.M)
+    if fixed != text:
+        conf.write_text(fixed)
+
+
 def ensure(progress, log_dir: Path) -> Path:
     """The toolbox's apptainer command, provisioning or repairing the toolbox first."""
     if is_ready():
         try:
+            configure(home() / "root")
             version()
             return command()
         except ToolError:
@@ -114,6 +128,7 @@ def _provision_into(staging, progress, log_dir):
                            "DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "
                            "/var/cache/apt/archives/apptainer_*.deb debootstrap squashfs-tools "
                            "&& apt-get clean"], log, what="installing apptainer")
+        configure(root)
         # --fakeroot maps root onto these ranges
         for name in ("subuid", "subgid"):
             (root / "etc" / name).write_text("root:100000:65536\n")

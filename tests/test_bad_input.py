@@ -338,7 +338,8 @@ def test_valid_copy_renders_and_then_checks_clean(work):
     result = render_all(recipes, out)
     assert result.returncode == 0, result.stderr
     assert result.stderr == ""
-    assert sorted(p.name for p in out.iterdir()) == sorted(f"{name}.def" for name in TARGETS)
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        f"{name}{layer}.def" for name in TARGETS for layer in ("", ".devel", ".base"))
     assert (out / "cpu.def").read_bytes() != OLD_DEF
 
     result = run_cli("check", "--recipes", recipes, "--out", out)

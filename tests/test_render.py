@@ -7,32 +7,46 @@ import shutil
 import pytest
 
 from builder import deffile
-from builder.render import render
+from builder.render import LAYERS, file_name, render_all
 from conftest import CONTAINERS, RECIPES, run_builder
 
 TARGETS = sorted(path.stem for path in (RECIPES / "targets").glob("*.yaml"))
+FILES = sorted(file_name(t, layer) for t in TARGETS for layer in LAYERS)
 
 
-def stages_of(name):
-    return deffile.split((CONTAINERS / f"{name}.def").read_text())
+def stages_of(file):
+    return deffile.split((CONTAINERS / file).read_text())
 
 
 def section(name, stage, kind):
-    found = [s for s in stages_of(name) if s.header["Stage"] == stage][0].section(kind)
-    assert found is not None, f"{name}: stage {stage} has no %{kind}"
-    return found.body
+    """A section of a target's stage, looked up across its layer files
+    (stages: devel in .devel.def, base in .base.def, build and final in .def)."""
+    for layer in LAYERS:
+        for found in stages_of(file_name(name, layer)):
+            if found.header["Stage"] == stage and found.section(kind) is not None:
+                return found.section(kind).body
+    raise AssertionError(f"{name}: no stage {stage} with a %{kind}")
 
 
 @pytest.mark.parametrize("name", TARGETS)
-def test_committed_def_matches_recipes(tree, name):
-    # containers/*.def are the golden files for whole targets
-    assert render(tree.target(name)) == (CONTAINERS / f"{name}.def").read_text(), \
-        f"containers/{name}.def is stale; run: python -m builder render --all"
+def test_committed_defs_match_recipes(tree, name):
+    # containers/*.def are the golden files for whole targets, one per layer
+    for layer, text in render_all(tree.target(name)).items():
+        assert text == (CONTAINERS / file_name(name, layer)).read_text(), \
+            f"containers/{file_name(name, layer)} is stale; run: python -m builder render --all"
 
 
-def test_every_target_has_a_committed_def_and_no_extras():
-    assert sorted(p.stem for p in CONTAINERS.glob("*.def")) == TARGETS
+def test_every_target_has_its_committed_layers_and_no_extras():
+    assert sorted(p.name for p in CONTAINERS.glob("*.def")) == FILES
     assert {"cpu", "lumi-rocm", "puhti-cuda", "mahti-cuda", "csc-cuda"} <= set(TARGETS)
+
+
+def test_layers_start_from_each_other_by_build_argument():
+    top, base = stages_of("cpu.def"), stages_of("cpu.base.def")
+    assert [(s.header["Bootstrap"], s.header["From"]) for s in top] == \
+        [("localimage", "{{ DEVEL }}"), ("localimage", "{{ BASE }}")]
+    assert (base[0].header["Bootstrap"], base[0].header["From"]) == ("localimage", "{{ DEVEL }}")
+    assert base[1].section("files", "from devel") is not None
 
 
 def test_render_is_byte_identical_across_runs_and_hash_seeds(tmp_path):
@@ -44,7 +58,7 @@ def test_render_is_byte_identical_across_runs_and_hash_seeds(tmp_path):
         assert result.returncode == 0, result.stderr
         outputs.append({p.name: p.read_bytes() for p in sorted(out.iterdir())})
     assert outputs[0] == outputs[1]
-    assert set(outputs[0]) == {f"{t}.def" for t in TARGETS}
+    assert sorted(outputs[0]) == FILES
 
 
 def test_second_render_leaves_files_untouched(tmp_path):
@@ -54,7 +68,7 @@ def test_second_render_leaves_files_untouched(tmp_path):
     again = run_builder("render", "cpu", "--out", out)
     assert "unchanged" in again.stdout
     assert (out / "cpu.def").stat().st_mtime_ns == before
-    assert [p.name for p in out.iterdir()] == ["cpu.def"]     # no temp files left
+    assert sorted(p.name for p in out.iterdir()) == ["cpu.base.def", "cpu.def", "cpu.devel.def"]
 
 
 def test_check_passes_on_the_repository():
@@ -71,23 +85,25 @@ def test_check_fails_when_a_version_bump_is_not_rendered(tmp_path):
     result = run_builder("check", "--recipes", recipes, "--out", CONTAINERS)
     assert result.returncode == 1
     assert "containers/cpu.def is stale" in result.stderr
+    # DeepSpeed is in the top layer: the devel and base layers (OS, torch) stay as they are
+    assert "cpu.devel.def" not in result.stderr and "cpu.base.def" not in result.stderr
     assert "Traceback" not in result.stderr
 
 
 def test_check_reports_missing_and_orphaned_files(tmp_path):
     out = tmp_path / "out"
     shutil.copytree(CONTAINERS, out)
-    (out / "cpu.def").unlink()
+    (out / "cpu.base.def").unlink()
     (out / "retired.def").write_text("old\n")
     result = run_builder("check", "--out", out)
     assert result.returncode == 1
-    assert "cpu.def is missing" in result.stderr and "retired.def has no recipe" in result.stderr
+    assert "cpu.base.def is missing" in result.stderr and "retired.def has no recipe" in result.stderr
 
 
 # --- what each target must carry --------------------------------------------------------
 
 def test_lumi_builds_the_network_plugin_from_a_checksummed_source():
-    post = section("lumi-rocm", "build", "post")
+    post = section("lumi-rocm", "devel", "post")
     assert "https://github.com/aws/aws-ofi-nccl/archive/v1.18.0.tar.gz" in post
     assert re.search(r"echo '[0-9a-f]{64}  \S+' \| sha256sum -c -", post)
     assert "--with-rocm=/opt/rocm" in post and "--with-libfabric=/usr" in post
@@ -98,9 +114,10 @@ def test_lumi_builds_the_network_plugin_from_a_checksummed_source():
 
 
 def test_lumi_pins_gfx90a_and_guards_the_arch_during_the_op_build():
-    post = section("lumi-rocm", "build", "post")
-    assert "export PYTORCH_ROCM_ARCH=gfx90a" in post
+    assert "export PYTORCH_ROCM_ARCH=gfx90a" in section("lumi-rocm", "devel", "post")
     assert "export PYTORCH_ROCM_ARCH=gfx90a" in section("lumi-rocm", "final", "environment")
+    post = section("lumi-rocm", "build", "post")
+    assert "export PYTORCH_ROCM_ARCH=gfx90a" in post      # repeated for the top layer's op build
     guard = post.index("printf '#!/bin/sh\\necho %s\\n' gfx90a > /opt/rocm/bin/rocminfo")
     build = post.index("pip wheel --no-build-isolation")
     restore = post.index("mv /opt/rocm/bin/rocminfo.real /opt/rocm/bin/rocminfo")
@@ -126,13 +143,14 @@ def test_lumi_carries_the_deepspeed_op_build_and_site_environment():
                                              ("csc-cuda", "'7.0;8.0'")])
 def test_cuda_targets_carry_their_arch_list(name, arch_list):
     line = f"export TORCH_CUDA_ARCH_LIST={arch_list}"
-    assert line in section(name, "build", "post")
-    assert line in section(name, "final", "environment")
-    assert "https://download.pytorch.org/whl/cu128" in section(name, "build", "post")
+    assert line in section(name, "devel", "post")          # torch
+    assert line in section(name, "build", "post")          # DeepSpeed's ops
+    assert line in section(name, "final", "environment")   # JIT builds at run time
+    assert "https://download.pytorch.org/whl/cu128" in section(name, "devel", "post")
 
 
 def test_cpu_target_builds_only_cpu_ops_from_a_debootstrap_base():
-    stages = stages_of("cpu")
+    stages = [stages_of("cpu.devel.def")[0], stages_of("cpu.base.def")[1]]
     assert [s.header["Bootstrap"] for s in stages] == ["debootstrap", "debootstrap"]
     assert all(s.header["MirrorURL"] == "{{ MIRROR }}" for s in stages)  # mirror comes as build-arg
     post = section("cpu", "build", "post")
@@ -145,22 +163,19 @@ def test_cpu_target_builds_only_cpu_ops_from_a_debootstrap_base():
 FINAL_ONLY = {"environment", "test", "runscript", "labels", "help"}
 
 
-@pytest.mark.parametrize("name", TARGETS)
-def test_one_section_of_each_kind_per_stage(name):
-    stages = stages_of(name)
-    assert [s.header["Stage"] for s in stages] == ["build", "final"]
-    for stage in stages:
+@pytest.mark.parametrize("file", FILES)
+def test_one_section_of_each_kind_per_stage(file):
+    for stage in stages_of(file):
         kinds = [(s.name, s.args) for s in stage.sections]
-        assert len(kinds) == len(set(kinds)), f"{name}/{stage.header['Stage']}: {kinds}"
-        if stage.header["Stage"] != "final":
+        assert len(kinds) == len(set(kinds)), f"{file}/{stage.header['Stage']}: {kinds}"
+        if stage.header["Stage"] != "final":        # only the image's last stage keeps these
             assert not FINAL_ONLY & {s.name for s in stage.sections}
 
 
-@pytest.mark.parametrize("name", TARGETS)
-def test_files_come_from_an_earlier_stage_and_never_land_in_tmp(name):
-    stages = stages_of(name)
+@pytest.mark.parametrize("file", FILES)
+def test_files_come_from_an_earlier_stage_and_never_land_in_tmp(file):
     seen = []
-    for stage in stages:
+    for stage in stages_of(file):
         for sec in stage.sections:
             if sec.name == "files":
                 if sec.args:

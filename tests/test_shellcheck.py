@@ -27,7 +27,8 @@ def test_shellcheck_catches_a_bad_script():
     assert result.returncode != 0 and "SC2086" in result.stdout
 
 
-SCRIPTS = ["scripts/ensure-debian-packages", ".ci/run"]
+SCRIPTS = ["scripts/ensure-debian-packages", ".ci/run", "builder/toolbox-enter.sh",
+           "builder/build-guard.sh"]
 
 
 @pytest.mark.parametrize("script", SCRIPTS)

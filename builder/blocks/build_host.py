@@ -11,5 +11,6 @@ SETTINGS = "/mnt/hpcml-build-host.sh"
 
 
 def parts(target):
-    line = f"if [ -r {SETTINGS} ]; then . {SETTINGS}; fi"
-    return [Part(block="build_host", stage=stage, post=(line,)) for stage in ("build", "final")]
+    lines = ("# shellcheck source=/dev/null  # present only while `builder build` runs",
+             f"if [ -r {SETTINGS} ]; then . {SETTINGS}; fi")
+    return [Part(block="build_host", stage=stage, post=lines) for stage in ("build", "final")]

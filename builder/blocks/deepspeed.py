@@ -4,6 +4,9 @@ from ..parts import Part
 from ..shell import cmd, python_check
 
 WHEELS = "/tmp/deepspeed-wheel"
+# `python -m builder build` binds a cache here holding the wheel last built from the same
+# inputs (devel image, DeepSpeed version, build switches); it is refilled after a build.
+WHEEL_CACHE = "/mnt/deepspeed-wheel"
 # DeepSpeed's ROCm op builds take the arch from the first GPU that rocminfo reports,
 # overriding PYTORCH_ROCM_ARCH. These tools are replaced for the build so that a build host
 # with (or without) a GPU cannot change the arch; the originals come back afterwards.
@@ -40,16 +43,19 @@ def parts(target):
     ds = target.deepspeed
     env = [("DS_ACCELERATOR", ds.accelerator), ("DS_BUILD_OPS", "1" if ds.build_all else "0")]
     env += list(ds.switches)
-    post = []
-    guard = target.torch_flavour == "rocm"
-    if guard:
-        post += _replace_arch_tools(target.archs[0])
-    post += [cmd("pip", "wheel", "--no-build-isolation", "--no-deps", "--no-cache-dir",
-                 "-w", WHEELS, f"deepspeed=={ds.version}"),
-             f'pip install --no-cache-dir {WHEELS}/deepspeed-*.whl',
-             cmd("rm", "-rf", WHEELS)]
-    if guard:
-        post += _restore_arch_tools()
+    compile_ops = [cmd("pip", "wheel", "--no-build-isolation", "--no-deps", "--no-cache-dir",
+                       "-w", WHEELS, f"deepspeed=={ds.version}")]
+    if target.torch_flavour == "rocm":
+        compile_ops = _replace_arch_tools(target.archs[0]) + compile_ops + _restore_arch_tools()
+    post = [f"if ls {WHEEL_CACHE}/deepspeed-*.whl >/dev/null 2>&1; then",
+            f"    echo 'reusing the DeepSpeed wheel built from the same inputs'",
+            f"    mkdir -p {WHEELS} && cp {WHEEL_CACHE}/deepspeed-*.whl {WHEELS}/",
+            "else",
+            *("    " + line for line in compile_ops),
+            f"    if [ -d {WHEEL_CACHE} ]; then cp {WHEELS}/deepspeed-*.whl {WHEEL_CACHE}/ || true; fi",
+            "fi",
+            f'pip install --no-cache-dir {WHEELS}/deepspeed-*.whl',
+            cmd("rm", "-rf", WHEELS)]
     test = [f"DS_ACCELERATOR={ds.accelerator} " + python_check("python", _OPS_CHECK, *ds.promised)]
     if ds.fix_master_address:
         # DeepSpeed's MPI discovery takes rank 0's first `hostname -I` address, which on LUMI

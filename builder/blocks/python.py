@@ -13,7 +13,7 @@ print("python", sys.version.split()[0], "in", sys.prefix)
 
 def parts(target):
     venv = target.venv
-    pins = [f"{name}=={version}" for name, version in target.build_tools + target.python_packages]
+    pins = [f"{name}=={version}" for name, version in target.build_tools]
     path = (("VIRTUAL_ENV", venv), ("PATH", f"{venv}/bin:${{PATH}}"))
     return [
         Part(block="python", stage="build",
