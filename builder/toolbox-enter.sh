@@ -29,7 +29,7 @@ for dir in proc sys dev; do
     mount --rbind "/$dir" "$root/$dir"
 done
 for dir in "${binds[@]}"; do
-    [ -n "$dir" ] && [ -e "$dir" ] || continue
+    if [ -z "$dir" ] || [ ! -e "$dir" ]; then continue; fi
     if [ -d "$dir" ]; then mkdir -p "$root$dir"; else mkdir -p "$(dirname "$root$dir")"; touch "$root$dir"; fi
     mount --rbind "$dir" "$root$dir"
 done

@@ -67,6 +67,7 @@ def ensure(progress, log_dir: Path) -> Path:
     """The toolbox's apptainer command, provisioning or repairing the toolbox first."""
     if is_ready():
         try:
+            _install_scripts(home())          # keep the entry scripts in step with the builder
             configure(home() / "root")
             version()
             return command()
