@@ -13,7 +13,7 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 setup: $(VENV)/.installed
-	scripts/ensure-debian-packages shellcheck
+	scripts/ensure-debian-packages shellcheck debootstrap
 
 render: setup
 	$(PY) -m builder render --all
@@ -25,7 +25,8 @@ test: setup
 	$(PY) -m builder check
 	$(PY) -m pytest
 
-# Renders containers/$(TARGET).def and builds images/$(TARGET).sif (running its %test).
+# Renders the target's layers and builds images/$(TARGET).sif (running its %test); where no
+# apptainer or singularity is installed and we are root, provisions a toolbox first.
 build: setup
 	$(PY) -m builder render $(TARGET)
 	$(PY) -m builder build $(TARGET)

@@ -20,7 +20,7 @@ import threading
 from importlib import resources
 from pathlib import Path
 
-from . import __version__, hostinfo, runner, toolbox
+from . import __version__, cache, hostinfo, runner, toolbox
 from .blocks.build_host import SETTINGS
 from .errors import ToolError
 from .fileio import write_atomic
@@ -65,6 +65,14 @@ def is_current(sif: Path, key: str) -> bool:
             and meta.get("mtime_ns") == stat.st_mtime_ns)
 
 
+def layer_keys(texts: dict, args: dict) -> dict:
+    """{layer: key}; a layer's key covers the keys of the layers it starts from."""
+    keys = {}
+    for layer in LAYERS:
+        keys[layer] = build_key(texts[layer], args, [keys[p] for p in LAYER_PARENTS[layer]])
+    return keys
+
+
 def layer_paths(images: Path, name: str) -> dict:
     return {"devel": images / f"{name}.devel.sif", "base": images / f"{name}.base.sif",
             "image": images / f"{name}.sif"}
@@ -76,10 +84,9 @@ def build(tree, name, *, images: Path, force=False, progress):
     texts = render_all(target)
     mirror = {"MIRROR": hostinfo.debian_mirror()} if any("{{ MIRROR }}" in t for t in texts.values()) else {}
     paths = layer_paths(images, name)
-    keys = {}
-    for layer in LAYERS:
-        keys[layer] = build_key(texts[layer], mirror, [keys[p] for p in LAYER_PARENTS[layer]])
+    keys = layer_keys(texts, mirror)
     if not force and is_current(paths["image"], keys["image"]):
+        cache.store(name, "image", keys["image"], paths["image"])
         print(f"{paths['image']} is up to date")
         return paths["image"]
     images.mkdir(parents=True, exist_ok=True)
@@ -89,7 +96,12 @@ def build(tree, name, *, images: Path, force=False, progress):
         for layer in LAYERS:
             sif = paths[layer]
             if not force and is_current(sif, keys[layer]):
+                cache.store(name, layer, keys[layer], sif)
                 progress.step(f"{layer} layer {sif} is up to date")
+                continue
+            if not force and cache.fetch(name, layer, keys[layer], sif):
+                _write_meta(sif, keys[layer])
+                progress.step(f"{layer} layer {sif} taken from the cache ({cache.cache_dir()})")
                 continue
             args = dict(mirror)
             args.update({arg: str(paths[parent].resolve()) for arg, parent in PARENTS.items()
@@ -97,13 +109,15 @@ def build(tree, name, *, images: Path, force=False, progress):
             wheels = _wheel_cache(target, keys["devel"]) if layer == "image" else None
             log_path = images / f"{name}.{layer}.build.log"
             progress.step(f"building the {layer} layer {sif} with {label} (log: {log_path})")
-            _build_layer(runtime, texts[layer], sif, keys[layer], args, log_path, wheels, progress)
+            build_layer(runtime, texts[layer], sif, keys[layer], args, log_path, wheels, progress)
+            cache.store(name, layer, keys[layer], sif)
     stat = paths["image"].stat()
     progress.step(f"built {paths['image']} ({stat.st_size / 1e6:.0f} MB); its %test passed")
     return paths["image"]
 
 
-def _build_layer(runtime, text, sif, key, args, log_path, wheels, progress):
+def build_layer(runtime, text, sif, key, args, log_path, wheels, progress):
+    """Build one definition into ``sif`` atomically; record ``key`` beside it."""
     work = Path(tempfile.mkdtemp(prefix="hpcml-build-"))
     tmp_sif = sif.with_name(f".{sif.name}.tmp-{os.getpid()}")
     try:
@@ -129,6 +143,10 @@ def _build_layer(runtime, text, sif, key, args, log_path, wheels, progress):
     finally:
         tmp_sif.unlink(missing_ok=True)
         shutil.rmtree(work, ignore_errors=True)
+    _write_meta(sif, key)
+
+
+def _write_meta(sif, key):
     stat = sif.stat()
     write_atomic(_meta_path(sif), json.dumps(
         {"key": key, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns},
@@ -140,7 +158,7 @@ def _wheel_cache(target, devel_key):
     from .blocks import deepspeed
     build_part = next(p for p in deepspeed.parts(target) if p.stage == "build")
     material = json.dumps([devel_key, build_part.build_env, target.deepspeed.version])
-    return toolbox.cache_dir() / "deepspeed-wheels" / hashlib.sha256(material.encode()).hexdigest()[:32]
+    return cache.cache_dir() / "deepspeed-wheels" / hashlib.sha256(material.encode()).hexdigest()[:32]
 
 
 def _keep_wheels(built: Path, cache: Path):

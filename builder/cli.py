@@ -137,12 +137,13 @@ def cmd_doctor(args):
 
 def cmd_toolbox(args):
     from . import toolbox
+    from .cache import cache_dir
     from .progress import Progress
     if args.action == "remove":
         toolbox.remove()
         print(f"removed {toolbox.home()}")
     elif args.action == "provision":
-        toolbox.provision(Progress(), toolbox.cache_dir())
+        toolbox.provision(Progress(), cache_dir())
     elif toolbox.is_ready():
         print(f"{toolbox.home()}: {toolbox.version()}")
     else:

@@ -2,8 +2,10 @@
 
 import os
 import shutil
+from pathlib import Path
 
 from . import hostinfo, runner, toolbox
+from .cache import cache_dir
 from .errors import ToolError
 
 
@@ -23,7 +25,7 @@ def report(tree, images):
                      "`build` provisions a toolbox under the cache (about 40 s, 300 MB)")))
     rows.append(("fakeroot", "needed: no CAP_SYS_RESOURCE in the capability bounding set"
                  if hostinfo.needs_fakeroot() else "not needed"))
-    for label, path in (("disk images", images), ("disk cache", toolbox.cache_dir())):
+    for label, path in (("disk images", images), ("disk cache", cache_dir())):
         existing = next(p for p in [path, *path.resolve().parents] if p.exists())
         rows.append((label, f"{shutil.disk_usage(existing).free / 1e9:.1f} GB free at {existing}"))
     try:
@@ -32,7 +34,7 @@ def report(tree, images):
         rows.append(("mirror", str(error)))
     pip = hostinfo.pip_settings()
     rows.append(("pip CA", pip["cert"] or "none (builds use the image's own CA bundle)"))
-    wheels = [w.name for d in pip["find_links"] for w in __import__("pathlib").Path(d).glob("*.whl")]
+    wheels = [w.name for d in pip["find_links"] for w in Path(d).glob("*.whl")]
     rows.append(("pip wheels", f"{len(wheels)} local wheel(s): {', '.join(wheels)}" if wheels else "none"))
     for label, value in rows:
         print(f"{label:<12} {value}")

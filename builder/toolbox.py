@@ -11,16 +11,12 @@ from importlib import resources
 from pathlib import Path
 
 from . import hostinfo, runner
+from .cache import cache_dir
 from .errors import ToolError
 
 SUITE = "trixie"            # Apptainer needs glibc >= 2.38; bookworm has 2.36
 APPTAINER_SUITE = "sid"     # the only suite with an apptainer package
 STAMP = "READY"
-
-
-def cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "hpc-ml-containers"
 
 
 def home() -> Path:

@@ -27,11 +27,11 @@ def tree():
     return RecipeTree(RECIPES)
 
 
-def run_builder(*args, cwd=ROOT, env=None):
+def run_builder(*args, cwd=ROOT, env=None, timeout=120):
     """Run the CLI as a user does, in a fresh interpreter."""
     full_env = dict(os.environ, PYTHONPATH=str(ROOT), **(env or {}))
     return subprocess.run([sys.executable, "-m", "builder", *map(str, args)], cwd=cwd,
-                          env=full_env, capture_output=True, text=True, timeout=120)
+                          env=full_env, capture_output=True, text=True, timeout=timeout)
 
 
 def compare_golden(path: Path, text: str, update: bool):

@@ -48,7 +48,7 @@ def parts(target):
     if target.torch_flavour == "rocm":
         compile_ops = _replace_arch_tools(target.archs[0]) + compile_ops + _restore_arch_tools()
     post = [f"if ls {WHEEL_CACHE}/deepspeed-*.whl >/dev/null 2>&1; then",
-            f"    echo 'reusing the DeepSpeed wheel built from the same inputs'",
+            "    echo 'reusing the DeepSpeed wheel built from the same inputs'",
             f"    mkdir -p {WHEELS} && cp {WHEEL_CACHE}/deepspeed-*.whl {WHEELS}/",
             "else",
             *("    " + line for line in compile_ops),

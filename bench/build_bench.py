@@ -1,0 +1,89 @@
+"""Build-time benchmark for the CPU target, all measured in one run on this machine.
+
+Prints three ratios:
+  no-op rebuild / full build          (goal: under 1 %)
+  top-layer rebuild / full build      (goal: under 25 %; an extra pip package is added)
+  image size / what it must contain   (the venv plus the installed OS packages, uncompressed)
+
+The full build starts from an empty images directory and an empty DeepSpeed wheel cache (a
+private XDG_CACHE_HOME; the toolbox, if one is needed, is provisioned before timing starts).
+Usage: python bench/build_bench.py [--keep DIR]     (about 25 minutes on 2 cores)
+"""
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+EXTRA = ("six", "1.17.0")          # a small pure-Python package for the top-layer rebuild
+
+
+def builder(*args, env):
+    started = time.monotonic()
+    result = subprocess.run([sys.executable, "-m", "builder", *map(str, args)], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    elapsed = time.monotonic() - started
+    if result.returncode != 0:
+        sys.exit(f"builder {' '.join(map(str, args))} failed:\n{result.stdout[-3000:]}")
+    return elapsed, result.stdout
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--keep", type=Path, help="work in this directory and keep it")
+    args = parser.parse_args()
+    work = args.keep or Path(tempfile.mkdtemp(prefix="hpcml-bench-"))
+    work.mkdir(parents=True, exist_ok=True)
+    recipes, images, cache = work / "recipes", work / "images", work / "cache"
+    shutil.rmtree(recipes, ignore_errors=True)
+    shutil.copytree(ROOT / "recipes", recipes)
+    env = dict(os.environ, XDG_CACHE_HOME=str(cache), PYTHONPATH=str(ROOT))
+    if not (shutil.which("apptainer") or shutil.which("singularity")):
+        # the toolbox is set-up, not build time; reuse the user's if it exists
+        home_box = Path.home() / ".cache" / "hpc-ml-containers" / "toolbox"
+        target = cache / "hpc-ml-containers" / "toolbox"
+        if home_box.is_dir() and not target.exists():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.symlink_to(home_box)
+        if not target.exists():
+            builder("toolbox", "provision", env=env)
+
+    common = ("--recipes", recipes, "--images", images)
+    full, _ = builder("build", "cpu", *common, env=env)
+    print(f"full build:        {full:8.1f} s")
+    noop, out = builder("build", "cpu", *common, env=env)
+    assert "up to date" in out, out
+    print(f"no-op rebuild:     {noop:8.2f} s   ratio {noop / full:.4f}  (goal < 0.01)")
+
+    versions = recipes / "versions.yaml"
+    versions.write_text(versions.read_text().replace(
+        "python_packages:\n", f"python_packages:\n  {EXTRA[0]}: {EXTRA[1]}\n"))
+    target = recipes / "targets" / "cpu.yaml"
+    target.write_text(target.read_text().replace("packages: [numpy]", f"packages: [numpy, {EXTRA[0]}]"))
+    top, out = builder("build", "cpu", *common, env=env)
+    assert "devel layer" in out and "up to date" in out, out
+    print(f"top-layer rebuild: {top:8.1f} s   ratio {top / full:.3f}   (goal < 0.25)")
+
+    sif = images / "cpu.sif"
+    apptainer = shutil.which("apptainer") or shutil.which("singularity") or \
+        str(cache / "hpc-ml-containers" / "toolbox" / "bin" / "apptainer")
+    measure = ("du -sb /opt/venv | cut -f1; "
+               "dpkg-query -Wf '${Installed-Size}\\n' | awk '{s+=$1} END {print s*1024}'")
+    out = subprocess.run([apptainer, "exec", sif, "sh", "-c", measure], capture_output=True,
+                         text=True, check=True).stdout.split()
+    venv, packages = int(out[0]), int(out[1])
+    size = sif.stat().st_size
+    print(f"image size:        {size / 1e6:8.0f} MB  (SIF, compressed squashfs)")
+    print(f"must contain:      {(venv + packages) / 1e6:8.0f} MB  (venv {venv / 1e6:.0f} MB + "
+          f"OS packages {packages / 1e6:.0f} MB, uncompressed)   ratio {size / (venv + packages):.3f}")
+    if not args.keep:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,195 @@
+"""Real builds with Apptainer (installed, or the toolbox the builder provisions as root).
+
+The CPU image is built into a fresh images directory; its layers come from the user's layer
+cache when this machine built them before (a clean machine builds them from scratch, about
+17 minutes on 2 cores). Fault tests build small definitions on top of its base layer and
+kill or break them midway.
+"""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from builder import toolbox
+from builder.build import layer_keys
+from builder.recipes import RecipeTree
+from builder.render import render_all
+from conftest import RECIPES, ROOT, run_builder
+
+IMAGES = None     # set by the cpu_image fixture
+
+
+@pytest.fixture(scope="session")
+def cpu_image(tmp_path_factory):
+    global IMAGES
+    IMAGES = tmp_path_factory.mktemp("images")
+    started = time.monotonic()
+    result = run_builder("build", "cpu", "--images", IMAGES, timeout=3600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    print(f"\ncpu image ready in {time.monotonic() - started:.0f} s:\n{result.stderr}", file=sys.stderr)
+    return IMAGES / "cpu.sif"
+
+
+@pytest.fixture(scope="session")
+def apptainer(cpu_image):
+    found = shutil.which("apptainer") or shutil.which("singularity")
+    return found or str(toolbox.command())
+
+
+def run(argv, **kwargs):
+    return subprocess.run([str(a) for a in argv], capture_output=True, text=True, timeout=600, **kwargs)
+
+
+def test_second_build_is_up_to_date_and_touches_nothing(cpu_image):
+    before = {p.name: p.stat().st_mtime_ns for p in IMAGES.glob("cpu*.sif")}
+    result = run_builder("build", "cpu", "--images", IMAGES)
+    assert result.returncode == 0 and f"{cpu_image} is up to date" in result.stdout
+    assert {p.name: p.stat().st_mtime_ns for p in IMAGES.glob("cpu*.sif")} == before
+    assert not list(IMAGES.glob(".*tmp-*"))
+
+
+def test_layers_are_separate_images(cpu_image):
+    names = sorted(p.name for p in IMAGES.glob("cpu*.sif"))
+    assert names == ["cpu.base.sif", "cpu.devel.sif", "cpu.sif"]
+    # compilers stay in the devel layer
+    assert os.path.getsize(IMAGES / "cpu.sif") < os.path.getsize(IMAGES / "cpu.devel.sif")
+
+
+def test_image_runs_torch_deepspeed_ops_and_mpi4py(apptainer, cpu_image):
+    code = ("import torch, deepspeed, mpi4py, numpy, torch.distributed as d; "
+            "print(torch.__version__, deepspeed.__version__, mpi4py.__version__, d.is_gloo_available())")
+    result = run([apptainer, "exec", cpu_image, "python", "-c", code])
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["2.13.0+cpu", "0.19.8", "4.1.2", "True"]
+    report = run([apptainer, "exec", cpu_image, "ds_report"]).stdout
+    for op in ("cpu_adam", "cpu_adagrad", "cpu_lion"):
+        assert any(line.startswith(op + " ") and "[YES]" in line for line in report.splitlines()), op
+
+
+def test_image_test_section_passes_again(apptainer, cpu_image):
+    result = run([apptainer, "test", cpu_image])
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    assert "DeepSpeedCPUAdam step: ok" in result.stdout
+
+
+def test_labels_embed_the_resolved_recipe(apptainer, cpu_image):
+    result = run([apptainer, "inspect", "--labels", "--json", cpu_image])
+    labels = json.loads(result.stdout)["data"]["attributes"]["labels"]
+    recipe = json.loads(labels["org.hpc-ml-containers.recipe"])
+    assert recipe == RecipeTree(RECIPES).target("cpu").resolved
+    assert labels["org.hpc-ml-containers.version.deepspeed"] == "0.19.8"
+
+
+def test_nothing_of_the_build_host_stays_in_the_image(apptainer, cpu_image):
+    result = run([apptainer, "exec", "--cleanenv", cpu_image, "sh", "-c",
+                  "ls -A /mnt; env; ls /opt/venv.new 2>&1 || true"])
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert not any(line.startswith(("PIP_", "SSL_CERT_FILE", "hpcml-build-host")) for line in lines)
+    assert "ca.crt" not in lines
+    assert "No such file or directory" in result.stdout       # the venv swap left no copy
+
+
+def test_a_top_component_change_keeps_the_os_and_torch_layers(tmp_path):
+    recipes = tmp_path / "recipes"
+    shutil.copytree(RECIPES, recipes)
+    before = layer_keys(render_all(RecipeTree(recipes).target("cpu")), {"MIRROR": "m"})
+    versions = recipes / "versions.yaml"
+    versions.write_text(versions.read_text().replace("deepspeed: 0.19.8", "deepspeed: 0.19.9"))
+    after = layer_keys(render_all(RecipeTree(recipes).target("cpu")), {"MIRROR": "m"})
+    assert before["devel"] == after["devel"] and before["base"] == after["base"]
+    assert before["image"] != after["image"]
+    versions.write_text(versions.read_text().replace("torch: 2.13.0", "torch: 2.14.0"))
+    last = layer_keys(render_all(RecipeTree(recipes).target("cpu")), {"MIRROR": "m"})
+    assert len({last["devel"], after["devel"]}) == 2 and last["base"] != after["base"]
+
+
+# --- faults: a broken or killed build leaves the previous image exactly as it was ------------
+
+BUILD_ONE_LAYER = """
+import sys
+from pathlib import Path
+from builder.build import build_layer, find_runtime
+from builder.errors import BuilderError
+from builder.progress import Progress
+from builder.recipes import RecipeTree
+text, sif = Path(sys.argv[1]).read_text(), Path(sys.argv[2])
+site = RecipeTree(sys.argv[3]).sites["local"]
+progress = Progress()
+runtime, _ = find_runtime(site, progress, sif.parent)
+try:
+    build_layer(runtime, text, sif, "k", {"BASE": sys.argv[4]}, sif.parent / "x.build.log", None, progress)
+except BuilderError as error:
+    print(error, file=sys.stderr)
+    sys.exit(error.exit_status)
+"""
+
+
+def start_layer_build(tmp_path, post):
+    images = tmp_path / "images"
+    images.mkdir()
+    previous = images / "x.sif"
+    previous.write_bytes(b"the previous image\n")
+    definition = tmp_path / "x.def"
+    definition.write_text(f"Bootstrap: localimage\nFrom: {{{{ BASE }}}}\n\n%post\n{post}\n")
+    process = subprocess.Popen(
+        [sys.executable, "-c", BUILD_ONE_LAYER, definition, previous, RECIPES, IMAGES / "cpu.base.sif"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return process, images, previous
+
+
+def work_dirs():
+    return {p.name for p in Path(os.environ.get("TMPDIR", "/tmp")).glob("hpcml-build-*")}
+
+
+def wait_for(predicate, timeout):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.5)
+    return False
+
+
+def test_a_failing_build_reports_its_log_and_keeps_the_previous_image(cpu_image, tmp_path):
+    before = work_dirs()
+    process, images, previous = start_layer_build(tmp_path, "echo breaking-now\nexit 3")
+    _, stderr = process.communicate(timeout=600)
+    assert process.returncode == 1
+    assert "apptainer build failed" in stderr and "x.build.log" in stderr and "breaking-now" in stderr
+    assert previous.read_bytes() == b"the previous image\n"
+    assert sorted(p.name for p in images.iterdir()) == ["x.build.log", "x.sif"]
+    assert work_dirs() == before
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT], ids=["SIGKILL", "SIGINT"])
+def test_a_killed_build_leaves_the_previous_image_and_no_temp_files(cpu_image, tmp_path, sig):
+    before = work_dirs()
+    process, images, previous = start_layer_build(tmp_path, "echo post-started\nsleep 600")
+    log = images / "x.build.log"
+    assert wait_for(lambda: log.exists() and "post-started" in log.read_text(errors="replace"), 300)
+    process.send_signal(sig)
+    process.wait(timeout=60)
+    # the guard stops apptainer and removes the temporary image and work files
+    assert wait_for(lambda: not [p for p in images.iterdir() if "tmp" in p.name]
+                    and work_dirs() == before, 60)
+    assert previous.read_bytes() == b"the previous image\n"
+    assert run(["pgrep", "-f", str(tmp_path / "x.def")]).stdout == ""
+
+
+def test_build_of_an_unknown_target_lists_the_valid_ones(tmp_path):
+    result = run_builder("build", "nosuch", "--images", tmp_path)
+    assert result.returncode == 2 and "expected one of: cpu, csc-cuda" in result.stderr
+
+
+def test_doctor_reports_runtime_and_fakeroot(cpu_image):
+    result = run_builder("doctor")
+    assert result.returncode == 0, result.stderr
+    assert "apptainer version" in result.stdout and "fakeroot" in result.stdout
