@@ -189,6 +189,15 @@ def test_build_of_an_unknown_target_lists_the_valid_ones(tmp_path):
     assert result.returncode == 2 and "expected one of: cpu, csc-cuda" in result.stderr
 
 
+def test_an_unreachable_mirror_fails_with_the_log_and_writes_no_image(tmp_path):
+    result = run_builder("build", "cpu", "--images", tmp_path,
+                         env={"HPCML_MIRROR": "http://127.0.0.1:9/debian"}, timeout=600)
+    assert result.returncode == 1
+    assert "apptainer build failed" in result.stderr and "cpu.devel.build.log" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not list(tmp_path.glob("*.sif")) and not list(tmp_path.glob(".*tmp-*"))
+
+
 def test_doctor_reports_runtime_and_fakeroot(cpu_image):
     result = run_builder("doctor")
     assert result.returncode == 0, result.stderr

@@ -1,0 +1,56 @@
+"""The Apptainer toolbox: provisioned for real into a private cache, repaired when broken,
+removed with one command; a clear message where it cannot be made."""
+
+import os
+
+import pytest
+
+from builder import toolbox
+from builder.errors import ToolError
+from builder.progress import Progress
+from conftest import run_builder
+
+
+def test_without_root_the_error_says_what_to_install(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    with pytest.raises(ToolError) as error:
+        toolbox.ensure(Progress(), tmp_path)
+    message = str(error.value)
+    assert "no apptainer or singularity on PATH" in message and "needs root" in message
+    assert "install Apptainer" in message and "\n" not in message
+    assert not (tmp_path / "hpc-ml-containers" / "toolbox").exists()
+
+
+def test_provision_repair_and_remove(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert run_builder("toolbox", "status").stdout.endswith("not provisioned\n")
+    command = toolbox.ensure(Progress(), tmp_path)
+    assert "apptainer version" in toolbox.version()
+    assert command == tmp_path / "hpc-ml-containers" / "toolbox" / "bin" / "apptainer"
+    assert not list((tmp_path / "hpc-ml-containers").glob("toolbox.tmp-*"))
+    status = run_builder("toolbox", "status", env={"XDG_CACHE_HOME": str(tmp_path)})
+    assert "apptainer version" in status.stdout
+
+    # broken: the binary is gone; the next use provisions it again
+    (tmp_path / "hpc-ml-containers" / "toolbox" / "root" / "usr" / "bin" / "apptainer").unlink()
+    assert not toolbox.is_ready()
+    toolbox.ensure(Progress(), tmp_path)
+    assert "apptainer version" in toolbox.version()
+
+    removed = run_builder("toolbox", "remove", env={"XDG_CACHE_HOME": str(tmp_path)})
+    assert removed.returncode == 0
+    assert not (tmp_path / "hpc-ml-containers" / "toolbox").exists()
+
+
+def test_the_shim_runs_in_the_callers_directory_with_its_files(tmp_path):
+    # uses the user's toolbox (provisioned by the build tests or now)
+    command = toolbox.ensure(Progress(), tmp_path)
+    (tmp_path / "marker.txt").write_text("seen\n")
+    from builder import runner
+    result = runner.run([str(command), "--version"], cwd=tmp_path)
+    assert result.stdout.startswith("apptainer version")
+    enter = command.parent / "enter"
+    seen = runner.run([str(enter), "/bin/sh", "-c", "pwd; cat marker.txt; test -x /usr/bin/apptainer"],
+                      cwd=tmp_path)
+    assert seen.stdout.split() == [str(tmp_path), "seen"]
