@@ -4,6 +4,7 @@ Apptainer from sid, entered through a mount namespace (see builder/toolbox-enter
 Provisioned once, reused, rebuilt when broken, removed with `python -m builder toolbox remove`.
 """
 
+import json
 import os
 import re
 import shutil
@@ -47,16 +48,30 @@ def can_provision():
     return None
 
 
+# Docker's default set plus DAC_READ_SEARCH: what unpacking an image (chown, setuid bits,
+# device nodes, file capabilities) needs, and all of it within any host's bounding set.
+ROOT_CAPABILITIES = ("CAP_AUDIT_WRITE", "CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_DAC_READ_SEARCH",
+                     "CAP_FOWNER", "CAP_FSETID", "CAP_KILL", "CAP_MKNOD", "CAP_NET_BIND_SERVICE",
+                     "CAP_NET_RAW", "CAP_SETFCAP", "CAP_SETGID", "CAP_SETPCAP", "CAP_SETUID",
+                     "CAP_SYS_CHROOT")
+
+
 def configure(root: Path):
     """Root in a container asks for every capability by default, and a host whose bounding
-    set lacks one (CAP_SYS_RESOURCE here) then refuses `apptainer exec`. `file` grants root
-    only what `apptainer capability add` recorded: none unless an admin adds some."""
-    conf = root / "etc" / "apptainer" / "apptainer.conf"
+    set lacks one (CAP_SYS_RESOURCE here) then refuses `apptainer exec`, including the one
+    that unpacks a `Bootstrap: localimage` base. `file` grants root the set recorded in
+    capability.json instead; Apptainer 1.4 applies it under --fakeroot too."""
+    etc = root / "etc" / "apptainer"
+    conf = etc / "apptainer.conf"
     text = conf.read_text()
     fixed = re.sub(r"^root default capabilities = .*$", "root default capabilities = file",
                    text, flags=re.M)
     if fixed != text:
         conf.write_text(fixed)
+    wanted = json.dumps({"users": {"root": list(ROOT_CAPABILITIES)}, "groups": {}})
+    capabilities = etc / "capability.json"
+    if not capabilities.is_file() or capabilities.read_text() != wanted:
+        capabilities.write_text(wanted)
 
 
 def ensure(progress, log_dir: Path) -> Path:
