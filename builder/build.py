@@ -65,11 +65,17 @@ def is_current(sif: Path, key: str) -> bool:
             and meta.get("mtime_ns") == stat.st_mtime_ns)
 
 
+def used_args(text: str, args: dict) -> dict:
+    """The build arguments a definition uses; Apptainer refuses unused ones."""
+    return {name: value for name, value in args.items() if "{{ %s }}" % name in text}
+
+
 def layer_keys(texts: dict, args: dict) -> dict:
     """{layer: key}; a layer's key covers the keys of the layers it starts from."""
     keys = {}
     for layer in LAYERS:
-        keys[layer] = build_key(texts[layer], args, [keys[p] for p in LAYER_PARENTS[layer]])
+        keys[layer] = build_key(texts[layer], used_args(texts[layer], args),
+                                [keys[p] for p in LAYER_PARENTS[layer]])
     return keys
 
 
@@ -106,6 +112,7 @@ def build(tree, name, *, images: Path, force=False, progress):
             args = dict(mirror)
             args.update({arg: str(paths[parent].resolve()) for arg, parent in PARENTS.items()
                          if parent in LAYER_PARENTS[layer]})
+            args = used_args(texts[layer], args)
             wheels = _wheel_cache(target, keys["devel"]) if layer == "image" else None
             log_path = images / f"{name}.{layer}.build.log"
             progress.step(f"building the {layer} layer {sif} with {label} (log: {log_path})")
