@@ -1,10 +1,12 @@
-"""Build images/<target>.sif with Apptainer: cached by content, written atomically, logged.
+"""Build images/<target>.sif with Apptainer, layer by layer: cached by content, written
+atomically, logged.
 
-The key of a build is a hash of the definition text and the build arguments; the image's
-sidecar file records it with the image's size and mtime, so an unchanged target answers "up
-to date" without starting Apptainer. The image is written to a temporary file beside the
-target and renamed at the end; a failed, interrupted or killed build leaves the old image as
-it was.
+A layer's key is a hash of its definition, its build arguments and the keys of the layers it
+starts from; the sidecar file `<image>.sif.json` records it with the image's size and mtime,
+so an unchanged target answers "up to date" without starting Apptainer, and the user's layer
+cache supplies a layer built before under the same key. Each image is written to a temporary
+file beside it and renamed at the end; a failed, interrupted or killed build (a guard process
+cleans up even after SIGKILL) leaves the old image as it was.
 """
 
 import ctypes
