@@ -1,0 +1,132 @@
+"""wrappers/launchenv.py: every launcher, its precedence, hostlists and ports."""
+
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+
+sys.path.insert(0, str(ROOT / "wrappers"))
+import launchenv  # noqa: E402
+
+SLURM = {"SLURM_JOB_ID": "4567890", "SLURM_PROCID": "5", "SLURM_LOCALID": "1", "SLURM_NTASKS": "8",
+         "SLURM_STEP_NUM_TASKS": "8", "SLURM_STEP_TASKS_PER_NODE": "4(x2)", "SLURM_NODEID": "1",
+         "SLURM_STEP_NODELIST": "nid[005-006]", "SLURM_JOB_NODELIST": "nid[005-006]"}
+
+
+@pytest.mark.parametrize("expression, hosts", [
+    ("nid[005-007,012],gpu-x1", ["nid005", "nid006", "nid007", "nid012", "gpu-x1"]),
+    ("node7", ["node7"]),
+    ("a[1-2]-b[08-09]", ["a1-b08", "a1-b09", "a2-b08", "a2-b09"]),
+    ("x[9-11]", ["x9", "x10", "x11"]),
+    ("c1,c2,d[3]", ["c1", "c2", "d3"]),
+])
+def test_hostlists_expand_like_scontrol_show_hostnames(expression, hosts):
+    assert launchenv.expand_hostlist(expression) == hosts
+
+
+@pytest.mark.parametrize("bad", ["nid[1-", "nid]1[", "nid[3-1]", "nid[a-b]"])
+def test_bad_hostlists_are_reported(bad):
+    with pytest.raises(launchenv.LaunchError):
+        launchenv.expand_hostlist(bad)
+
+
+def test_slurm_one_task_per_gpu():
+    launch = launchenv.detect(SLURM)
+    assert (launch.source, launch.rank, launch.local_rank, launch.world_size,
+            launch.local_world_size) == ("slurm", 5, 1, 8, 4)
+    assert launch.master_addr == "nid005"
+    assert launch.master_port == 10000 + 4567890 % 20000
+
+
+def test_uneven_tasks_per_node_pick_this_nodes_count():
+    env = dict(SLURM, SLURM_STEP_TASKS_PER_NODE="3(x2),2", SLURM_NODEID="2", SLURM_PROCID="6",
+               SLURM_LOCALID="0", SLURM_STEP_NUM_TASKS="8")
+    assert launchenv.detect(env).local_world_size == 2
+
+
+def test_torchrun_wins_over_the_slurm_step_around_it():
+    env = dict(SLURM, TORCHELASTIC_RUN_ID="none", RANK="3", LOCAL_RANK="3", WORLD_SIZE="4",
+               LOCAL_WORLD_SIZE="4", MASTER_ADDR="10.0.0.1", MASTER_PORT="29400")
+    launch = launchenv.detect(env)
+    assert (launch.source, launch.rank, launch.world_size, launch.master_addr, launch.master_port) == \
+        ("torchrun", 3, 4, "10.0.0.1", 29400)
+
+
+def test_open_mpi_inside_an_allocation_wins_over_slurm():
+    env = dict(SLURM, OMPI_COMM_WORLD_RANK="2", OMPI_COMM_WORLD_LOCAL_RANK="0",
+               OMPI_COMM_WORLD_SIZE="3", OMPI_COMM_WORLD_LOCAL_SIZE="1")
+    launch = launchenv.detect(env)
+    assert (launch.source, launch.rank, launch.world_size, launch.master_addr) == ("openmpi", 2, 3, "nid005")
+
+
+def test_open_mpi_on_one_host_without_slurm_uses_loopback():
+    env = {"OMPI_COMM_WORLD_RANK": "1", "OMPI_COMM_WORLD_LOCAL_RANK": "1", "OMPI_COMM_WORLD_SIZE": "2",
+           "OMPI_COMM_WORLD_LOCAL_SIZE": "2", "OMPI_MCA_ess_base_jobid": "3735879681"}
+    launch = launchenv.detect(env)
+    assert launch.master_addr == "127.0.0.1" and launch.master_port == 10000 + 3735879681 % 20000
+
+
+def test_open_mpi_across_hosts_without_a_master_is_an_error():
+    env = {"OMPI_COMM_WORLD_RANK": "1", "OMPI_COMM_WORLD_LOCAL_RANK": "0", "OMPI_COMM_WORLD_SIZE": "2",
+           "OMPI_COMM_WORLD_LOCAL_SIZE": "1"}
+    with pytest.raises(launchenv.LaunchError, match="MASTER_ADDR"):
+        launchenv.detect(env)
+
+
+def test_pmix_under_srun():
+    env = dict(SLURM, PMIX_RANK="5")
+    launch = launchenv.detect(env)
+    assert (launch.source, launch.rank, launch.local_rank, launch.world_size) == ("pmix", 5, 1, 8)
+
+
+def test_mpich_pmi():
+    env = {"PMI_RANK": "1", "PMI_SIZE": "2", "MPI_LOCALRANKID": "1", "MPI_LOCALNRANKS": "2",
+           "MASTER_PORT": "12345"}
+    launch = launchenv.detect(env)
+    assert (launch.source, launch.rank, launch.local_rank, launch.world_size, launch.master_port) == \
+        ("pmi", 1, 1, 2, 12345)
+
+
+def test_nothing_means_one_process():
+    launch = launchenv.detect({})
+    assert (launch.source, launch.rank, launch.world_size, launch.master_addr, launch.master_port) == \
+        ("single", 0, 1, "127.0.0.1", 29500)
+
+
+def test_site_port_base_and_explicit_values_are_respected():
+    assert launchenv.detect(dict(SLURM, HPCML_MASTER_PORT_BASE="20000")).master_port == 20000 + 4567890 % 20000
+    assert launchenv.detect(dict(SLURM, MASTER_ADDR="login1", MASTER_PORT="4000")).master_addr == "login1"
+
+
+@pytest.mark.parametrize("env, message", [
+    ({"SLURM_PROCID": "x", "SLURM_LOCALID": "0", "SLURM_NTASKS": "2"}, "not a whole number"),
+    ({"SLURM_PROCID": "3", "SLURM_LOCALID": "0", "SLURM_NTASKS": "2"}, "inconsistent ranks"),
+    ({"MASTER_PORT": "99999"}, "not a port"),
+])
+def test_inconsistent_input_is_a_clear_error(env, message):
+    with pytest.raises(launchenv.LaunchError, match=message):
+        launchenv.detect(env)
+
+
+def test_apply_exports_all_six_variables():
+    env = dict(SLURM)
+    launchenv.apply(env)
+    assert {name: env[name] for name in launchenv.VARIABLES} == {
+        "RANK": "5", "LOCAL_RANK": "1", "WORLD_SIZE": "8", "LOCAL_WORLD_SIZE": "4",
+        "MASTER_ADDR": "nid005", "MASTER_PORT": str(10000 + 4567890 % 20000)}
+
+
+def test_command_line_prints_exports_and_runs_commands():
+    env = dict(SLURM, PATH="/usr/bin:/bin")
+    shown = subprocess.run([sys.executable, ROOT / "wrappers" / "launchenv.py"], env=env,
+                           capture_output=True, text=True)
+    assert "export RANK=5" in shown.stdout and "# from slurm" in shown.stdout
+    ran = subprocess.run([sys.executable, ROOT / "wrappers" / "launchenv.py", "--", "sh", "-c",
+                          'echo "$RANK/$WORLD_SIZE@$MASTER_ADDR"'], env=env, capture_output=True, text=True)
+    assert ran.stdout.strip() == "5/8@nid005"
+    bad = subprocess.run([sys.executable, ROOT / "wrappers" / "launchenv.py"],
+                         env={"SLURM_PROCID": "9", "SLURM_LOCALID": "0", "SLURM_NTASKS": "2"},
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and bad.stderr.startswith("error: launchenv:")
