@@ -14,6 +14,7 @@ from .errors import BuilderError, CheckFailed, RecipeError
 from .fileio import write_atomic
 from .recipes import RecipeTree
 from .render import file_name, render_all
+from .sitefile import render_site
 
 
 class _Parser(argparse.ArgumentParser):
@@ -63,6 +64,8 @@ def _parser():
     cmd.add_argument("--all", action="store_true", help="render every target")
     cmd.add_argument("--out", default="containers", metavar="DIR",
                      help="where the .def files go (default: containers)")
+    cmd.add_argument("--sites-out", default="wrappers/sites", metavar="DIR",
+                     help="where --all writes the wrapper's site settings (default: wrappers/sites)")
     cmd.set_defaults(func=cmd_render)
 
     cmd = sub.add_parser("build", parents=[common],
@@ -86,6 +89,8 @@ def _parser():
                          help="validate every recipe; fail if rendered files are stale")
     cmd.add_argument("--out", default="containers", metavar="DIR",
                      help="rendered files to compare (default: containers)")
+    cmd.add_argument("--sites-out", default="wrappers/sites", metavar="DIR",
+                     help="rendered site settings to compare (default: wrappers/sites)")
     cmd.set_defaults(func=cmd_check)
     return parser
 
@@ -113,14 +118,19 @@ def cmd_render(args):
         raise RecipeError("name one or more targets, or give --all (not both)", file="command line")
     tree = RecipeTree(args.recipes)
     names = sorted(tree.targets) if args.all else args.targets
-    texts = {file_name(name, layer): text for name in names        # all of it, before writing
-             for layer, text in render_all(tree.target(name)).items()}
     out = Path(args.out)
+    texts = {out / file_name(name, layer): text for name in names       # all of it, before writing
+             for layer, text in render_all(tree.target(name)).items()}
+    if args.all:
+        texts.update(site_files(tree, Path(args.sites_out)))
     if out.exists() and not out.is_dir():
         raise RecipeError("not a directory; expected where the .def files go", file=str(out))
-    for name, text in texts.items():
-        path = out / name
+    for path, text in texts.items():
         print(f"{'wrote' if write_atomic(path, text) else 'unchanged'} {path}")
+
+
+def site_files(tree, folder):
+    return {folder / f"{name}.sh": render_site(site) for name, site in sorted(tree.sites.items())}
 
 
 def cmd_build(args):
@@ -166,6 +176,9 @@ def cmd_check(args):
     if out.is_dir():
         problems += [f"{path} has no recipe" for path in sorted(out.glob("*.def"))
                      if path.name not in expected]
+    for path, text in site_files(tree, Path(args.sites_out)).items():
+        if not path.is_file() or path.read_text() != text:
+            problems.append(f"{path} is {'stale' if path.is_file() else 'missing'}")
     print(f"recipes: {len(tree.targets)} targets and {len(tree.sites)} sites are valid")
     if problems:
         for problem in problems:

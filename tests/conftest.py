@@ -1,6 +1,8 @@
 import os
+import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -40,3 +42,23 @@ def compare_golden(path: Path, text: str, update: bool):
         path.write_text(text)
     assert path.is_file(), f"{path} missing; run pytest --update-golden"
     assert text == path.read_text(), f"{path} differs; review and run pytest --update-golden"
+
+
+@pytest.fixture(scope="session")
+def cpu_image(tmp_path_factory):
+    """The real CPU image, built with Apptainer into a fresh images directory; its layers
+    come from the user's layer cache when this machine built them before (a clean machine
+    builds them, about 20 minutes on 2 cores)."""
+    images = tmp_path_factory.mktemp("images")
+    started = time.monotonic()
+    result = run_builder("build", "cpu", "--images", images, timeout=3600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    print(f"\ncpu image ready in {time.monotonic() - started:.0f} s:\n{result.stderr}", file=sys.stderr)
+    return images / "cpu.sif"
+
+
+@pytest.fixture(scope="session")
+def apptainer(cpu_image):
+    from builder import toolbox
+    found = shutil.which("apptainer") or shutil.which("singularity")
+    return found or str(toolbox.command())

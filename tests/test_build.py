@@ -17,30 +17,18 @@ from pathlib import Path
 
 import pytest
 
-from builder import toolbox
 from builder.build import layer_keys
 from builder.recipes import RecipeTree
 from builder.render import render_all
 from conftest import RECIPES, ROOT, run_builder
 
-IMAGES = None     # set by the cpu_image fixture
+IMAGES = None     # set by the images fixture
 
 
-@pytest.fixture(scope="session")
-def cpu_image(tmp_path_factory):
+@pytest.fixture(autouse=True)
+def _images(cpu_image):
     global IMAGES
-    IMAGES = tmp_path_factory.mktemp("images")
-    started = time.monotonic()
-    result = run_builder("build", "cpu", "--images", IMAGES, timeout=3600)
-    assert result.returncode == 0, result.stderr[-3000:]
-    print(f"\ncpu image ready in {time.monotonic() - started:.0f} s:\n{result.stderr}", file=sys.stderr)
-    return IMAGES / "cpu.sif"
-
-
-@pytest.fixture(scope="session")
-def apptainer(cpu_image):
-    found = shutil.which("apptainer") or shutil.which("singularity")
-    return found or str(toolbox.command())
+    IMAGES = cpu_image.parent
 
 
 def run(argv, **kwargs):

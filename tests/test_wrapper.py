@@ -1,0 +1,114 @@
+"""singularity_wrapper with the real CPU image and the real runtime (Apptainer or the toolbox)."""
+
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from conftest import ROOT
+
+WRAPPER = ROOT / "wrappers" / "singularity_wrapper"
+NASTY = ["two words", "it's", 'say "hi"', "line\nbreak", "*", "$(touch /tmp/pwned)", "`id`",
+         "", "-n", "--help", "back\\slash", "tab\there", "ä€"]
+
+
+@pytest.fixture
+def env(apptainer, cpu_image, tmp_path):
+    scratch = tmp_path / "tmpdir"
+    scratch.mkdir()
+    return dict(os.environ, SING_IMAGE=str(cpu_image), HPCML_APPTAINER=apptainer,
+                HPCML_SITE="local", TMPDIR=str(scratch))
+
+
+def wrap(*args, env, **kwargs):
+    return subprocess.run([str(WRAPPER), *map(str, args)], env=env, capture_output=True,
+                          timeout=300, **kwargs)
+
+
+def test_arguments_pass_through_byte_for_byte(env):
+    result = wrap("exec", "sh", "-c", 'printf "%s\\0" "$@"', "sh", *NASTY, env=env)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.decode().split("\0")[:-1] == NASTY
+
+
+def test_exit_status_comes_back(env):
+    assert wrap("exec", "sh", "-c", "exit 7", env=env).returncode == 7
+
+
+def test_sigterm_reaches_the_program(env):
+    # the wrapper execs the runtime, so Slurm's SIGTERM to the task is the program's SIGTERM
+    process = subprocess.Popen(
+        [str(WRAPPER), "exec", "sh", "-c",
+         'trap "echo got-term; exit 42" TERM; echo ready; while :; do sleep 0.1; done'],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert process.stdout.readline().strip() == "ready"
+    process.send_signal(signal.SIGTERM)
+    out, _ = process.communicate(timeout=60)
+    assert "got-term" in out and process.returncode == 42
+
+
+def test_no_shell_is_left_between_the_caller_and_the_runtime(env):
+    process = subprocess.Popen([str(WRAPPER), "exec", "sleep", "30"], env=env)
+    try:
+        time.sleep(3)
+        children = subprocess.run(["ps", "-o", "comm=", "--ppid", str(process.pid)],
+                                  capture_output=True, text=True).stdout.split()
+        command = open(f"/proc/{process.pid}/comm").read().strip()
+        assert command not in ("bash", "sh") and "singularity_wra" not in command, command
+        assert "bash" not in children
+    finally:
+        process.kill()
+        process.wait()
+
+
+def test_site_binds_and_user_data_are_visible(env, tmp_path):
+    (tmp_path / "tmpdir" / "marker").write_text("from TMPDIR\n")
+    data = tmp_path / "project data"
+    data.mkdir()
+    (data / "x.txt").write_text("project\n")
+    env = dict(env, SING_BIND=f"{data},/no/such/path")
+    result = wrap("-v", "exec", "sh", "-c", 'cat "$TMPDIR/marker" "$1/x.txt"', "sh", data, env=env)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.decode() == "from TMPDIR\nproject\n"
+    assert "skipping bind /no/such/path" in result.stderr.decode()     # a warning, not an error
+
+
+def test_sing_flags_are_split_but_never_evaluated(env, tmp_path):
+    canary = tmp_path / "canary"
+    env = dict(env, SING_FLAGS=f"--cleanenv --env HPCML_X=1 $(touch {canary})", HOST_ONLY="yes")
+    result = wrap("exec", "sh", "-c", 'echo "${HPCML_X:-}:${HOST_ONLY:-}"', env=env)
+    # "$(touch" is passed on as a word, so apptainer rejects it; nothing ran
+    assert not canary.exists()
+    env["SING_FLAGS"] = "--cleanenv --env HPCML_X=1"
+    result = wrap("exec", "sh", "-c", 'echo "${HPCML_X:-}:${HOST_ONLY:-}"', env=env)
+    assert result.stdout.decode().strip() == "1:"
+
+
+def test_run_uses_the_image_runscript_and_shell_takes_a_shell(env):
+    assert wrap("run", "sh", "-c", "echo from-run", env=env).stdout.decode() == "from-run\n"
+    result = wrap("shell", "-s", "/bin/sh", env=env, input=b"echo from-shell\n")
+    assert "from-shell" in result.stdout.decode()
+
+
+def test_apptainer_wrapper_is_the_same_program(env):
+    alias = ROOT / "wrappers" / "apptainer_wrapper"
+    result = subprocess.run([str(alias), "exec", "true"], env=env, timeout=120)
+    assert alias.is_symlink() and result.returncode == 0
+
+
+@pytest.mark.parametrize("args, extra_env, message", [
+    (["exec"], {}, "exec needs a command"),
+    (["frobnicate"], {}, "unknown command 'frobnicate'"),
+    ([], {}, "expected a command"),
+    (["exec", "true"], {"SING_IMAGE": "/no/such.sif"}, "image not found"),
+    (["exec", "true"], {"SING_IMAGE": ""}, "no image"),
+    (["exec", "true"], {"HPCML_SITE": "puhti", "SLURM_JOB_ID": ""}, "inside a Slurm job"),
+    (["exec", "true"], {"HPCML_SITE": "nosuch"}, "set HPCML_SITE to one of: jean-zay karolina local"),
+])
+def test_mistakes_get_one_line_and_exit_2(env, args, extra_env, message):
+    result = wrap(*args, env=dict(env, **extra_env))
+    stderr = result.stderr.decode()
+    assert result.returncode == 2 and message in stderr
+    assert stderr.count("\n") == 1 and stderr.startswith("error: singularity_wrapper:")
