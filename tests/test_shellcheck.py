@@ -28,7 +28,8 @@ def test_shellcheck_catches_a_bad_script():
 
 
 SCRIPTS = ["scripts/ensure-debian-packages", ".ci/run", "builder/toolbox-enter.sh",
-           "builder/build-guard.sh"]
+           "builder/build-guard.sh", "wrappers/singularity_wrapper"] + sorted(
+    str(p.relative_to(CONTAINERS.parent)) for p in (CONTAINERS.parent / "wrappers" / "sites").glob("*.sh"))
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
