@@ -13,7 +13,7 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 setup: $(VENV)/.installed
-	scripts/ensure-debian-packages shellcheck debootstrap
+	scripts/ensure-debian-packages shellcheck debootstrap slurmctld:slurm-wlm munged:munge mpirun:openmpi-bin
 
 render: setup
 	$(PY) -m builder render --all
