@@ -75,6 +75,29 @@ def test_site_binds_and_user_data_are_visible(env, tmp_path):
     assert "skipping bind /no/such/path" in result.stderr.decode()     # a warning, not an error
 
 
+def test_staged_data_is_copied_to_node_local_disk_once_and_bound_over_the_original(env, tmp_path):
+    data = tmp_path / "dataset"
+    data.mkdir()
+    (data / "train.txt").write_text("sample\n")
+    local = tmp_path / "nvme"
+    env = dict(env, SING_STAGE=str(data), HPCML_NODE_LOCAL=str(local), SLURM_JOB_ID="77")
+    script = 'cat "$1/train.txt"; touch "$1/written-inside"'
+    runs = [subprocess.Popen([str(WRAPPER), "exec", "sh", "-c", script, "sh", str(data)], env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(3)]
+    outputs = [run.communicate(timeout=120) for run in runs]
+    assert all(run.returncode == 0 for run in runs), [err for _, err in outputs]
+    assert all(out == b"sample\n" for out, _ in outputs)
+    copies = [p for p in (local / "hpcml-stage-77").glob("*-dataset") if p.is_dir()]
+    assert len(copies) == 1                                   # three tasks, one copy
+    assert (copies[0] / "written-inside").exists()            # the tasks used the copy
+    assert not (data / "written-inside").exists()             # the original is untouched
+
+
+def test_env_reaches_the_program(env):
+    result = wrap("exec", "sh", "-c", 'echo "$HPCML_MASTER_PORT_BASE:$HOST_VAR"', env=dict(env, HOST_VAR="x y"))
+    assert result.stdout.decode() == "20000:x y\n"      # the local site's port base
+
+
 def test_sing_flags_are_split_but_never_evaluated(env, tmp_path):
     canary = tmp_path / "canary"
     env = dict(env, SING_FLAGS=f"--cleanenv --env HPCML_X=1 $(touch {canary})", HOST_ONLY="yes")
