@@ -9,38 +9,35 @@ file beside it and renamed at the end; a failed, interrupted or killed build (a 
 cleans up even after SIGKILL) leaves the old image as it was.
 """
 
-import ctypes
 import fcntl
 import hashlib
 import json
 import os
 import shutil
-import signal
-import subprocess
 import tempfile
-import threading
-from importlib import resources
 from pathlib import Path
 
 from . import __version__, cache, hostinfo, runner, toolbox
 from .blocks.build_host import SETTINGS
 from .errors import ToolError
-from .fileio import write_atomic
+from .fileio import link_or_copy, write_atomic
 from .render import LAYERS, render_all
 
-PR_SET_PDEATHSIG = 1
 HOST_MOUNT = "/mnt"
 
 
-def find_runtime(site, progress, log_dir):
-    """(path, label): HPCML_APPTAINER, the site's runtime path, apptainer, singularity, or
-    else a toolbox provisioned under the user's cache."""
+def installed_runtime(site):
+    """HPCML_APPTAINER, the site's runtime path, apptainer or singularity: the first found."""
     wanted = [os.environ.get("HPCML_APPTAINER"), site.data["runtime"].get("path"),
               "apptainer", "singularity"]
-    for candidate in filter(None, wanted):
-        found = shutil.which(candidate)
-        if found:
-            return found, found
+    return next(filter(None, map(shutil.which, filter(None, wanted))), None)
+
+
+def find_runtime(site, progress, log_dir):
+    """(path, label): an installed runtime, or else a toolbox under the user's cache."""
+    found = installed_runtime(site)
+    if found:
+        return found, found
     return str(toolbox.ensure(progress, log_dir)), "toolbox"
 
 
@@ -145,7 +142,10 @@ def build_layer(runtime, text, sif, key, args, log_path, wheels, progress):
             argv += ["--build-arg", f"{arg}={value}"]
         argv += ["--bind", f"{host}:{HOST_MOUNT}", str(tmp_sif), str(definition)]
         env = dict(os.environ, HPCML_TOOLBOX_BINDS=f"{sif.parent.resolve()}:{work}")
-        _run_watched(argv, [tmp_sif, work], log_path, env, progress)
+        log_path.write_text("")
+        runner.run_logged(argv, log_path, env=env, what="apptainer build",
+                          note="; the previous image, if any, is unchanged",
+                          cleanup=[tmp_sif, work], on_line=_progress_lines(progress))
         os.replace(tmp_sif, sif)
         if wheels is not None:
             _keep_wheels(host / "deepspeed-wheel", wheels)
@@ -230,57 +230,18 @@ def _write_host_settings(host: Path):
         wheels.mkdir()
         for directory in pip["find_links"]:
             for wheel in Path(directory).glob("*.whl"):
-                _link_or_copy(wheel, wheels / wheel.name)
+                link_or_copy(wheel, wheels / wheel.name)
         lines.append(f"export PIP_FIND_LINKS={HOST_MOUNT}/wheels")
     (host / Path(SETTINGS).name).write_text("\n".join(lines) + "\n")
 
 
-def _link_or_copy(source, dest):
-    try:
-        os.link(source, dest)
-    except OSError:
-        shutil.copyfile(source, dest)
+STEP_MARKERS = ("--- devel: ", "--- base: ", "--- build: ", "--- final: ", "--- test: ",
+                "INFO:    Creating SIF", "INFO:    Running testscript", "INFO:    Starting build")
 
 
-def _die_with_parent():
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-
-
-def _run_watched(argv, temps, log_path, env, progress):
-    guard = resources.files(__package__).joinpath("build-guard.sh")
-    with open(log_path, "w") as log:
-        process = subprocess.Popen(["bash", str(guard), *map(str, temps), "--", *argv], env=env,
-                                   stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                   preexec_fn=_die_with_parent)
-        done = threading.Event()
-        watcher = threading.Thread(target=_follow, args=(log_path, done, progress), daemon=True)
-        watcher.start()
-        try:
-            status = process.wait()
-        except BaseException:
-            process.send_signal(signal.SIGTERM)
-            process.wait()
-            raise
-        finally:
-            done.set()
-            watcher.join(timeout=2)
-    if status != 0:
-        raise ToolError(f"apptainer build failed (exit status {status}); the previous image, if "
-                        f"any, is unchanged. Last lines of {log_path}:\n{runner.tail(log_path)}")
-
-
-STEP_MARKERS = ("--- devel: ", "--- base: ", "--- build: ", "--- final: ", "--- test: ", "INFO:    Creating SIF",
-                "INFO:    Running testscript", "INFO:    Starting build")
-
-
-def _follow(log_path, done, progress):
-    with open(log_path, errors="replace") as log:
-        while True:
-            line = log.readline()
-            if not line:
-                if done.wait(0.5):
-                    return
-                continue
-            text = line.strip()
-            if text.startswith(STEP_MARKERS):
-                progress.step(text.replace("INFO:    ", "").rstrip("."))
+def _progress_lines(progress):
+    def on_line(line):
+        text = line.strip()
+        if text.startswith(STEP_MARKERS):
+            progress.step(text.replace("INFO:    ", "").rstrip("."))
+    return on_line

@@ -6,8 +6,9 @@ depends on it: a missing or removed cache only means building again.
 """
 
 import os
-import shutil
 from pathlib import Path
+
+from .fileio import link_or_copy
 
 KEEP_PER_LAYER = 2      # the newest keys of each target layer; older ones are pruned
 
@@ -27,7 +28,7 @@ def fetch(name, layer, key, dest: Path) -> bool:
     if not stored.is_file():
         return False
     tmp = dest.with_name(f".{dest.name}.tmp-{os.getpid()}")
-    _link_or_copy(stored, tmp)
+    link_or_copy(stored, tmp)
     os.replace(tmp, dest)
     return True
 
@@ -39,15 +40,8 @@ def store(name, layer, key, sif: Path):
         return
     slot.mkdir(parents=True, exist_ok=True)
     tmp = slot / f".{key}.tmp-{os.getpid()}"
-    _link_or_copy(sif, tmp)
+    link_or_copy(sif, tmp)
     os.replace(tmp, stored)
     older = sorted(slot.glob("*.sif"), key=lambda p: p.stat().st_mtime, reverse=True)
     for old in older[KEEP_PER_LAYER:]:
         old.unlink(missing_ok=True)
-
-
-def _link_or_copy(source, dest):
-    try:
-        os.link(source, dest)
-    except OSError:
-        shutil.copyfile(source, dest)

@@ -1,10 +1,10 @@
 """`doctor`: what this host offers for building images, without changing anything."""
 
-import os
 import shutil
 from pathlib import Path
 
 from . import hostinfo, runner, toolbox
+from .build import installed_runtime
 from .cache import cache_dir
 from .errors import ToolError
 
@@ -12,11 +12,9 @@ from .errors import ToolError
 def report(tree, images):
     rows = []
     site = tree.targets["cpu"].sites[0] if "cpu" in tree.targets else next(iter(tree.sites.values()))
-    found = [shutil.which(c) for c in (os.environ.get("HPCML_APPTAINER"),
-                                       site.data["runtime"].get("path"), "apptainer", "singularity") if c]
-    found = [path for path in found if path]
+    found = installed_runtime(site)
     if found:
-        rows.append(("runtime", f"{found[0]}: {_version(found[0])}"))
+        rows.append(("runtime", f"{found}: {_version(found)}"))
     elif toolbox.is_ready():
         rows.append(("runtime", f"toolbox {toolbox.home()}: {_version(str(toolbox.command()))}"))
     else:

@@ -1,6 +1,7 @@
 """Atomic writes: a reader sees the old file or the new one, never half of either."""
 
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -26,3 +27,11 @@ def write_atomic(path: Path, text: str) -> bool:
         Path(tmp).unlink(missing_ok=True)
         raise
     return True
+
+
+def link_or_copy(source, dest):
+    """A hard link where the file system allows it (same inode, no space), else a copy."""
+    try:
+        os.link(source, dest)
+    except OSError:
+        shutil.copyfile(source, dest)

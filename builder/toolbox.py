@@ -114,37 +114,38 @@ def _provision_into(staging, progress, log_dir):
     root = staging / "root"
     mirror = hostinfo.debian_mirror()
     log_dir.mkdir(parents=True, exist_ok=True)
-    log_path = log_dir / "toolbox.log"
-    with open(log_path, "w") as log:
-        if shutil.which("debootstrap") is None:
-            progress.step("installing debootstrap on the host")
-            runner.run_logged(["apt-get", "install", "-y", "--no-install-recommends", "debootstrap"], log)
-        progress.step(f"toolbox: debootstrap {SUITE} (log: {log_path})")
-        runner.run_logged(["debootstrap", "--variant=minbase", "--include=ca-certificates",
-                           SUITE, str(root), mirror], log, what="debootstrap")
-        _install_scripts(staging)
-        enter = str(staging / "bin" / "enter")
-        sid_list = root / "etc" / "apt" / "sources.list.d" / "apptainer-sid.list"
-        progress.step(f"toolbox: downloading apptainer from {APPTAINER_SUITE}")
-        sid_list.write_text(f"deb {mirror} {APPTAINER_SUITE} main\n")
-        # mirrors' sid Release files may be past their Valid-Until date; the archive keys
-        # still sign them, so only the date check is relaxed, and only for this step
-        runner.run_logged([enter, "/usr/bin/apt-get", "-o", "Acquire::Check-Valid-Until=false",
-                           "update"], log, what="apt-get update")
-        runner.run_logged([enter, "/bin/sh", "-c", "cd /var/cache/apt/archives && apt-get download apptainer"],
-                          log, what="apt-get download apptainer")
-        sid_list.unlink()
-        progress.step("toolbox: installing apptainer")
-        runner.run_logged([enter, "/usr/bin/apt-get", "update"], log, what="apt-get update")
-        runner.run_logged([enter, "/bin/sh", "-c",
-                           "DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "
-                           "/var/cache/apt/archives/apptainer_*.deb debootstrap squashfs-tools "
-                           "&& apt-get clean"], log, what="installing apptainer")
-        configure(root)
-        # --fakeroot maps root onto these ranges
-        for name in ("subuid", "subgid"):
-            (root / "etc" / name).write_text("root:100000:65536\n")
-        (staging / STAMP).write_text(f"suite {SUITE}\n")
+    log = log_dir / "toolbox.log"
+    log.write_text("")
+    if shutil.which("debootstrap") is None:
+        progress.step("installing debootstrap on the host")
+        runner.run_logged(["apt-get", "update"], log)
+        runner.run_logged(["apt-get", "install", "-y", "--no-install-recommends", "debootstrap"], log)
+    progress.step(f"toolbox: debootstrap {SUITE} (log: {log})")
+    runner.run_logged(["debootstrap", "--variant=minbase", "--include=ca-certificates",
+                       SUITE, str(root), mirror], log, what="debootstrap")
+    _install_scripts(staging)
+    enter = str(staging / "bin" / "enter")
+    sid_list = root / "etc" / "apt" / "sources.list.d" / "apptainer-sid.list"
+    progress.step(f"toolbox: downloading apptainer from {APPTAINER_SUITE}")
+    sid_list.write_text(f"deb {mirror} {APPTAINER_SUITE} main\n")
+    # mirrors' sid Release files may be past their Valid-Until date; the archive keys
+    # still sign them, so only the date check is relaxed, and only for this step
+    runner.run_logged([enter, "/usr/bin/apt-get", "-o", "Acquire::Check-Valid-Until=false",
+                       "update"], log, what="apt-get update")
+    runner.run_logged([enter, "/bin/sh", "-c", "cd /var/cache/apt/archives && apt-get download apptainer"],
+                      log, what="apt-get download apptainer")
+    sid_list.unlink()
+    progress.step("toolbox: installing apptainer")
+    runner.run_logged([enter, "/usr/bin/apt-get", "update"], log, what="apt-get update")
+    runner.run_logged([enter, "/bin/sh", "-c",
+                       "DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "
+                       "/var/cache/apt/archives/apptainer_*.deb debootstrap squashfs-tools "
+                       "&& apt-get clean"], log, what="installing apptainer")
+    configure(root)
+    # --fakeroot maps root onto these ranges
+    for name in ("subuid", "subgid"):
+        (root / "etc" / name).write_text("root:100000:65536\n")
+    (staging / STAMP).write_text(f"suite {SUITE}\n")
 
 
 def _install_scripts(staging):

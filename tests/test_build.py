@@ -13,7 +13,6 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -127,14 +126,18 @@ def start_layer_build(tmp_path, post):
     previous.write_bytes(b"the previous image\n")
     definition = tmp_path / "x.def"
     definition.write_text(f"Bootstrap: localimage\nFrom: {{{{ BASE }}}}\n\n%post\n{post}\n")
+    private_tmp = tmp_path / "tmp"          # the build's work files, apart from other builds'
+    private_tmp.mkdir()
     process = subprocess.Popen(
         [sys.executable, "-c", BUILD_ONE_LAYER, definition, previous, RECIPES, IMAGES / "cpu.base.sif"],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=dict(os.environ, TMPDIR=str(private_tmp)))
     return process, images, previous
 
 
-def work_dirs():
-    return {p.name for p in Path(os.environ.get("TMPDIR", "/tmp")).glob("hpcml-build-*")}
+def work_dirs(tmp_path):
+    """Whatever the build left in its TMPDIR: the builder's work dir, Apptainer's build dirs."""
+    return sorted(p.name for p in (tmp_path / "tmp").iterdir())
 
 
 def wait_for(predicate, timeout):
@@ -147,19 +150,17 @@ def wait_for(predicate, timeout):
 
 
 def test_a_failing_build_reports_its_log_and_keeps_the_previous_image(cpu_image, tmp_path):
-    before = work_dirs()
     process, images, previous = start_layer_build(tmp_path, "echo breaking-now\nexit 3")
     _, stderr = process.communicate(timeout=600)
     assert process.returncode == 1
     assert "apptainer build failed" in stderr and "x.build.log" in stderr and "breaking-now" in stderr
     assert previous.read_bytes() == b"the previous image\n"
     assert sorted(p.name for p in images.iterdir()) == ["x.build.log", "x.sif"]
-    assert work_dirs() == before
+    assert work_dirs(tmp_path) == []
 
 
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT], ids=["SIGKILL", "SIGINT"])
 def test_a_killed_build_leaves_the_previous_image_and_no_temp_files(cpu_image, tmp_path, sig):
-    before = work_dirs()
     process, images, previous = start_layer_build(tmp_path, "echo post-started\nsleep 600")
     log = images / "x.build.log"
     assert wait_for(lambda: log.exists() and "post-started" in log.read_text(errors="replace"), 300)
@@ -167,7 +168,7 @@ def test_a_killed_build_leaves_the_previous_image_and_no_temp_files(cpu_image, t
     process.wait(timeout=60)
     # the guard stops apptainer and removes the temporary image and work files
     assert wait_for(lambda: not [p for p in images.iterdir() if "tmp" in p.name]
-                    and work_dirs() == before, 60)
+                    and work_dirs(tmp_path) == [], 60)
     assert previous.read_bytes() == b"the previous image\n"
     assert run(["pgrep", "-f", str(tmp_path / "x.def")]).stdout == ""
 
