@@ -2,6 +2,7 @@
 
 import os
 import re
+from functools import lru_cache
 from pathlib import Path
 
 from . import runner
@@ -45,8 +46,10 @@ def needs_fakeroot() -> bool:
     return os.geteuid() != 0 or not capability_bounding_set() >> CAP_SYS_RESOURCE & 1
 
 
+@lru_cache(maxsize=None)
 def pip_settings() -> dict:
-    """The host pip's CA bundle, indexes and local wheel directories (config and environment)."""
+    """The host pip's CA bundle, indexes and local wheel directories (config and environment).
+    Read once per process: a build asks for it for every layer."""
     found = {}
     try:
         listing = runner.run(["python3", "-m", "pip", "config", "list"], check=False).stdout

@@ -1,6 +1,7 @@
 """The resolved, validated recipe: typed and frozen, ready for the building blocks."""
 
 from dataclasses import dataclass
+from functools import cached_property
 
 
 @dataclass(frozen=True)
@@ -63,7 +64,6 @@ class Target:
     plugin: object                 # Source or None
     mpi_abi: str
     mpi4py_version: str            # "" when mpi4py is not wanted
-    resolved: dict                 # the whole resolved recipe, as `show` prints it
 
     @property
     def archs(self):
@@ -81,3 +81,31 @@ class Target:
 
     def stage(self, name):
         return next(stage for stage in self.stages if stage.name == name)
+
+    @cached_property
+    def resolved(self):
+        """The whole resolved recipe, as `show` prints it and the image's labels embed it."""
+        ds = self.deepspeed
+        return {
+            "target": self.name,
+            "description": self.description,
+            "sites": [site.name for site in self.sites],
+            "gpu_archs": list(self.archs),
+            "stages": {s.name: {"bootstrap": s.bootstrap, "image": s.image} for s in self.stages},
+            "os": {"family": self.os_family, "packages": {
+                "build": list(self.packages_build), "final": list(self.packages_final)}},
+            "python": {"venv": self.venv, "build_tools": dict(self.build_tools),
+                       "packages": dict(self.python_packages)},
+            "torch": {"flavour": self.torch_flavour, "version": self.torch_version,
+                      "index": self.torch_index},
+            "deepspeed": {"version": ds.version, "accelerator": ds.accelerator,
+                          "build_all": ds.build_all, "switches": dict(ds.switches),
+                          "promised_ops": list(ds.promised),
+                          "fix_master_address": ds.fix_master_address},
+            "comm": {"library": self.comm_library, "plugin": None if self.plugin is None else {
+                "name": self.plugin.name, "version": self.plugin.version,
+                "url": self.plugin.url, "sha256": self.plugin.sha256}},
+            "mpi": {"abi": self.mpi_abi, "mpi4py": self.mpi4py_version or None},
+            "environment": dict(self.common_env),
+            "site_facts": {site.name: site.data for site in self.sites},
+        }

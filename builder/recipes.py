@@ -106,7 +106,6 @@ class RecipeTree:
         doc = self.target_docs[name]
         validate.check(yamlsrc.Document(doc.file, data, doc.lines), data, "target", origin=origin)
         versions = self.versions.data
-        pins = versions["python_packages"]
 
         sites = []
         for index, site_name in enumerate(data["sites"]):
@@ -160,8 +159,7 @@ class RecipeTree:
             python_packages=tuple(extras),
             torch_flavour=flavour, torch_version=torch_version, torch_index=index,
             deepspeed=deepspeed, comm_library=data["comm"]["library"], plugin=plugin,
-            mpi_abi=data["mpi"]["abi"], mpi4py_version=mpi4py, resolved={})
-        object.__setattr__(target, "resolved", _resolved(target, pins))
+            mpi_abi=data["mpi"]["abi"], mpi4py_version=mpi4py)
         return target
 
     def _pin(self, origin, path, package):
@@ -216,31 +214,3 @@ class RecipeTree:
             raise RecipeError(f"unknown target {name!r} (expected one of: "
                               f"{', '.join(sorted(self.targets))})", file="command line")
         return self.targets[name]
-
-
-def _resolved(target, pins):
-    """The recipe as `show` prints it and as the image's labels embed it."""
-    ds = target.deepspeed
-    return {
-        "target": target.name,
-        "description": target.description,
-        "sites": [site.name for site in target.sites],
-        "gpu_archs": list(target.archs),
-        "stages": {s.name: {"bootstrap": s.bootstrap, "image": s.image} for s in target.stages},
-        "os": {"family": target.os_family, "packages": {
-            "build": list(target.packages_build), "final": list(target.packages_final)}},
-        "python": {"venv": target.venv, "build_tools": dict(target.build_tools),
-                   "packages": dict(target.python_packages)},
-        "torch": {"flavour": target.torch_flavour, "version": target.torch_version,
-                  "index": target.torch_index},
-        "deepspeed": {"version": ds.version, "accelerator": ds.accelerator,
-                      "build_all": ds.build_all, "switches": dict(ds.switches),
-                      "promised_ops": list(ds.promised),
-                      "fix_master_address": ds.fix_master_address},
-        "comm": {"library": target.comm_library, "plugin": None if target.plugin is None else {
-            "name": target.plugin.name, "version": target.plugin.version,
-            "url": target.plugin.url, "sha256": target.plugin.sha256}},
-        "mpi": {"abi": target.mpi_abi, "mpi4py": target.mpi4py_version or None},
-        "environment": dict(target.common_env),
-        "site_facts": {site.name: site.data for site in target.sites},
-    }
