@@ -4,7 +4,7 @@ VENV   ?= .venv
 TARGET ?= cpu
 PY     := $(VENV)/bin/python
 
-.PHONY: setup render check test build doctor list show clean
+.PHONY: setup render check test build smoke doctor list show clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,12 @@ test: setup
 build: setup
 	$(PY) -m builder render $(TARGET)
 	$(PY) -m builder build $(TARGET)
+
+# Runs the image's smoke suite here (building it first when stale): torchrun with one rank per
+# GPU, two on a machine without GPUs; table and verdicts on the terminal, the JSON report and
+# the plot in images/$(TARGET).smoke/.
+smoke: build
+	$(PY) -m builder smoke $(TARGET)
 
 doctor: setup
 	$(PY) -m builder doctor

@@ -64,7 +64,7 @@ def main():
     versions.write_text(versions.read_text().replace(
         "python_packages:\n", f"python_packages:\n  {EXTRA[0]}: {EXTRA[1]}\n"))
     target = recipes / "targets" / "cpu.yaml"
-    target.write_text(target.read_text().replace("packages: [numpy]", f"packages: [numpy, {EXTRA[0]}]"))
+    target.write_text(target.read_text().replace("packages: [numpy, matplotlib]", f"packages: [numpy, matplotlib, {EXTRA[0]}]"))
     top, out = builder("build", "cpu", *common, env=env)
     assert "devel layer" in out and "up to date" in out, out
     print(f"top-layer rebuild: {top:8.1f} s   ratio {top / full:.3f}   (goal < 0.25)")

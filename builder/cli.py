@@ -29,7 +29,7 @@ def main(argv=None):
     parser = _parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
-        parser.error("no command given; expected one of: list, show, render, check, build, doctor, toolbox")
+        parser.error("no command given; expected one of: list, show, render, check, build, smoke, doctor, toolbox")
     try:
         return args.func(args) or 0
     except BuilderError as error:
@@ -75,6 +75,21 @@ def _parser():
     cmd.add_argument("--images", default="images", metavar="DIR",
                      help="where images go (default: images)")
     cmd.set_defaults(func=cmd_build)
+
+    cmd = sub.add_parser("smoke", parents=[common],
+                         help="run the image's smoke suite here: torchrun through the wrapper")
+    cmd.add_argument("target", nargs="?", default="cpu", help="default: cpu")
+    cmd.add_argument("smoke_args", nargs="*", metavar="-- SMOKE_ARGS",
+                     help="passed to `python -m smoke all` (after --), e.g. -- --sizes 8:1M")
+    cmd.add_argument("--images", default="images", metavar="DIR",
+                     help="where the image is (default: images)")
+    cmd.add_argument("--out", metavar="DIR", help="report folder (default: IMAGES/<target>.smoke)")
+    cmd.add_argument("--ranks", type=_positive, help="ranks (default: the site's GPUs per node, "
+                                                     "or 2 without GPUs)")
+    cmd.add_argument("--site", help="site whose references apply (default: the target's first)")
+    cmd.add_argument("--timeout", type=_positive, default=300,
+                     help="the suite's time limit in seconds (default 300)")
+    cmd.set_defaults(func=cmd_smoke)
 
     cmd = sub.add_parser("doctor", parents=[common],
                          help="what this host offers for builds: runtime, fakeroot, disk, mirror, pip")
@@ -138,6 +153,18 @@ def cmd_build(args):
     from .progress import Progress
     build(RecipeTree(args.recipes), args.target, images=Path(args.images), force=args.force,
           progress=Progress())
+
+
+def cmd_smoke(args):
+    from . import smoke
+    smoke.run(RecipeTree(args.recipes), args.target, images=Path(args.images), out=args.out,
+              ranks=args.ranks, timeout=args.timeout, site=args.site, extra=args.smoke_args)
+
+
+def _positive(text):
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of 1 or more")
+    return int(text)
 
 
 def cmd_doctor(args):

@@ -2,6 +2,7 @@
 errors read the same everywhere and tests can watch what was run."""
 
 import ctypes
+import os
 import shutil
 import signal
 import subprocess
@@ -71,6 +72,38 @@ def run_logged(argv, log_path, *, cwd=None, env=None, what=None, note="", cleanu
     if status != 0:
         raise ToolError(f"{what or argv[0]} failed (exit status {status}){note}; last lines of "
                         f"{log_path}:\n{tail(log_path)}")
+
+
+def run_attached(argv, *, env=None, timeout=None, grace=10):
+    """Run ``argv`` on this terminal's output and return its exit status. Past ``timeout``
+    seconds (or on Ctrl-C) its whole process group is stopped: TERM, then KILL after
+    ``grace`` seconds, so nothing it started is left behind."""
+    program = shutil.which(argv[0]) if "/" not in argv[0] else argv[0]
+    if program is None:
+        raise ToolError(f"{argv[0]}: command not found")
+    process = subprocess.Popen([program, *map(str, argv[1:])], env=env, stdin=subprocess.DEVNULL,
+                               start_new_session=True, preexec_fn=_die_with_parent)
+    try:
+        return process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _stop_group(process, grace)
+        raise ToolError(f"{argv[0]} did not finish within {timeout:g} s and was stopped") from None
+    except BaseException:
+        _stop_group(process, grace)
+        raise
+
+
+def _stop_group(process, grace):
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(process.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            process.wait(timeout=grace)
+            return
+        except subprocess.TimeoutExpired:
+            continue
 
 
 def _die_with_parent():

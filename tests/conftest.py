@@ -62,3 +62,12 @@ def apptainer(cpu_image):
     from builder import toolbox
     found = shutil.which("apptainer") or shutil.which("singularity")
     return found or str(toolbox.command())
+
+
+@pytest.fixture(scope="session")
+def slurm(tmp_path_factory):
+    """A real one-node Slurm cluster (munged, slurmctld, slurmd) with private ports."""
+    from slurm_cluster import Cluster
+    cluster = Cluster(tmp_path_factory.mktemp("slurm")).start()
+    yield cluster
+    cluster.stop()

@@ -230,7 +230,7 @@ CASES = [
                  "build: {bootstrap: debootstrap, image: debian-trixie}"),
          line_with("debian-trixie"), "unknown image 'debian-trixie'"),
     Case("unpinned-python-package", "targets/cpu.yaml",
-         replace("packages: [numpy]", "packages: [numpy, scipy]"),
+         replace("packages: [numpy, matplotlib]", "packages: [numpy, matplotlib, scipy]"),
          line_with("scipy"), "no pinned version for 'scipy'"),
 
     # Facts that contradict each other.

@@ -49,7 +49,7 @@ def test_block_golden(tree, name, update_golden):
 def test_blocks_come_in_build_order(tree):
     order = list(by_block(tree.target("lumi-rocm")))
     assert order == ["build_host", "os", "python", "torch", "rccl_ofi", "mpi", "provenance",
-                     "extras", "launchenv", "deepspeed"]
+                     "extras", "launchenv", "deepspeed", "smoke"]
 
 
 def test_os_block_installs_the_union_of_every_blocks_packages_once(tree):

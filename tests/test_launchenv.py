@@ -54,6 +54,19 @@ def test_torchrun_wins_over_the_slurm_step_around_it():
         ("torchrun", 3, 4, "10.0.0.1", 29400)
 
 
+def test_the_deepspeed_launchers_variables_win_over_the_slurm_step_around_it():
+    env = dict(SLURM, RANK="1", LOCAL_RANK="1", WORLD_SIZE="2", LOCAL_SIZE="2", CROSS_RANK="0",
+               MASTER_ADDR="127.0.0.1", MASTER_PORT="29600")
+    launch = launchenv.detect(env)
+    assert (launch.source, launch.rank, launch.local_rank, launch.world_size, launch.local_world_size,
+            launch.master_port) == ("env", 1, 1, 2, 2, 29600)
+
+
+def test_hand_started_ranks_without_a_local_size_are_all_on_one_node():
+    launch = launchenv.detect({"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "3"})
+    assert (launch.source, launch.local_world_size, launch.master_addr) == ("env", 3, "127.0.0.1")
+
+
 def test_open_mpi_inside_an_allocation_wins_over_slurm():
     env = dict(SLURM, OMPI_COMM_WORLD_RANK="2", OMPI_COMM_WORLD_LOCAL_RANK="0",
                OMPI_COMM_WORLD_SIZE="3", OMPI_COMM_WORLD_LOCAL_SIZE="1")

@@ -7,19 +7,11 @@ import subprocess
 import pytest
 
 from conftest import ROOT
-from slurm_cluster import Cluster
 
 WRAPPER = str(ROOT / "wrappers" / "singularity_wrapper")
 # Each line goes out in one write(2), so lines of ranks sharing a pipe cannot interleave.
 SHOW_RANKS = ("import os, launchenv; l = launchenv.apply(); os.write(1, "
               "f'{l.rank} {l.local_rank} {l.world_size} {l.local_world_size} {l.source} {l.master_addr}\\n'.encode())")
-
-
-@pytest.fixture(scope="module")
-def slurm(tmp_path_factory):
-    cluster = Cluster(tmp_path_factory.mktemp("slurm")).start()
-    yield cluster
-    cluster.stop()
 
 
 @pytest.fixture

@@ -9,6 +9,8 @@ launcher found wins, in this order (a later one can be running around an earlier
 Slurm runs around `srun torchrun` and `mpirun` inside an allocation):
 
   1. torchrun (TORCHELASTIC_RUN_ID): its own variables are kept as they are
+  1b. any other env:// launcher (the DeepSpeed launcher, a hand-started rank): RANK,
+      LOCAL_RANK and WORLD_SIZE already set are kept as they are
   2. Open MPI (OMPI_COMM_WORLD_RANK, _LOCAL_RANK, _SIZE, _LOCAL_SIZE)
   3. PMIx (PMIX_RANK, with PMIX_SIZE or the Slurm/MPI sizes)
   4. MPICH / PMI (PMI_RANK, PMI_SIZE, MPI_LOCALRANKID, MPI_LOCALNRANKS)
@@ -123,6 +125,12 @@ def _ranks(env):
     if env.get("TORCHELASTIC_RUN_ID"):
         return ("torchrun", _integer(env, "RANK"), _integer(env, "LOCAL_RANK"),
                 _integer(env, "WORLD_SIZE"), _integer(env, "LOCAL_WORLD_SIZE"))
+    if all(name in env for name in ("RANK", "LOCAL_RANK", "WORLD_SIZE")):
+        # The DeepSpeed launcher says LOCAL_SIZE; torch.distributed.launch LOCAL_WORLD_SIZE.
+        world = _integer(env, "WORLD_SIZE")
+        local_size = env.get("LOCAL_WORLD_SIZE") or env.get("LOCAL_SIZE")
+        local_world = _integer({"n": local_size}, "n") if local_size else world
+        return "env", _integer(env, "RANK"), _integer(env, "LOCAL_RANK"), world, local_world
     if "OMPI_COMM_WORLD_RANK" in env:
         return ("openmpi", _integer(env, "OMPI_COMM_WORLD_RANK"),
                 _integer(env, "OMPI_COMM_WORLD_LOCAL_RANK"), _integer(env, "OMPI_COMM_WORLD_SIZE"),

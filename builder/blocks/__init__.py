@@ -6,12 +6,12 @@ with their wishes).
 """
 
 from . import (build_host, comm, deepspeed, extras, launchenv, mpi, os_packages, provenance,
-               python, torch)
+               python, smoke, torch)
 
 # The base layers (devel and base images) hold what changes rarely and builds slowly; the
 # top layer holds what changes often, so changing it rebuilds neither the OS nor torch.
 BASE_BLOCKS = (python, torch, comm, mpi)
-TOP_BLOCKS = (provenance, extras, launchenv, deepspeed)
+TOP_BLOCKS = (provenance, extras, launchenv, deepspeed, smoke)
 BLOCKS = BASE_BLOCKS + TOP_BLOCKS
 TOP_NAMES = frozenset(block.__name__.rsplit(".", 1)[1] for block in TOP_BLOCKS)
 

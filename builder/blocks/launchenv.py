@@ -4,6 +4,7 @@ of the definition, so editing it rebuilds only the top layer."""
 
 from pathlib import Path
 
+from ..embed import SITE_PACKAGES, heredoc
 from ..parts import Part
 from ..shell import python_check
 
@@ -19,13 +20,9 @@ print("launchenv:", launchenv.__file__)
 
 
 def parts(target):
-    text = SOURCE.read_text()
-    assert END not in text.splitlines(), f"{SOURCE} contains the heredoc end marker {END}"
-    purelib = "site_packages=\"$(python -c 'import sysconfig; print(sysconfig.get_paths()[\"purelib\"])')\""
     return [
         Part(block="launchenv", stage="build",
-             post=(purelib, f'cat > "$site_packages/launchenv.py" <<\'{END}\'',
-                   *text.rstrip("\n").splitlines(), END)),
+             post=(SITE_PACKAGES, *heredoc('"$site_packages/launchenv.py"', SOURCE.read_text(), END))),
         Part(block="launchenv", stage="final", test=(python_check("python", _CHECK),),
              help=("`import launchenv; launchenv.apply()` sets RANK, LOCAL_RANK, WORLD_SIZE, "
                    "LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT from torchrun, MPI or Slurm.",)),

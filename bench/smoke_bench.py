@@ -1,0 +1,136 @@
+"""Two ratios for the smoke issue, each measured side by side in one run:
+
+1. all-reduce busbw inside the image against the same smoke script on the host (same torch
+   version, 2 gloo ranks under torchrun, interleaved rounds; goal: at least 0.95);
+2. time to the first DeepSpeed CPUAdam step: the image's prebuilt op against DeepSpeed
+   installed on the host without prebuilt ops, so the op is JIT-compiled on first use
+   (installed with --no-cache-dir: pip's wheel cache would reuse a prebuilt wheel of the same
+   version). Goals: the prebuilt step costs no more than the import alone; JIT is at least
+   15 times slower.
+
+Usage: python bench/smoke_bench.py IMAGE [--rounds N]
+The host side lives in a venv under the user's cache (torch, numpy and DeepSpeed at the
+image's versions; the first run creates it, a few minutes).
+"""
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+WRAPPER = str(ROOT / "wrappers" / "singularity_wrapper")
+
+STEP = """
+import sys, time
+started = time.perf_counter()
+import torch
+from deepspeed.ops.adam import DeepSpeedCPUAdam
+imported = time.perf_counter()
+if sys.argv[1] != "import":
+    weight = torch.nn.Parameter(torch.ones(1024))
+    # torch's own Adam: what any optimizer's first step costs (torch imports its compiler then)
+    Optimizer = torch.optim.Adam if sys.argv[1] == "torch-adam" else DeepSpeedCPUAdam
+    optimizer = Optimizer([weight], lr=0.1)
+    weight.grad = torch.ones(1024)
+    optimizer.step()
+    assert float(weight[0]) < 1
+print(imported - started, time.perf_counter() - started)
+"""
+
+
+def host_venv(pins):
+    from builder.cache import cache_dir
+    venv = cache_dir() / "bench-venv"
+    python = venv / "bin" / "python"
+    marker = venv / f".ready-{pins['torch']}-{pins['deepspeed']}"
+    if not marker.exists():
+        shutil.rmtree(venv, ignore_errors=True)
+        subprocess.run([sys.executable, "-m", "venv", venv], check=True)
+        pip = [str(python), "-m", "pip", "install", "--quiet"]
+        subprocess.run(pip + [f"torch=={pins['torch']}", f"numpy=={pins['numpy']}",
+                              "--extra-index-url", "https://download.pytorch.org/whl/cpu"], check=True)
+        subprocess.run(pip + [f"setuptools=={pins['setuptools']}", f"wheel=={pins['wheel']}",
+                              f"ninja=={pins['ninja']}"], check=True)
+        # No DS_BUILD_* set: every op is left to JIT compilation at first use.
+        subprocess.run(pip + ["--no-cache-dir", "--no-build-isolation", f"deepspeed=={pins['deepspeed']}"],
+                       check=True, env=dict(os.environ, DS_BUILD_OPS="0"))
+        marker.touch()
+    return venv
+
+
+def busbw(argv, env, out):
+    subprocess.run(argv + ["--out", str(out)], env=env, check=True, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL, timeout=600)
+    rows = json.loads((out / "smoke.json").read_text())["allreduce"]
+    return rows[-1]["busbw_gbs"]
+
+
+def timed_step(argv, env):
+    started = time.perf_counter()
+    result = subprocess.run(argv, env=env, check=True, capture_output=True, text=True, timeout=900)
+    wall = time.perf_counter() - started
+    imported, total = map(float, result.stdout.split()[-2:])
+    return wall, imported, total
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("image", type=Path)
+    parser.add_argument("--rounds", type=int, default=9)
+    parser.add_argument("--size", default="64M", help="all-reduce message size (default 64M)")
+    args = parser.parse_args()
+    from builder import toolbox
+    pins = yaml.safe_load((ROOT / "recipes" / "versions.yaml").read_text())["python_packages"]
+    venv = host_venv(pins)
+    runtime = shutil.which("apptainer") or shutil.which("singularity") or str(toolbox.command())
+    inside = dict(os.environ, SING_IMAGE=str(args.image.resolve()), HPCML_APPTAINER=runtime, HPCML_SITE="local")
+    outside = dict(os.environ, PYTHONPATH=str(ROOT / "wrappers"), DS_ACCELERATOR="cpu",
+                   PATH=f"{venv / 'bin'}:{os.environ['PATH']}")
+    sweep = ["-m", "smoke", "allreduce", "--sizes", args.size, "--warmup", "5", "--iters", "20"]
+    torchrun = ["torchrun", "--standalone", "--nproc-per-node=2"]
+
+    host_gbs, image_gbs = [], []
+    with tempfile.TemporaryDirectory() as scratch:
+        for round_ in range(args.rounds):        # interleaved, so drift hits both sides
+            host_gbs.append(busbw([str(venv / "bin" / "torchrun"), *torchrun[1:], *sweep], outside,
+                                  Path(scratch) / f"host{round_}"))
+            image_gbs.append(busbw([WRAPPER, "exec", *torchrun, *sweep], inside, Path(scratch) / f"image{round_}"))
+        h, i = statistics.median(host_gbs), statistics.median(image_gbs)
+        print(f"all-reduce {args.size} busbw, 2 gloo ranks, median of {args.rounds}: "
+              f"host {h:.3f} GB/s, image {i:.3f} GB/s; ratio {i / h:.3f} (goal >= 0.95)")
+        print(f"  host rounds:  {', '.join(f'{x:.3f}' for x in host_gbs)}")
+        print(f"  image rounds: {', '.join(f'{x:.3f}' for x in image_gbs)}")
+
+        prebuilt, imports, torch_adam, jit = [], [], [], []
+        for round_ in range(2):
+            prebuilt.append(timed_step([WRAPPER, "exec", "python", "-c", STEP, "step"], inside))
+            imports.append(timed_step([WRAPPER, "exec", "python", "-c", STEP, "import"], inside))
+            torch_adam.append(timed_step([WRAPPER, "exec", "python", "-c", STEP, "torch-adam"], inside))
+            fresh = dict(outside, TORCH_EXTENSIONS_DIR=str(Path(scratch) / f"jit{round_}"))
+            jit.append(timed_step([str(venv / "bin" / "python"), "-c", STEP, "step"], fresh))
+    step_s = statistics.median(total for _, _, total in prebuilt)
+    import_s = statistics.median(total for _, _, total in imports)
+    jit_s = statistics.median(total for _, _, total in jit)
+    adam_s = statistics.median(total for _, _, total in torch_adam)
+    print(f"first CPUAdam step, import included: prebuilt {step_s:.2f} s, import alone {import_s:.2f} s "
+          f"(ratio {step_s / import_s:.2f}, goal <= ~1), JIT {jit_s:.1f} s; JIT / prebuilt {jit_s / step_s:.1f}x "
+          f"(goal >= 15x)")
+    print(f"  the same imports plus a first torch.optim.Adam step: {adam_s:.2f} s; DeepSpeed's own share "
+          f"of its first step: prebuilt {step_s - adam_s:.2f} s, JIT {jit_s - adam_s:.1f} s "
+          f"(ratio {(jit_s - adam_s) / max(step_s - adam_s, 1e-3):.0f}x)")
+    print(f"  wall times with container start: prebuilt {statistics.median(w for w, _, _ in prebuilt):.2f} s, "
+          f"JIT {statistics.median(w for w, _, _ in jit):.1f} s")
+
+
+if __name__ == "__main__":
+    main()

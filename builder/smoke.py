@@ -1,0 +1,42 @@
+"""`python -m builder smoke TARGET`: the image's smoke suite on this machine, through the
+wrapper, under torchrun with one rank per GPU (two ranks on a machine without GPUs)."""
+
+import os
+from pathlib import Path
+
+from . import runner, toolbox
+from .build import installed_runtime
+from .errors import CheckFailed, RecipeError, ToolError
+
+WRAPPER = Path(__file__).resolve().parents[1] / "wrappers" / "singularity_wrapper"
+GRACE_S = 60          # beyond the suite's own timeout, before the whole run is stopped
+
+
+def run(tree, name, *, images: Path, out, ranks, timeout, site, extra):
+    target = tree.target(name)
+    image = images / f"{name}.sif"
+    if not image.is_file():
+        raise RecipeError(f"no image; build it first with: make build TARGET={name}", file=str(image))
+    sites = {s.name: s for s in target.sites}
+    site = site or next(iter(sites))
+    if site not in sites:
+        raise RecipeError(f"site {site!r} is not one {name} is built for "
+                          f"(expected one of: {', '.join(sites)})")
+    ranks = ranks or sites[site].gpus_per_node or 2
+    out = Path(out or images / f"{name}.smoke").resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    runtime = installed_runtime(sites[site])
+    if runtime is None:
+        if not toolbox.is_ready():
+            raise ToolError("no apptainer or singularity found; run `python -m builder toolbox "
+                            "provision` (root) or install Apptainer")
+        runtime = str(toolbox.command())
+    binds = ",".join(filter(None, [str(out), os.environ.get("SING_BIND")]))
+    env = dict(os.environ, SING_IMAGE=str(image.resolve()), HPCML_SITE=site,
+               HPCML_APPTAINER=runtime, SING_BIND=binds)
+    argv = [str(WRAPPER), "exec", "torchrun", "--standalone", f"--nproc-per-node={ranks}",
+            "-m", "smoke", "all", "--out", str(out), "--timeout", f"{timeout:g}", *extra]
+    status = runner.run_attached(argv, env=env, timeout=timeout + GRACE_S)
+    if status != 0:
+        raise CheckFailed(f"smoke suite of {image} failed (exit status {status}); "
+                          f"report and logs in {out}")

@@ -1,0 +1,172 @@
+"""The smoke suite's logic, on the host (no torch needed): sizes, bandwidth, thresholds,
+transport logs, diagnoses, ds_report, site choice and the command line's bad input."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+
+sys.path.insert(0, str(ROOT / "wrappers"))
+from smoke import bandwidth, config, diagnose, dscheck, sizes, transport  # noqa: E402
+
+NCCL_LOGS = Path(__file__).parent / "data" / "nccl"
+LUMI_REFS = [{"nodes": 1, "bytes": 134217728, "dtype": "float16", "busbw_gbs": 125, "tolerance": 0.05, "source": "x"},
+             {"nodes": 2, "bytes": 134217728, "dtype": "float16", "busbw_gbs": 85, "tolerance": 0.05, "source": "y"}]
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("8:64", [8, 16, 32, 64]),
+    ("1K:4K", [1024, 2048, 4096]),
+    ("8:100", [8, 16, 32, 64]),
+    ("128M", [134217728]),
+    ("256MiB", [268435456]),
+    ("2G,1K,1K", [1024, 2147483648]),
+])
+def test_sweeps_read_like_nccl_tests(text, expected):
+    assert sizes.parse_sweep(text) == expected
+
+
+@pytest.mark.parametrize("bad", ["", "0", "8:4", "12X", "-8", "8:", "1.5M"])
+def test_bad_sizes_are_refused(bad):
+    with pytest.raises(sizes.SizeError):
+        sizes.parse_sweep(bad)
+
+
+def test_busbw_is_algbw_times_2_n_minus_1_over_n():
+    algbw = bandwidth.algbw_gbs(134217728, 0.001)         # 128 MiB in 1 ms
+    assert algbw == pytest.approx(134.217728)
+    assert bandwidth.allreduce_busbw_gbs(algbw, 8) == pytest.approx(algbw * 14 / 8)
+    assert bandwidth.allreduce_busbw_gbs(algbw, 2) == pytest.approx(algbw)
+    assert bandwidth.allreduce_busbw_gbs(algbw, 1) == 0
+
+
+def test_the_threshold_follows_the_runs_shape():
+    assert bandwidth.pick_threshold(LUMI_REFS, 1, ["float16"])["busbw_gbs"] == 125
+    assert bandwidth.pick_threshold(LUMI_REFS, 2, ["float32", "float16"])["busbw_gbs"] == 85
+    assert bandwidth.pick_threshold(LUMI_REFS, 16, ["float16"])["nodes"] == 2   # most nodes below
+    assert bandwidth.pick_threshold(LUMI_REFS, 2, ["float32"]) is None         # dtype not measured
+    assert bandwidth.pick_threshold([], 1, ["float32"]) is None
+
+
+def _row(busbw, nbytes=134217728, dtype="float16"):
+    return {"dtype": dtype, "bytes": nbytes, "busbw_gbs": busbw}
+
+
+def test_verdicts_apply_the_tolerance_and_give_the_margin():
+    reference = LUMI_REFS[1]                                # 85 GB/s, -5 % -> floor 80.75
+    passed = bandwidth.judge([_row(81.0)], reference)
+    assert passed["verdict"] == "pass" and passed["margin"] == pytest.approx(81 / 80.75 - 1)
+    failed = bandwidth.judge([_row(80.5)], reference)
+    assert failed["verdict"] == "fail" and "80.50 GB/s < 80.75 GB/s" in failed["why"]
+    assert bandwidth.judge([_row(200, nbytes=1 << 20)], reference)["verdict"] == "not measured"
+    assert bandwidth.judge([_row(1)], None)["verdict"] == "none"
+
+
+def _summary(name):
+    return transport.parse((NCCL_LOGS / name).read_text().splitlines())
+
+
+def test_transport_of_a_lumi_rank_with_the_plugin_stub_log():
+    info = _summary("lumi-ofi.log")
+    assert (info["library"], info["net"], info["provider"], info["missing_plugin"]) == \
+        ("RCCL 2.22.3+hip6.4", "ofi", "cxi", None)
+    assert info["plugin"] == "AWS Libfabric"
+
+
+def test_transport_without_the_plugin_stub_log_fails_a_multi_node_lumi_run():
+    info = _summary("lumi-no-plugin.log")
+    assert info["net"] == "socket" and "librccl-net.so" in info["missing_plugin"]
+    verdict = transport.judge([_summary("lumi-ofi.log"), info], {"transport": "ofi", "provider": "cxi"},
+                              nodes=2, backend="nccl")
+    assert verdict["verdict"] == "fail"
+    assert "ofi, socket" in verdict["why"] and "LD_LIBRARY_PATH" in verdict["why"]
+
+
+def test_transport_verdicts_for_ib_one_node_and_gloo():
+    ib = [_summary("puhti-ib.log")] * 2
+    assert transport.judge(ib, {"transport": "ib"}, nodes=2, backend="nccl")["verdict"] == "pass"
+    assert transport.judge(ib, {"transport": "ofi"}, nodes=2, backend="nccl")["verdict"] == "fail"
+    sockets = [_summary("lumi-no-plugin.log")]
+    assert transport.judge(sockets, {"transport": "ofi"}, nodes=1, backend="nccl")["verdict"] == "pass"
+    assert transport.judge([], {"transport": "ib"}, nodes=2, backend="gloo")["verdict"] == "none"
+    wrong_provider = [dict(_summary("lumi-ofi.log"), provider="tcp")]
+    assert transport.judge(wrong_provider, {"transport": "ofi", "provider": "cxi"}, nodes=2,
+                           backend="nccl")["verdict"] == "fail"
+
+
+@pytest.mark.parametrize("error, cause", [
+    ("The IPv4 network addresses of (nohost.invalid, 29500) cannot be retrieved (gai error: -2 - Name or service not known)", "does not resolve"),
+    ("MASTER_PORT 29500 is in use on vm: Address already in use", "already in use"),
+    ("[../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer [127.0.0.1]:5511", "exited early"),
+    ("Socket Timeout", "stuck"),
+    ("something new", "unknown"),
+])
+def test_errors_map_to_a_likely_cause(error, cause):
+    assert cause in diagnose.likely_cause(error)
+
+
+def test_a_missing_plugin_in_the_transport_lines_is_named():
+    lines = (NCCL_LOGS / "lumi-no-plugin.log").read_text().splitlines()
+    assert "plugin is missing" in diagnose.likely_cause("unhandled system error", lines)
+
+
+def test_the_master_checks_find_an_unresolvable_name_and_a_taken_port():
+    import socket
+    assert "does not resolve" in diagnose.check_master("no-such-host.invalid", 29500, is_master=False)
+    with socket.socket() as taken:
+        taken.bind(("", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert "is in use" in diagnose.check_master("127.0.0.1", port, is_master=True)
+        assert diagnose.check_master("127.0.0.1", port, is_master=False) is None
+
+
+DS_REPORT = """\x1b[92m[OKAY]\x1b[0m
+op name ................ installed .. compatible
+--------------------------------------------------
+cpu_adam ............... \x1b[92m[YES]\x1b[0m ...... \x1b[92m[OKAY]\x1b[0m
+cpu_adagrad ............ [YES] ...... [OKAY]
+fused_adam ............. [NO] ....... [NO]
+"""
+
+
+def test_ds_report_rows_are_read_through_colour_codes():
+    assert dscheck.parse_report(DS_REPORT) == {"cpu_adam": (True, True), "cpu_adagrad": (True, True),
+                                               "fused_adam": (False, False)}
+
+
+def test_site_choice(monkeypatch):
+    facts = {"sites": {"puhti": {}, "mahti": {"network": {"transport": "ib"}}}}
+    monkeypatch.delenv("HPCML_SITE", raising=False)
+    assert config.site(facts) == (None, {})
+    assert config.site(facts, "mahti")[0] == "mahti"
+    monkeypatch.setenv("HPCML_SITE", "puhti")
+    assert config.site(facts)[0] == "puhti"
+    with pytest.raises(config.ConfigError, match="expected one of: mahti, puhti"):
+        config.site(facts, "lumi")
+    assert config.site({"sites": {"local": {"x": 1}}}) == ("puhti", {})   # another image's site: no references
+
+
+@pytest.mark.parametrize("args, message", [
+    (["bogus"], "invalid choice: 'bogus'"),
+    (["allreduce", "--sizes", "8:4"], "largest size is below the smallest"),
+    (["--iters", "0"], "is not a whole number of 1 or more"),
+    (["--timeout", "soon"], "is not a number of seconds"),
+    (["--dtypes", "float64"], "expected some of float32"),
+    (["--site", "nowhere", "--config", "{config}"], "site 'nowhere' is not one this image was built for"),
+    (["--config", "{missing}"], "no such file"),
+])
+def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message):
+    baked = tmp_path / "config.json"
+    baked.write_text(json.dumps({"sites": {"local": {}}}))
+    args = [a.format(config=baked, missing=tmp_path / "nope.json") for a in args]
+    result = subprocess.run([sys.executable, "-m", "smoke", *args, "--out", str(tmp_path / "out")],
+                            cwd=tmp_path, env={"PYTHONPATH": str(ROOT / "wrappers"), "PATH": "/usr/bin:/bin"},
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.count("\n") == 1 and message in result.stderr, result.stderr
+    assert not (tmp_path / "out").exists()

@@ -1,0 +1,40 @@
+"""Bandwidth as nccl-tests defines it (doc/PERFORMANCE.md): algbw = bytes / time, and for
+all-reduce busbw = algbw * 2(n-1)/n, the figure comparable with the hardware's link speed."""
+
+
+def algbw_gbs(nbytes, seconds):
+    return nbytes / seconds / 1e9 if seconds > 0 else 0.0
+
+
+def allreduce_busbw_gbs(algbw, ranks):
+    return algbw * 2 * (ranks - 1) / ranks if ranks > 0 else 0.0
+
+
+def pick_threshold(entries, nodes, dtypes):
+    """The site's reference for this run's shape: the entry for exactly this many nodes, else
+    the largest node count below it; among those, one whose dtype was measured."""
+    fitting = [entry for entry in entries if entry["nodes"] <= nodes
+               and entry.get("dtype", "float32") in dtypes]
+    if not fitting:
+        return None
+    most = max(entry["nodes"] for entry in fitting)
+    return min((entry for entry in fitting if entry["nodes"] == most), key=lambda e: e["bytes"])
+
+
+def judge(results, threshold):
+    """Verdict for the busbw measured at the threshold's message size and dtype."""
+    if threshold is None:
+        return {"verdict": "none", "why": "the site has no all-reduce reference for this shape"}
+    dtype = threshold.get("dtype", "float32")
+    row = next((r for r in results if r["dtype"] == dtype and r["bytes"] == threshold["bytes"]), None)
+    if row is None:
+        return {"verdict": "not measured", "threshold": threshold,
+                "why": f"the sweep did not include {threshold['bytes']} bytes of {dtype}"}
+    floor = threshold["busbw_gbs"] * (1 - threshold.get("tolerance", 0.05))
+    margin = row["busbw_gbs"] / floor - 1
+    passed = row["busbw_gbs"] >= floor
+    return {"verdict": "pass" if passed else "fail", "threshold": threshold,
+            "measured_gbs": row["busbw_gbs"], "floor_gbs": floor, "margin": margin,
+            "why": f"busbw {row['busbw_gbs']:.2f} GB/s {'>=' if passed else '<'} {floor:.2f} GB/s "
+                   f"({threshold['busbw_gbs']} GB/s reference less {threshold.get('tolerance', 0.05):.0%}); "
+                   f"margin {margin:+.1%}"}

@@ -1,0 +1,163 @@
+"""python -m smoke [CHECK] [options]: the command line, and the order the checks run in."""
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from . import allreduce, bandwidth, config, ddp, dscheck, mpicheck, report, transport
+from .session import EXIT_FAILED, Session, fail
+from .sizes import SizeError, parse_sweep
+
+CHECKS = ("all", "allreduce", "deepspeed", "mpi", "ddp")
+EXIT_BAD_INPUT = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        self.exit(EXIT_BAD_INPUT, f"smoke: error: {message} (see python -m smoke --help)\n")
+
+
+def parser():
+    p = _Parser(prog="python -m smoke", description=__doc__.split(":", 1)[1].strip(),
+                epilog="Exit status: 0 every check passed or had nothing to judge, 1 a check "
+                       "failed, 2 bad input, 3 the run timed out.")
+    p.add_argument("check", nargs="?", default="all", choices=CHECKS,
+                   help="what to run (default: all)")
+    p.add_argument("--sizes", help="all-reduce sizes, MIN:MAX doubling or A,B,C "
+                                   "(default 8:256M on GPUs, 8:64M on CPU)")
+    p.add_argument("--dtypes", help="comma-separated: float32,bfloat16,float16 "
+                                    "(default: all three on GPUs, float32 on CPU)")
+    p.add_argument("--warmup", type=_count, default=5, help="untimed all-reduces per size (default 5)")
+    p.add_argument("--iters", type=_count, default=20, help="timed all-reduces per size (default 20)")
+    p.add_argument("--timeout", type=_seconds, default=300.0,
+                   help="the whole run's limit in seconds (default 300)")
+    p.add_argument("--op-timeout", type=_seconds, default=60.0,
+                   help="limit for each collective and for joining, in seconds (default 60)")
+    p.add_argument("--site", help="site whose references apply (default: $HPCML_SITE, or the "
+                                  "image's only site)")
+    p.add_argument("--out", default=os.environ.get("SMOKE_OUT", "smoke-report"),
+                   help="folder for smoke.json, smoke-busbw.png, transport logs and the DDP "
+                        "checkpoint; shared by all nodes (default ./smoke-report)")
+    p.add_argument("--config", help=argparse.SUPPRESS)
+    # The DeepSpeed launcher adds --local_rank=N; LOCAL_RANK in the environment says the same.
+    p.add_argument("--local_rank", "--local-rank", type=int, help=argparse.SUPPRESS)
+    return p
+
+
+def _count(text):
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of 1 or more")
+    return int(text)
+
+
+def _seconds(text):
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds above 0")
+    return value
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    args = parser().parse_args(argv)
+    try:
+        facts = config.load(args.config)
+        site_name, site = config.site(facts, args.site)
+        sizes = parse_sweep(args.sizes) if args.sizes else None
+        dtypes = args.dtypes.split(",") if args.dtypes else None
+        if dtypes and not set(dtypes) <= set(allreduce.EXACT_LIMIT):
+            raise SizeError(f"--dtypes {args.dtypes!r}: expected some of {', '.join(allreduce.EXACT_LIMIT)}")
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+    except (config.ConfigError, SizeError, OSError) as error:
+        print(f"smoke: error: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+
+    session = Session(out, args.op_timeout, args.timeout)
+    checks, rows = {}, []
+    try:
+        session.join()
+        session.say(f"smoke: {session.world} rank(s) on {session.nodes} node(s), {session.backend} "
+                    f"on {session.device}, launched by {session.launch.source}, site {site_name or 'unknown'}")
+        if args.check in ("all", "allreduce"):
+            dtypes = dtypes or allreduce.default_dtypes(session.backend)
+            sizes = sizes or parse_sweep("8:256M" if session.backend == "nccl" else "8:64M")
+            rows = allreduce.run(session, sizes, dtypes, args.warmup, args.iters)
+            wrong = sum(row["wrong"] for row in rows)
+            checks["allreduce sum"] = {"verdict": "fail" if wrong else "pass",
+                                       "why": f"{wrong} wrong values" if wrong else
+                                       f"exact at all {len(rows)} sizes"}
+            threshold = bandwidth.pick_threshold(site.get("allreduce", []), session.nodes, dtypes)
+            checks["allreduce busbw"] = bandwidth.judge(rows, threshold)
+            session.doing("reading the transport logs")
+            summary = transport.parse(session.last_transport_lines(count=100000))
+            checks["transport"] = transport.judge(session.gather(summary), site.get("network"),
+                                                  session.nodes, session.backend)
+        if args.check in ("all", "deepspeed"):
+            checks.update(_deepspeed(session, facts, args.op_timeout))
+        if args.check in ("all", "mpi"):
+            session.doing("the mpi4py all-reduce")
+            results = session.gather(mpicheck.check(session, site.get("slurm_mpi"), args.op_timeout))
+            checks["mpi4py"] = next((r for r in results if r["verdict"] == "fail"), results[0])
+        if args.check in ("all", "ddp"):
+            checks["ddp"] = ddp.run(session)
+        session.doing("writing the report")
+        if session.rank == 0:
+            _report(session, site_name, argv, checks, rows, site)
+        session.leave()
+    except KeyboardInterrupt:
+        os.write(2, f"smoke: rank {session.rank} interrupted while {session.phase}\n".encode())
+        return 130
+    except Exception as error:       # every failure becomes this rank's diagnosis
+        status = fail(session, error)
+        if session.rank == 0:
+            checks["error"] = {"verdict": "error", "why": session.diagnosis(str(error))}
+            _write_quietly(session, site_name, argv, checks, rows)
+        return status
+    return EXIT_FAILED if report.overall(checks) == "fail" else 0
+
+
+def _deepspeed(session, facts, op_timeout):
+    """ds_report and one optimizer step on rank 0; the others wait for its verdicts."""
+    session.doing("the DeepSpeed checks (rank 0)")
+    results = {}
+    if session.rank == 0:
+        promised = facts.get("deepspeed", {}).get("promised_ops", [])
+        results["deepspeed ops"] = dscheck.check_ops(promised, timeout=op_timeout * 0.75)
+        try:
+            results["deepspeed step"] = dscheck.optimizer_step(session.device)
+        except Exception as error:
+            results["deepspeed step"] = {"verdict": "fail", "why": f"{type(error).__name__}: {error}"}
+    return session.gather(results)[0]
+
+
+def _report(session, site_name, argv, checks, rows, site):
+    data = report.document(session, site_name, argv, checks, rows)
+    if rows:
+        session.say(report.table(rows, session.world))
+    session.say(report.verdict_lines(checks))
+    path = session.out / "smoke.json"
+    report.write_json(path, data)
+    written = [str(path)]
+    if rows:
+        threshold = (checks.get("allreduce busbw") or {}).get("threshold")
+        try:
+            report.plot(session.out / "smoke-busbw.png", rows, threshold,
+                        f"all-reduce, {session.world} ranks on {session.nodes} node(s), "
+                        f"{session.backend}, site {site_name or 'unknown'}")
+            written.append(str(session.out / "smoke-busbw.png"))
+        except ImportError:
+            session.say("smoke: no plot: matplotlib is not installed")
+    session.say(f"smoke: {data['verdict'].upper()}; report: {', '.join(written)}")
+
+
+def _write_quietly(session, site_name, argv, checks, rows):
+    try:
+        report.write_json(session.out / "smoke.json",
+                          report.document(session, site_name, argv, checks, rows))
+    except Exception:
+        pass

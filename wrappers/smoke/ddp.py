@@ -1,0 +1,93 @@
+"""A short DDP run: a tiny model trained a few epochs with a DistributedSampler; the loss must
+go down, parameters must be identical on every rank, and a checkpoint written by rank 0 must
+resume on every rank (rank 0 saves, all ranks wait, all load with map_location)."""
+
+import os
+
+
+def run(session, epochs=3):
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+    from torch.utils.data import DataLoader, TensorDataset
+    from torch.utils.data.distributed import DistributedSampler
+
+    session.doing("building the DDP model and data")
+    generator = torch.Generator().manual_seed(1)
+    inputs = torch.randn(512, 16, generator=generator)
+    targets = inputs @ torch.randn(16, 1, generator=generator) + 0.01 * torch.randn(512, 1, generator=generator)
+    sampler = DistributedSampler(TensorDataset(inputs, targets), num_replicas=session.world,
+                                 rank=session.rank, shuffle=True, seed=0)
+    loader = DataLoader(TensorDataset(inputs, targets), batch_size=16, sampler=sampler)
+
+    def make():
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.Tanh(), torch.nn.Linear(32, 1))
+        model = model.to(session.device)
+        ids = [torch.device(session.device).index] if session.backend == "nccl" else None
+        ddp = DistributedDataParallel(model, device_ids=ids)
+        return ddp, torch.optim.SGD(ddp.parameters(), lr=0.01, momentum=0.9)
+
+    def train_epoch(ddp, optimizer, epoch):
+        sampler.set_epoch(epoch)
+        total, batches = 0.0, 0
+        for x, y in loader:
+            x, y = x.to(session.device), y.to(session.device)
+            optimizer.zero_grad()
+            loss = torch.nn.functional.mse_loss(ddp(x), y)
+            loss.backward()
+            optimizer.step()
+            total, batches = total + loss.item(), batches + 1
+        return session.agree(total / batches, "sum") / session.world
+
+    ddp, optimizer = make()
+    losses = []
+    for epoch in range(epochs):
+        session.doing(f"DDP training, epoch {epoch + 1} of {epochs}")
+        losses.append(train_epoch(ddp, optimizer, epoch))
+    session.doing("comparing parameters across ranks")
+    spread = _parameter_spread(session, ddp)
+
+    session.doing("writing the checkpoint on rank 0")
+    path = session.out / "ddp-checkpoint.pt"
+    if session.rank == 0:
+        temporary = path.with_name(path.name + ".tmp")
+        torch.save({"epoch": epochs - 1, "model": ddp.module.state_dict(),
+                    "optimizer": optimizer.state_dict()}, temporary)
+        os.replace(temporary, path)
+    session.doing("waiting for rank 0's checkpoint")
+    session.wait(dist.barrier(async_op=True))
+    session.doing(f"resuming from {path}")
+    resumed, resumed_optimizer = make()
+    state = torch.load(path, map_location=session.device, weights_only=True)
+    resumed.module.load_state_dict(state["model"])
+    resumed_optimizer.load_state_dict(state["optimizer"])
+    same = all(torch.equal(a, b) for a, b in zip(ddp.parameters(), resumed.parameters()))
+    session.doing("DDP training after the resume")
+    losses.append(train_epoch(resumed, resumed_optimizer, state["epoch"] + 1))
+    restored = int(session.agree(0 if same else 1, "sum")) == 0
+
+    problems = []
+    if not losses[-2] < losses[0]:
+        problems.append(f"loss did not go down ({losses[0]:.4f} -> {losses[-2]:.4f})")
+    if spread != 0:
+        problems.append(f"parameters differ across ranks by up to {spread:g}")
+    if not restored:
+        problems.append("a rank's parameters differ from the checkpoint it loaded")
+    if not losses[-1] <= losses[-2] * 1.05:
+        problems.append(f"loss jumped after the resume ({losses[-2]:.4f} -> {losses[-1]:.4f})")
+    return {"verdict": "fail" if problems else "pass", "losses": losses, "parameter_spread": spread,
+            "checkpoint": str(path),
+            "why": "; ".join(problems) or (f"loss {losses[0]:.4f} -> {losses[-2]:.4f} over {epochs} epochs "
+                                           f"on {session.world} ranks, identical parameters, resumed to "
+                                           f"{losses[-1]:.4f}")}
+
+
+def _parameter_spread(session, ddp):
+    """The largest difference between any rank's parameters and rank 0's."""
+    import torch
+    import torch.distributed as dist
+    flat = torch.cat([p.detach().reshape(-1) for p in ddp.parameters()])
+    reference = flat.clone()
+    session.wait(dist.broadcast(reference, src=0, async_op=True))
+    return session.agree((flat - reference).abs().max().item(), "max")

@@ -1,0 +1,61 @@
+"""Turn an error (or a timeout) into one likely cause a person can act on."""
+
+import re
+import socket
+
+CAUSES = (
+    (r"Name or service not known|gai error|Temporary failure in name resolution|nodename nor servname|"
+     r"does not resolve",
+     "the master address does not resolve on this node (not in DNS or /etc/hosts; set MASTER_ADDR "
+     "to a name or address every node can resolve)"),
+    (r"Address already in use|EADDRINUSE|errno: 98|is in use",
+     "MASTER_PORT is already in use on the master node (another job or process holds it; "
+     "choose another MASTER_PORT)"),
+    (r"No plugin found|Could not find.*plugin|librccl-net|libnccl-net",
+     "the NCCL/RCCL network plugin is missing (its directory is not on LD_LIBRARY_PATH)"),
+    (r"Connection closed by peer|Connection reset|Broken pipe|remote process exited|peer.*(closed|died)|"
+     r"EOF|ProcessGroupNCCL.*(abort|Abort)",
+     "another rank died or exited early (look at the other ranks' messages above)"),
+    (r"Connection refused",
+     "nothing listens at MASTER_ADDR:MASTER_PORT: rank 0 failed before it opened its store, or "
+     "the ranks disagree on the address or port"),
+    (r"[Tt]imed? ?out|[Tt]imeout|deadline",
+     "a rank is stuck, slow or never started (check that every rank was launched and that all "
+     "agree on MASTER_ADDR and MASTER_PORT)"),
+)
+
+
+def likely_cause(text, transport_lines=()):
+    for pattern, cause in CAUSES:
+        if re.search(pattern, text):
+            return cause
+    for pattern, cause in CAUSES[2:3]:
+        if any(re.search(pattern, line) for line in transport_lines):
+            return cause
+    return "unknown; the error above and the other ranks' messages say more"
+
+
+def joining_timed_out(addr, port):
+    return (f"this rank could not join at {addr}:{port}: rank 0 failed before opening its store "
+            "there, another program holds that port, or a rank was never started")
+
+
+def check_master(addr, port, *, is_master):
+    """The causes that can be proven before joining: an unresolvable master address, and on
+    the master a port someone else holds. Returns an error message or None."""
+    try:
+        socket.getaddrinfo(addr, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as error:
+        return f"MASTER_ADDR {addr!r} does not resolve on {socket.gethostname()}: {error.strerror}"
+    if not is_master:
+        return None
+    probe = socket.socket(socket.AF_INET6 if ":" in addr else socket.AF_INET)
+    try:
+        # torch's store binds with SO_REUSEADDR too, so only a live listener makes this fail.
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        probe.bind(("", port))
+    except OSError as error:
+        return f"MASTER_PORT {port} is in use on {socket.gethostname()}: {error.strerror}"
+    finally:
+        probe.close()
+    return None
