@@ -94,7 +94,7 @@ def main(argv=None):
             threshold = bandwidth.pick_threshold(site.get("allreduce", []), session.nodes, dtypes)
             checks["allreduce busbw"] = bandwidth.judge(rows, threshold)
             session.doing("reading the transport logs")
-            summary = transport.parse(session.last_transport_lines(count=100000))
+            summary = transport.parse(session.transport_lines())
             checks["transport"] = transport.judge(session.gather(summary), site.get("network"),
                                                   session.nodes, session.backend)
         if args.check in ("all", "deepspeed"):

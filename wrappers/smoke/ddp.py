@@ -16,9 +16,10 @@ def run(session, epochs=3):
     generator = torch.Generator().manual_seed(1)
     inputs = torch.randn(512, 16, generator=generator)
     targets = inputs @ torch.randn(16, 1, generator=generator) + 0.01 * torch.randn(512, 1, generator=generator)
-    sampler = DistributedSampler(TensorDataset(inputs, targets), num_replicas=session.world,
-                                 rank=session.rank, shuffle=True, seed=0)
-    loader = DataLoader(TensorDataset(inputs, targets), batch_size=16, sampler=sampler)
+    dataset = TensorDataset(inputs, targets)
+    sampler = DistributedSampler(dataset, num_replicas=session.world, rank=session.rank,
+                                 shuffle=True, seed=0)
+    loader = DataLoader(dataset, batch_size=16, sampler=sampler)
 
     def make():
         torch.manual_seed(0)

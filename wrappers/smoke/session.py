@@ -6,7 +6,6 @@ import socket
 import sys
 import threading
 import time
-from collections import deque
 from pathlib import Path
 
 from . import diagnose
@@ -46,7 +45,7 @@ class Session:
             os.write(1, (text + "\n").encode())
 
     def diagnosis(self, error_text, *, timed_out=False):
-        lines = self.last_transport_lines()
+        lines = self.transport_lines()[-5:]
         cause = diagnose.likely_cause(error_text, lines)
         if timed_out and self.phase.startswith("joining") and self.launch:
             cause = diagnose.joining_timed_out(self.launch.master_addr, self.launch.master_port)
@@ -62,11 +61,12 @@ class Session:
             text.append("  transport: gloo over TCP (no NCCL log on CPU)")
         return "\n".join(text)
 
-    def last_transport_lines(self, count=5):
+    def transport_lines(self):
+        """This rank's NCCL log so far (none with gloo)."""
         if not self.transport_log or not Path(self.transport_log).is_file():
             return []
         with open(self.transport_log, errors="replace") as log:
-            return [line.rstrip() for line in deque(log, maxlen=count)]
+            return [line.rstrip() for line in log]
 
     def _expire(self, seconds):
         time.sleep(seconds)
