@@ -2,9 +2,10 @@
 PYTHON ?= python3
 VENV   ?= .venv
 TARGET ?= cpu
+NAME   ?= pytorch
 PY     := $(VENV)/bin/python
 
-.PHONY: setup render check test build smoke doctor list show clean
+.PHONY: setup render check test build smoke publish doctor list show clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -13,7 +14,8 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 setup: $(VENV)/.installed
-	scripts/ensure-debian-packages shellcheck debootstrap slurmctld:slurm-wlm munged:munge mpirun:openmpi-bin
+	scripts/ensure-debian-packages shellcheck debootstrap slurmctld:slurm-wlm munged:munge \
+		mpirun:openmpi-bin /usr/share/lmod/lmod/libexec/lmod:lmod tclsh:tcl
 
 render: setup
 	$(PY) -m builder render --all
@@ -36,6 +38,13 @@ build: setup
 # the plot in images/$(TARGET).smoke/.
 smoke: build
 	$(PY) -m builder smoke $(TARGET)
+
+# Installs images/$(TARGET).sif as the module $(NAME)/$(VERSION) under $(PREFIX) (version
+# default: <torch version>-<target>). Needs a passing smoke report of this very image (make
+# smoke, or in a job on GPU nodes); PUBLISH_FLAGS="--default --tcl --force --skip-smoke" as needed.
+publish: setup
+	$(PY) -m builder publish $(TARGET) --prefix "$(PREFIX)" --name "$(NAME)" \
+		$(if $(VERSION),--version "$(VERSION)") $(PUBLISH_FLAGS)
 
 doctor: setup
 	$(PY) -m builder doctor

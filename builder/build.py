@@ -33,6 +33,17 @@ def installed_runtime(site):
     return next(filter(None, map(shutil.which, filter(None, wanted))), None)
 
 
+def ready_runtime(site) -> str:
+    """An installed runtime, or the toolbox if one was provisioned; never provisions."""
+    found = installed_runtime(site)
+    if found:
+        return found
+    if toolbox.is_ready():
+        return str(toolbox.command())
+    raise ToolError("no apptainer or singularity found; run `python -m builder toolbox "
+                    "provision` (root) or install Apptainer")
+
+
 def find_runtime(site, progress, log_dir):
     """(path, label): an installed runtime, or else a toolbox under the user's cache."""
     found = installed_runtime(site)

@@ -1,4 +1,5 @@
-"""Command line: list, show, render, check, build, doctor, toolbox.
+"""Command line: list, show, render, check, build, smoke, publish, verify, default, doctor,
+toolbox.
 
 Exit status: 0 done, 2 bad input (one line saying what and where), 1 a check or an outside
 tool failed.
@@ -29,7 +30,7 @@ def main(argv=None):
     parser = _parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
-        parser.error("no command given; expected one of: list, show, render, check, build, smoke, doctor, toolbox")
+        parser.error("no command given; expected one of: list, show, render, check, build, smoke, publish, verify, default, doctor, toolbox")
     try:
         return args.func(args) or 0
     except BuilderError as error:
@@ -90,6 +91,36 @@ def _parser():
     cmd.add_argument("--timeout", type=_positive, default=300,
                      help="the suite's time limit in seconds (default 300)")
     cmd.set_defaults(func=cmd_smoke)
+
+    cmd = sub.add_parser("publish", parents=[common],
+                         help="install a built, smoke-tested image as a site module under PREFIX")
+    cmd.add_argument("target", nargs="?", default="cpu", help="default: cpu")
+    cmd.add_argument("--prefix", required=True, metavar="DIR",
+                     help="where modules are published: DIR/<name>/<version>, DIR/modulefiles")
+    cmd.add_argument("--name", default="pytorch", help="module name (default: pytorch)")
+    cmd.add_argument("--version", help="module version (default: <torch version>-<target>)")
+    cmd.add_argument("--site", help="site the module is for (default: the target's first)")
+    cmd.add_argument("--images", default="images", metavar="DIR",
+                     help="where the image is (default: images)")
+    cmd.add_argument("--smoke-report", metavar="DIR",
+                     help="the image's smoke report folder (default: IMAGES/<target>.smoke)")
+    cmd.add_argument("--default", action="store_true", help="make this the default version")
+    cmd.add_argument("--force", action="store_true", help="replace a published version")
+    cmd.add_argument("--skip-smoke", action="store_true",
+                     help="publish without a passing smoke report (the module's help says so)")
+    cmd.add_argument("--tcl", action="store_true",
+                     help="also write a Tcl module file (Environment Modules)")
+    cmd.set_defaults(func=cmd_publish)
+
+    cmd = sub.add_parser("verify", help="check a published version's files against its checksums")
+    cmd.add_argument("module", metavar="NAME/VERSION")
+    cmd.add_argument("--prefix", required=True, metavar="DIR", help="as given to publish")
+    cmd.set_defaults(func=cmd_verify)
+
+    cmd = sub.add_parser("default", help="make a published version the default of its name")
+    cmd.add_argument("module", metavar="NAME/VERSION")
+    cmd.add_argument("--prefix", required=True, metavar="DIR", help="as given to publish")
+    cmd.set_defaults(func=cmd_default)
 
     cmd = sub.add_parser("doctor", parents=[common],
                          help="what this host offers for builds: runtime, fakeroot, disk, mirror, pip")
@@ -159,6 +190,24 @@ def cmd_smoke(args):
     from . import smoke
     smoke.run(RecipeTree(args.recipes), args.target, images=Path(args.images), out=args.out,
               ranks=args.ranks, timeout=args.timeout, site=args.site, extra=args.smoke_args)
+
+
+def cmd_publish(args):
+    from .publish import publish
+    publish(RecipeTree(args.recipes), args.target, prefix=args.prefix, name=args.name,
+            version=args.version, site=args.site, images=Path(args.images),
+            smoke_dir=args.smoke_report, default=args.default, force=args.force,
+            skip_smoke=args.skip_smoke, tcl=args.tcl)
+
+
+def cmd_verify(args):
+    from .verify import verify
+    verify(args.prefix, args.module)
+
+
+def cmd_default(args):
+    from .publish import set_default
+    set_default(args.prefix, args.module)
 
 
 def _positive(text):

@@ -1,5 +1,6 @@
 """Atomic writes: a reader sees the old file or the new one, never half of either."""
 
+import hashlib
 import os
 import shutil
 import tempfile
@@ -35,3 +36,27 @@ def link_or_copy(source, dest):
         os.link(source, dest)
     except OSError:
         shutil.copyfile(source, dest)
+
+
+CHUNK = 1 << 20
+
+
+def sha256_file(path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def copy_hashed(source, dest) -> str:
+    """Copy ``source`` to the new file ``dest`` and return the sha256 of the bytes written:
+    one read of a large image gives both the copy and its checksum."""
+    digest = hashlib.sha256()
+    with open(source, "rb") as src, open(dest, "xb") as out:
+        while chunk := src.read(CHUNK):
+            digest.update(chunk)
+            out.write(chunk)
+        out.flush()
+        os.fsync(out.fileno())
+    return digest.hexdigest()

@@ -13,11 +13,10 @@ Each stage gets at most one section of each kind, with an echoed banner per bloc
 
 from dataclasses import dataclass, field
 
-import jinja2
-
 from . import __version__
 from .blocks import TOP_NAMES, parts_for
 from .shell import cmd, export
+from .templating import templates
 
 LAYERS = ("devel", "base", "image")
 FILE_SUFFIX = {"devel": ".devel.def", "base": ".base.def", "image": ".def"}
@@ -36,12 +35,6 @@ class StageText:
     runscript: list = field(default_factory=list)
     labels: list = field(default_factory=list)
     help: list = field(default_factory=list)
-
-
-_env = jinja2.Environment(
-    loader=jinja2.PackageLoader("builder", "templates"),
-    undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
-    trim_blocks=True, lstrip_blocks=True, autoescape=False)
 
 
 def file_name(target_name, layer):
@@ -86,7 +79,7 @@ def render_all(target) -> dict:
     stages = {"devel": [devel],
               "base": [StageText("devel", "localimage", "{{ DEVEL }}"), base],
               "image": [top_build, image]}
-    return {layer: _env.get_template("apptainer.def.j2").render(
+    return {layer: templates.get_template("apptainer.def.j2").render(
         version=__version__, target=target, layer=layer, stages=stages[layer],
         file_name=file_name(target.name, layer)) for layer in LAYERS}
 

@@ -4,11 +4,14 @@ wrapper, under torchrun with one rank per GPU (two ranks on a machine without GP
 import os
 from pathlib import Path
 
-from . import runner, toolbox
-from .build import installed_runtime
-from .errors import CheckFailed, RecipeError, ToolError
+from . import runner
+from .build import ready_runtime
+from .errors import CheckFailed, RecipeError
+from .fileio import sha256_file, write_atomic
 
 WRAPPER = Path(__file__).resolve().parents[1] / "wrappers" / "singularity_wrapper"
+REPORT = "smoke.json"
+IMAGE_SUM = "image.sha256"   # sha256sum's format: `sha256sum IMAGE > DIR/image.sha256` by hand
 GRACE_S = 60          # beyond the suite's own timeout, before the whole run is stopped
 
 
@@ -25,18 +28,20 @@ def run(tree, name, *, images: Path, out, ranks, timeout, site, extra):
     ranks = ranks or sites[site].gpus_per_node or 2
     out = Path(out or images / f"{name}.smoke").resolve()
     out.mkdir(parents=True, exist_ok=True)
-    runtime = installed_runtime(sites[site])
-    if runtime is None:
-        if not toolbox.is_ready():
-            raise ToolError("no apptainer or singularity found; run `python -m builder toolbox "
-                            "provision` (root) or install Apptainer")
-        runtime = str(toolbox.command())
+    runtime = ready_runtime(sites[site])
     binds = ",".join(filter(None, [str(out), os.environ.get("SING_BIND")]))
     env = dict(os.environ, SING_IMAGE=str(image.resolve()), HPCML_SITE=site,
                HPCML_APPTAINER=runtime, SING_BIND=binds)
     argv = [str(WRAPPER), "exec", "torchrun", "--standalone", f"--nproc-per-node={ranks}",
             "-m", "smoke", "all", "--out", str(out), "--timeout", f"{timeout:g}", *extra]
+    # The report must name the image it tested, so that publish can refuse a report of
+    # another build: the checksum is taken before the run, written only beside a new report.
+    for stale in (out / REPORT, out / IMAGE_SUM):
+        stale.unlink(missing_ok=True)
+    checksum = sha256_file(image)
     status = runner.run_attached(argv, env=env, timeout=timeout + GRACE_S)
+    if (out / REPORT).is_file():
+        write_atomic(out / IMAGE_SUM, f"{checksum}  {image.name}\n")
     if status != 0:
         raise CheckFailed(f"smoke suite of {image} failed (exit status {status}); "
                           f"report and logs in {out}")

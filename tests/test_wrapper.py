@@ -135,3 +135,17 @@ def test_mistakes_get_one_line_and_exit_2(env, args, extra_env, message):
     stderr = result.stderr.decode()
     assert result.returncode == 2 and message in stderr
     assert stderr.count("\n") == 1 and stderr.startswith("error: singularity_wrapper:")
+
+
+@pytest.mark.parametrize("sing_flags", ["", "--nv", "-B /data --nv"])
+def test_the_gpu_flag_is_passed_once_when_a_module_also_put_it_in_sing_flags(tmp_path, sing_flags):
+    # A stand-in runtime that prints its arguments: --nv needs an NVIDIA GPU, not on this machine.
+    runtime = tmp_path / "apptainer"
+    runtime.write_text('#!/bin/sh\nprintf "%s\\n" "$@"\n')
+    runtime.chmod(0o755)
+    image = tmp_path / "image.sif"
+    image.write_text("")
+    env = dict(os.environ, SING_IMAGE=str(image), HPCML_APPTAINER=str(runtime), HPCML_SITE="puhti",
+               SLURM_JOB_ID="1", SING_FLAGS=sing_flags)
+    argv = wrap("exec", "true", env=env).stdout.decode().splitlines()
+    assert argv.count("--nv") == 1 and argv[-2:] == [str(image), "true"], argv
