@@ -61,7 +61,7 @@ def publish(tree, target_name, *, prefix, name, version, site, images: Path, smo
             raise RecipeError(f"{what} {value!r}: expected letters, digits and . _ - "
                               "(not starting with . or -)", file="command line")
     smoke_dir = Path(smoke_dir or images / f"{target_name}.smoke")
-    smoke = None if skip_smoke else _passed_report(smoke_dir, image)
+    smoke, tested = (None, "") if skip_smoke else _passed_report(smoke_dir, image)
 
     root = prefix / name / version
     modules = prefix / "modulefiles" / name
@@ -73,12 +73,17 @@ def publish(tree, target_name, *, prefix, name, version, site, images: Path, smo
                               file=str(root))
         staging = Path(tempfile.mkdtemp(prefix=f".{version}.partial-", dir=root.parent))
         try:
-            module = _module(target, sites[site], name, version, root, labels, smoke, smoke_dir)
+            module = _module(target, sites[site], name, version, root, labels, smoke)
             texts = {modules / f"{version}.lua": render_lua(module)}
             if tcl:
                 texts[modules / version] = render_tcl(module)
-            checksum = _assemble(staging, image, sites[site], module, labels, smoke, smoke_dir,
-                                 texts, target_name)
+            report = None if smoke is None else smoke_dir / REPORT
+            checksum = _assemble(staging, image, sites[site], module, labels, texts, target_name,
+                                 report)
+            if smoke is not None and tested != checksum:
+                raise CheckFailed(f"{smoke_dir / REPORT}: the report is of another image (sha256 "
+                                  f"{tested[:12] or 'not recorded'}, {image} has {checksum[:12]}); "
+                                  "run the smoke tests on this build")
             _move_into_place(staging, root)
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
@@ -128,7 +133,8 @@ def _check_prefix(prefix) -> Path:
     return path
 
 
-def _passed_report(smoke_dir: Path, image: Path) -> dict:
+def _passed_report(smoke_dir: Path, image: Path):
+    """(the report, the sha256 of the image it tested, or "" where none was recorded)"""
     report, recorded = smoke_dir / REPORT, smoke_dir / IMAGE_SUM
     hint = (f"run `make smoke TARGET={image.stem}` (in a job on the site's GPU nodes), or "
             "publish with --skip-smoke")
@@ -143,11 +149,10 @@ def _passed_report(smoke_dir: Path, image: Path) -> dict:
         raise CheckFailed(f"{report}: the smoke tests did not pass (verdict "
                           f"{data.get('verdict')!r}; failed: {', '.join(failed) or 'none'}); "
                           "fix the image or the site, then run them again")
-    data["_image_sha256"] = recorded.read_text().split()[0] if recorded.is_file() else ""
-    return data
+    return data, (recorded.read_text().split() or [""])[0] if recorded.is_file() else ""
 
 
-def _module(target, site, name, version, root, labels, smoke, smoke_dir):
+def _module(target, site, name, version, root, labels, smoke):
     recipe = json.loads(labels.get("recipe", "{}"))
     versions = stack_versions(recipe, (smoke or {}).get("versions", {}))
     baked = recipe.get("environment", {})
@@ -193,13 +198,9 @@ def _module(target, site, name, version, root, labels, smoke, smoke_dir):
                   container_env=container_env, env_prefix=f"{runtime.upper()}ENV_")
 
 
-def _assemble(staging, image, site, module, labels, smoke, smoke_dir, texts, target_name):
+def _assemble(staging, image, site, module, labels, texts, target_name, report):
     """Fill the staging folder; return the sha256 of the image as copied."""
     checksum = copy_hashed(image, staging / "image.sif")
-    if smoke is not None and smoke["_image_sha256"] != checksum:
-        raise CheckFailed(f"{smoke_dir / REPORT}: the report is of another image (sha256 "
-                          f"{smoke['_image_sha256'][:12] or 'not recorded'}, {image} has "
-                          f"{checksum[:12]}); run the smoke tests on this build")
     bin_dir = staging / "bin"
     (bin_dir / "sites").mkdir(parents=True)
     shutil.copyfile(WRAPPERS / "singularity_wrapper", bin_dir / "singularity_wrapper")
@@ -210,13 +211,13 @@ def _assemble(staging, image, site, module, labels, smoke, smoke_dir, texts, tar
             render_entry(command, f"{module.name}/{module.version}", site.name))
     recipe = json.loads(labels.get("recipe", "{}"))
     (staging / "recipe.json").write_text(json.dumps(recipe, indent=2, sort_keys=True) + "\n")
-    if smoke is not None:
-        shutil.copyfile(smoke_dir / REPORT, staging / "smoke.json")
+    if report is not None:
+        shutil.copyfile(report, staging / "smoke.json")
     manifest = {"name": module.name, "version": module.version, "target": target_name,
                 "site": site.name, "builder_version": __version__,
                 "published": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                 "image_sha256": checksum, "recipe_sha256": labels.get("recipe.sha256"),
-                "smoke": "skipped" if smoke is None else "passed"}
+                "smoke": "skipped" if report is None else "passed"}
     (staging / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
     _set_modes(staging)
     lines = [f"{checksum}  image.sif"]
