@@ -26,7 +26,7 @@ from pathlib import Path
 from . import __version__, runner
 from .build import ready_runtime
 from .errors import CheckFailed, RecipeError, ToolError
-from .fileio import copy_hashed, write_atomic
+from .fileio import copy_hashed, sha256_file, write_atomic
 from .modulefile import Module, render_default, render_entry, render_lua, render_tcl
 from .sitefile import GPU_FLAGS, render_site
 from .smoke import IMAGE_SUM, REPORT
@@ -221,19 +221,15 @@ def _assemble(staging, image, site, module, labels, texts, target_name, report):
     (staging / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
     _set_modes(staging)
     lines = [f"{checksum}  image.sif"]
-    lines += [f"{_sha_text(p.read_bytes())}  {p.relative_to(staging)}"
+    lines += [f"{sha256_file(p)}  {p.relative_to(staging)}"
               for p in sorted(staging.rglob("*"))
               if p.is_file() and not p.is_symlink() and p.name != "image.sif"]
-    lines += [f"{_sha_text(text.encode())}  ../../modulefiles/{module.name}/{path.name}"
+    lines += [f"{hashlib.sha256(text.encode()).hexdigest()}  ../../modulefiles/{module.name}/{path.name}"
               for path, text in texts.items()]
     (staging / SUMS).write_text("\n".join(lines) + "\n")
     os.chmod(staging / SUMS, 0o644)
     os.chmod(staging, 0o755)
     return checksum
-
-
-def _sha_text(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 def _set_modes(folder: Path):
