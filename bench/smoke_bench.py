@@ -1,4 +1,4 @@
-"""Two ratios for the smoke issue, each measured side by side in one run:
+"""Three ratios for the smoke and DeepSpeed issues, each measured side by side in one run:
 
 1. all-reduce busbw inside the image against the same smoke script on the host (same torch
    version, 2 gloo ranks under torchrun, interleaved rounds; goal: at least 0.95);
@@ -6,9 +6,12 @@
    installed on the host without prebuilt ops, so the op is JIT-compiled on first use
    (installed with --no-cache-dir: pip's wheel cache would reuse a prebuilt wheel of the same
    version). Goals: the prebuilt step costs no more than the import alone; JIT is at least
-   15 times slower.
+   15 times slower;
+3. time to the first DeepSpeed engine step (init_distributed, initialize with ZeRO 1 and the
+   Adam a config names, one step: the engine loads the shared-memory comm op and FusedAdam),
+   the image's prebuilt ops against the same ops compiled just in time on the host.
 
-Usage: python bench/smoke_bench.py IMAGE [--rounds N]
+Usage: python bench/smoke_bench.py IMAGE [--rounds N] [--only allreduce|step|engine]
 The host side lives in a venv under the user's cache (torch, numpy and DeepSpeed at the
 image's versions; the first run creates it, a few minutes).
 """
@@ -44,6 +47,21 @@ if sys.argv[1] != "import":
     weight.grad = torch.ones(1024)
     optimizer.step()
     assert float(weight[0]) < 1
+print(imported - started, time.perf_counter() - started)
+"""
+
+ENGINE = """
+import os, time
+started = time.perf_counter()
+import torch, deepspeed
+os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT="29631", RANK="0", WORLD_SIZE="1", LOCAL_RANK="0")
+deepspeed.init_distributed(dist_backend="gloo")
+model = torch.nn.Linear(8, 2)
+config = {"train_batch_size": 4, "optimizer": {"type": "Adam", "params": {"lr": 1e-3}},
+          "zero_optimization": {"stage": 1}}
+engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=config)
+imported = time.perf_counter()
+loss = engine(torch.randn(4, 8)).sum(); engine.backward(loss); engine.step()
 print(imported - started, time.perf_counter() - started)
 """
 
@@ -88,6 +106,7 @@ def main():
     parser.add_argument("image", type=Path)
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--size", default="64M", help="all-reduce message size (default 64M)")
+    parser.add_argument("--only", choices=("allreduce", "step", "engine"), help="one of the three")
     args = parser.parse_args()
     from builder import toolbox
     pins = yaml.safe_load((ROOT / "recipes" / "versions.yaml").read_text())["python_packages"]
@@ -96,28 +115,39 @@ def main():
     inside = dict(os.environ, SING_IMAGE=str(args.image.resolve()), HPCML_APPTAINER=runtime, HPCML_SITE="local")
     outside = dict(os.environ, PYTHONPATH=str(ROOT / "wrappers"), DS_ACCELERATOR="cpu",
                    PATH=f"{venv / 'bin'}:{os.environ['PATH']}")
+
+    with tempfile.TemporaryDirectory() as scratch:
+        if args.only in (None, "allreduce"):
+            allreduce_ratio(args, venv, inside, outside, scratch)
+        if args.only in (None, "step"):
+            step_ratio(venv, inside, outside, scratch)
+        if args.only in (None, "engine"):
+            engine_ratio(args, venv, inside, outside, scratch)
+
+
+def allreduce_ratio(args, venv, inside, outside, scratch):
     sweep = ["-m", "smoke", "allreduce", "--sizes", args.size, "--warmup", "5", "--iters", "20"]
     torchrun = ["torchrun", "--standalone", "--nproc-per-node=2"]
-
     host_gbs, image_gbs = [], []
-    with tempfile.TemporaryDirectory() as scratch:
-        for round_ in range(args.rounds):        # interleaved, so drift hits both sides
-            host_gbs.append(busbw([str(venv / "bin" / "torchrun"), *torchrun[1:], *sweep], outside,
-                                  Path(scratch) / f"host{round_}"))
-            image_gbs.append(busbw([WRAPPER, "exec", *torchrun, *sweep], inside, Path(scratch) / f"image{round_}"))
-        h, i = statistics.median(host_gbs), statistics.median(image_gbs)
-        print(f"all-reduce {args.size} busbw, 2 gloo ranks, median of {args.rounds}: "
-              f"host {h:.3f} GB/s, image {i:.3f} GB/s; ratio {i / h:.3f} (goal >= 0.95)")
-        print(f"  host rounds:  {', '.join(f'{x:.3f}' for x in host_gbs)}")
-        print(f"  image rounds: {', '.join(f'{x:.3f}' for x in image_gbs)}")
+    for round_ in range(args.rounds):        # interleaved, so drift hits both sides
+        host_gbs.append(busbw([str(venv / "bin" / "torchrun"), *torchrun[1:], *sweep], outside,
+                              Path(scratch) / f"host{round_}"))
+        image_gbs.append(busbw([WRAPPER, "exec", *torchrun, *sweep], inside, Path(scratch) / f"image{round_}"))
+    h, i = statistics.median(host_gbs), statistics.median(image_gbs)
+    print(f"all-reduce {args.size} busbw, 2 gloo ranks, median of {args.rounds}: "
+          f"host {h:.3f} GB/s, image {i:.3f} GB/s; ratio {i / h:.3f} (goal >= 0.95)")
+    print(f"  host rounds:  {', '.join(f'{x:.3f}' for x in host_gbs)}")
+    print(f"  image rounds: {', '.join(f'{x:.3f}' for x in image_gbs)}")
 
-        prebuilt, imports, torch_adam, jit = [], [], [], []
-        for round_ in range(2):
-            prebuilt.append(timed_step([WRAPPER, "exec", "python", "-c", STEP, "step"], inside))
-            imports.append(timed_step([WRAPPER, "exec", "python", "-c", STEP, "import"], inside))
-            torch_adam.append(timed_step([WRAPPER, "exec", "python", "-c", STEP, "torch-adam"], inside))
-            fresh = dict(outside, TORCH_EXTENSIONS_DIR=str(Path(scratch) / f"jit{round_}"))
-            jit.append(timed_step([str(venv / "bin" / "python"), "-c", STEP, "step"], fresh))
+
+def step_ratio(venv, inside, outside, scratch):
+    prebuilt, imports, torch_adam, jit = [], [], [], []
+    for round_ in range(2):
+        prebuilt.append(timed_step([WRAPPER, "exec", "python", "-c", STEP, "step"], inside))
+        imports.append(timed_step([WRAPPER, "exec", "python", "-c", STEP, "import"], inside))
+        torch_adam.append(timed_step([WRAPPER, "exec", "python", "-c", STEP, "torch-adam"], inside))
+        fresh = dict(outside, TORCH_EXTENSIONS_DIR=str(Path(scratch) / f"jit{round_}"))
+        jit.append(timed_step([str(venv / "bin" / "python"), "-c", STEP, "step"], fresh))
     step_s = statistics.median(total for _, _, total in prebuilt)
     import_s = statistics.median(total for _, _, total in imports)
     jit_s = statistics.median(total for _, _, total in jit)
@@ -131,6 +161,23 @@ def main():
     print(f"  wall times with container start: prebuilt {statistics.median(w for w, _, _ in prebuilt):.2f} s, "
           f"JIT {statistics.median(w for w, _, _ in jit):.1f} s")
 
+
+def engine_ratio(args, venv, inside, outside, scratch):
+    """Rounds interleaved; each JIT round starts from an empty extensions folder."""
+    prebuilt, jit = [], []
+    for round_ in range(max(2, min(args.rounds, 3))):
+        prebuilt.append(timed_step([WRAPPER, "exec", "python", "-c", ENGINE], inside))
+        fresh = dict(outside, TORCH_EXTENSIONS_DIR=str(Path(scratch) / f"engine-jit{round_}"))
+        jit.append(timed_step([str(venv / "bin" / "python"), "-c", ENGINE], fresh))
+    pre_s = statistics.median(total for _, _, total in prebuilt)
+    jit_s = statistics.median(total for _, _, total in jit)
+    pre_init = statistics.median(init for _, init, _ in prebuilt)
+    jit_init = statistics.median(init for _, init, _ in jit)
+    print(f"first DeepSpeed engine step (ZeRO 1, Adam), import included, median of {len(prebuilt)}: "
+          f"prebuilt {pre_s:.2f} s, JIT {jit_s:.1f} s; JIT / prebuilt {jit_s / pre_s:.1f}x")
+    print(f"  up to initialize() returning: prebuilt {pre_init:.2f} s, JIT {jit_init:.1f} s")
+    print(f"  rounds: prebuilt {', '.join(f'{t:.2f}' for _, _, t in prebuilt)}; "
+          f"JIT {', '.join(f'{t:.1f}' for _, _, t in jit)}")
 
 if __name__ == "__main__":
     main()

@@ -38,9 +38,11 @@ class Source:
 class DeepSpeed:
     version: str
     accelerator: str               # what DS_ACCELERATOR is set to while building
-    build_all: bool                # DS_BUILD_OPS=1, then per-op switches
-    switches: tuple                # ((DS_BUILD_VAR, "0"|"1"), ...) sorted
-    promised: tuple                # op names that must show installed [YES] in ds_report
+    switches: tuple                # ((DS_BUILD_VAR, "0"|"1"), ...) sorted, for every listed op
+    listed: tuple                  # op names ds_report lists for this accelerator
+    promised: tuple                # op names prebuilt: ds_report must show exactly these [YES]
+    skipped: tuple                 # ((op, reason), ...) ops the recipe turned off
+    packages: tuple                # Debian packages the promised ops need to build and load
     fix_master_address: bool
 
 
@@ -99,8 +101,9 @@ class Target:
             "torch": {"flavour": self.torch_flavour, "version": self.torch_version,
                       "index": self.torch_index},
             "deepspeed": {"version": ds.version, "accelerator": ds.accelerator,
-                          "build_all": ds.build_all, "switches": dict(ds.switches),
-                          "promised_ops": list(ds.promised),
+                          "switches": dict(ds.switches), "listed_ops": list(ds.listed),
+                          "promised_ops": list(ds.promised), "skipped_ops": dict(ds.skipped),
+                          "packages": list(ds.packages),
                           "fix_master_address": ds.fix_master_address},
             "comm": {"library": self.comm_library, "plugin": None if self.plugin is None else {
                 "name": self.plugin.name, "version": self.plugin.version,

@@ -181,33 +181,42 @@ class RecipeTree:
         return Stage(name, stage["bootstrap"], image)
 
     def _deepspeed(self, origin, data, flavour, sites):
+        """Every op DeepSpeed has for the image's accelerator is prebuilt, unless skipped with a reason."""
         spec = data["deepspeed"]
         table = self.ds_ops.data["ops"]
         wanted_accel = "cpu" if flavour == "cpu" else "cuda"
         if spec["accelerator"] != wanted_accel:
             raise origin.error(("deepspeed", "accelerator"), f"a {flavour} image builds DeepSpeed "
                                f"ops for accelerator {wanted_accel}; found {spec['accelerator']}")
+        # ROCm torch runs DeepSpeed's cuda accelerator: ds_report lists the cuda ops there too
+        listed_for = {"cpu": {"cpu"}, "cuda": {"cuda", "rocm"}, "rocm": {"cuda", "rocm"}}[flavour]
+        listed = sorted(op for op, facts in table.items() if listed_for & set(facts["accelerators"]))
+        buildable = [op for op in listed
+                     if flavour in table[op]["accelerators"] and not table[op].get("placeholder")]
+        skip = spec.get("skip", {})
+        for op in skip:
+            if op not in buildable:
+                why = ("is not a DeepSpeed op" if op not in table else
+                       "is a placeholder that is never prebuilt" if table[op].get("placeholder") else
+                       f"is not built for {flavour} images anyway")
+                raise origin.error(("deepspeed", "skip", op), f"{op!r} {why}; expected one of the "
+                                   f"ops in {self.ds_ops.file} a {flavour} image prebuilds: "
+                                   f"{', '.join(o for o in buildable if o not in skip)}")
+        promised = [op for op in buildable if op not in skip]
         sms = [int(arch[3:]) for site in sites for arch in site.archs if arch.startswith("sm_")]
-        switches, promised = [], []
-        for op, enabled in spec["ops"].items():
-            path = ("deepspeed", "ops", op)
-            if op not in table:
-                raise origin.error(path, f"unknown DeepSpeed op {op!r} (expected one of the ops in "
-                                         f"{self.ds_ops.file}: {', '.join(sorted(table))})")
-            facts = table[op]
-            if enabled and flavour not in facts["accelerators"]:
-                raise origin.error(path, f"op {op!r} cannot be prebuilt for {flavour}; it builds "
-                                         f"for: {', '.join(facts['accelerators'])}")
-            if enabled and sms and "min_sm" in facts and min(sms) < facts["min_sm"]:
-                raise origin.error(path, f"op {op!r} needs sm_{facts['min_sm']} or newer; this "
-                                         f"image also targets sm_{min(sms)}")
-            switches.append((facts["build_var"], "1" if enabled else "0"))
-            if enabled:
-                promised.append(op)
+        for op in promised:
+            if sms and "min_sm" in table[op] and min(sms) < table[op]["min_sm"]:
+                raise origin.error(("deepspeed",), f"op {op!r} needs sm_{table[op]['min_sm']} or "
+                                   f"newer and this image also targets sm_{min(sms)}; expected "
+                                   f"it under deepspeed.skip with the reason")
+        packages = sorted({pkg for op in promised for pkg in table[op].get("packages", ())})
         return DeepSpeed(
             version=self._pin(origin, ("deepspeed",), "deepspeed"), accelerator=spec["accelerator"],
-            build_all=spec.get("build_all", False), switches=tuple(sorted(switches)),
-            promised=tuple(sorted(promised)), fix_master_address=spec.get("fix_master_address", True))
+            switches=tuple(sorted((table[op]["build_var"], "1" if op in promised else "0")
+                                  for op in listed)),
+            listed=tuple(listed), promised=tuple(promised),
+            skipped=tuple(sorted(skip.items())), packages=tuple(packages),
+            fix_master_address=spec.get("fix_master_address", True))
 
     def target(self, name):
         if name not in self.targets:

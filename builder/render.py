@@ -65,6 +65,7 @@ def render_all(target) -> dict:
     image.files = [(target.venv, f"{target.venv}.new")]
     image.post = ["echo '--- final: venv'", cmd("rm", "-rf", target.venv),
                   cmd("mv", f"{target.venv}.new", target.venv)]
+    _add_post(image, top_parts, "final")
     image.environment = [export(k, v) for k, v in target.common_env]
     for part in parts:
         if part.stage != "final":

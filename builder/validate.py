@@ -70,7 +70,7 @@ def _locate(doc, error):
     if rule == "type":
         wanted = error.validator_value
         wanted = wanted if isinstance(wanted, list) else [wanted]
-        words = " or ".join(_JSON_TYPES.get(w, w) for w in wanted)
+        words = error.schema.get("x-expected") or " or ".join(_JSON_TYPES.get(w, w) for w in wanted)
         return path, f"expected {words}, found {kind_of(value)}"
     if rule == "enum":
         options = ", ".join(str(o) for o in error.validator_value)

@@ -147,8 +147,11 @@ CASES = [
     # Unknown keys: typos must not be silently ignored.
     Case("typo-top-level-key", "targets/cpu.yaml", replace("sites: [local]", "sitess: [local]"),
          line_with("sitess:"), "unknown key 'sitess'"),
-    Case("typo-nested-key-ops", "targets/cpu.yaml", replace("  ops:\n", "  opps:\n"),
-         line_with("opps:"), "deepspeed.opps: unknown key 'opps'"),
+    Case("typo-nested-key-skip", "targets/cpu.yaml", replace("  skip:\n", "  skipp:\n"),
+         line_with("skipp:"), "deepspeed.skipp: unknown key 'skipp'"),
+    # the op list of older recipes: every op is now prebuilt unless skipped with a reason
+    Case("deepspeed-ops-list", "targets/cpu.yaml", replace("  skip:\n", "  ops:\n    cpu_adam: true\n  skip:\n"),
+         line_with("ops:"), "unknown key 'ops'"),
     Case("typo-nested-key-flavor", "targets/cpu.yaml",
          replace("torch:\n  flavour: cpu\n", "torch: {flavor: cpu}\n"),
          line_with("flavor"), "unknown key 'flavor'"),
@@ -162,7 +165,7 @@ CASES = [
          line_with("sites: local"), "expected a list, found the text 'local'"),
     # YAML reads 2.13 as a float: the pin must be quoted or it would lose digits.
     Case("pin-as-number", "versions.yaml", replace("torch: 2.13.0", "torch: 2.13"),
-         line_with("torch: 2.13"), "expected text, found the number 2.13"),
+         line_with("torch: 2.13"), "expected an exact version such as 2.13.0, found the number 2.13"),
 
     # Missing required keys. A target without `extends` must be complete on its own; the
     # error belongs to that file even when other targets extend it.
@@ -198,8 +201,8 @@ CASES = [
          lambda data: data + b"sites: [local]  # again\n", line_with("# again"),
          "duplicate key 'sites' (first at line 2)"),
     Case("duplicate-nested-key", "targets/cpu.yaml",
-         replace("    cpu_lion: true\n", "    cpu_lion: true\n    cpu_adam: false  # again\n"),
-         line_with("# again"), "duplicate key 'cpu_adam'"),
+         replace("  skip:\n", "  skip:\n    deepspeed_ccl_comm: first\n"),
+         line_with("deepspeed_ccl_comm: needs"), "duplicate key 'deepspeed_ccl_comm'"),
 
     # Files that are not YAML mappings at all.
     Case("empty-file", "versions.yaml", content(b""), 1, "empty file"),
@@ -217,8 +220,14 @@ CASES = [
     Case("unknown-site", "targets/cpu.yaml", replace("sites: [local]", "sites: [local, nowhere]"),
          line_with("nowhere"), "unknown site 'nowhere'"),
     Case("unknown-deepspeed-op", "targets/cpu.yaml",
-         replace("    cpu_lion: true\n", "    cpu_lion: true\n    cpu_adamw: true\n"),
-         line_with("cpu_adamw"), "unknown DeepSpeed op 'cpu_adamw'"),
+         replace("  skip:\n", "  skip:\n    cpu_adamw: typo\n"),
+         line_with("cpu_adamw"), "'cpu_adamw' is not a DeepSpeed op"),
+    Case("skip-placeholder-op", "targets/cpu.yaml",
+         replace("  skip:\n", "  skip:\n    deepspeed_not_implemented: no sources\n"),
+         line_with("deepspeed_not_implemented"), "is a placeholder that is never prebuilt"),
+    Case("skip-without-reason", "targets/cpu.yaml",
+         replace("deepspeed_ccl_comm: needs Intel", "deepspeed_ccl_comm: false  # needs Intel"),
+         line_with("deepspeed_ccl_comm: false"), "expected the reason this op is not prebuilt"),
     Case("extends-unknown-target", "targets/mahti-cuda.yaml",
          replace("extends: puhti-cuda", "extends: vista-cuda"),
          line_with("extends:"), "unknown target 'vista-cuda'"),
@@ -234,12 +243,13 @@ CASES = [
          line_with("scipy"), "no pinned version for 'scipy'"),
 
     # Facts that contradict each other.
-    Case("op-for-wrong-accelerator", "targets/lumi-rocm.yaml", replace("gds: false", "gds: true"),
-         line_with("gds: true"), "op 'gds' cannot be prebuilt for rocm"),
+    Case("op-for-wrong-accelerator", "targets/lumi-rocm.yaml",
+         replace("  skip:\n", "  skip:\n    gds: no cuFile on LUMI\n"),
+         line_with("gds: no cuFile"), "'gds' is not built for rocm images anyway"),
     # puhti is sm_70 (and csc-cuda, which extends puhti-cuda, covers it too).
     Case("op-needs-newer-sm", "targets/puhti-cuda.yaml",
-         replace("cutlass_ops: false", "cutlass_ops: true"),
-         line_with("cutlass_ops: true"), "needs sm_80 or newer"),
+         replace("    cutlass_ops: needs sm_80 and the deepspeed-kernels package\n", ""),
+         line_with("deepspeed:"), "op 'cutlass_ops' needs sm_80 or newer"),
     Case("mpi-abi-mismatch", "targets/cpu.yaml", replace("abi: openmpi", "abi: mpich"),
          line_with("abi: mpich"), "site 'local' runs openmpi"),
     Case("cuda-image-on-amd-site", "targets/mahti-cuda.yaml",

@@ -63,7 +63,7 @@ def test_an_error_inherited_from_a_base_names_the_base_file(tmp_path):
     recipes = tmp_path / "recipes"
     shutil.copytree(RECIPES, recipes)
     base = recipes / "targets" / "puhti-cuda.yaml"
-    base.write_text(base.read_text().replace("    utils: true\n", "    utils: true\n    nosuch_op: true\n"))
+    base.write_text(base.read_text().replace("  skip:\n", "  skip:\n    nosuch_op: not wanted\n"))
     result = run_builder("check", "--recipes", recipes)
     assert result.returncode == 2
     assert f"{recipes}/targets/puhti-cuda.yaml:" in result.stderr

@@ -127,7 +127,7 @@ def test_lumi_pins_gfx90a_and_guards_the_arch_during_the_op_build():
 def test_lumi_carries_the_deepspeed_op_build_and_site_environment():
     post = section("lumi-rocm", "build", "post")
     for line in ("export DS_BUILD_OPS=1", "export DS_ACCELERATOR=cuda", "export DS_BUILD_FUSED_ADAM=1",
-                 "export DS_BUILD_SPARSE_ATTN=0", "export DS_BUILD_AIO=0"):
+                 "export DS_BUILD_EVOFORMER_ATTN=0", "export DS_BUILD_AIO=0"):
         assert line in post
     assert "sed -i 's/hostname -I/hostname -s/g'" in post
     env = section("lumi-rocm", "final", "environment")
@@ -135,8 +135,9 @@ def test_lumi_carries_the_deepspeed_op_build_and_site_environment():
                  "export CXI_FORK_SAFE_HP=1", "export FI_CXI_DISABLE_CQ_HUGETLB=1",
                  'export MIOPEN_USER_DB_PATH="/tmp/${USER}-miopen-db"'):
         assert line in env
-    test = section("lumi-rocm", "final", "test")
-    assert "ds_report" in test and "fused_adam" in test
+    assert "python -m smoke deepspeed" in section("lumi-rocm", "final", "test")
+    labels = section("lumi-rocm", "final", "labels")
+    assert "org.hpc-ml-containers.deepspeed.ops cpu_adagrad,cpu_adam,cpu_lion,fused_adam," in labels
 
 
 @pytest.mark.parametrize("name, arch_list", [("puhti-cuda", "7.0"), ("mahti-cuda", "8.0"),
@@ -149,13 +150,27 @@ def test_cuda_targets_carry_their_arch_list(name, arch_list):
     assert "https://download.pytorch.org/whl/cu128" in section(name, "devel", "post")
 
 
-def test_cpu_target_builds_only_cpu_ops_from_a_debootstrap_base():
+def test_cpu_target_builds_every_cpu_op_but_oneccl_from_a_debootstrap_base():
     stages = [stages_of("cpu.devel.def")[0], stages_of("cpu.base.def")[1]]
     assert [s.header["Bootstrap"] for s in stages] == ["debootstrap", "debootstrap"]
     assert all(s.header["MirrorURL"] == "{{ MIRROR }}" for s in stages)  # mirror comes as build-arg
     post = section("cpu", "build", "post")
-    assert "export DS_BUILD_OPS=0" in post and "export DS_BUILD_CPU_ADAM=1" in post
-    assert "DeepSpeedCPUAdam" in section("cpu", "final", "test")
+    for line in ("export DS_BUILD_OPS=1", "export DS_BUILD_CPU_ADAM=1", "export DS_BUILD_SHM_COMM=1",
+                 "export DS_BUILD_FUSED_ADAM=1", "export DS_BUILD_PIN_MEMORY=1",
+                 "export DS_BUILD_CCL_COMM=0", "export DS_BUILD_NOT_IMPLEMENTED=0"):
+        assert line in post.splitlines()
+    assert "export DS_BUILD_AIO=0" in post.splitlines()      # skipped, with its reason
+    assert "python -m smoke deepspeed" in section("cpu", "final", "test")
+
+
+def test_an_ops_packages_come_in_the_top_layer_not_the_os_layers():
+    """libaio for async_io (puhti-cuda prebuilds it) at build and at run time."""
+    install = "apt-get install -y --no-install-recommends libaio-dev"
+    assert install in section("puhti-cuda", "build", "post")
+    assert install in section("puhti-cuda", "final", "post")
+    assert "libaio" not in (CONTAINERS / "puhti-cuda.devel.def").read_text()
+    assert "libaio" not in (CONTAINERS / "puhti-cuda.base.def").read_text()
+    assert "apt-get" not in section("cpu", "final", "post")   # no op of the CPU image needs one
 
 
 # --- invariants every rendered file keeps ------------------------------------------------

@@ -4,6 +4,7 @@ and the failure modes, each ending with a diagnosis inside its timeout."""
 
 import json
 import os
+import re
 import socket
 import subprocess
 import time
@@ -36,16 +37,21 @@ def test_builder_smoke_prints_the_table_and_verdicts_and_writes_json_and_plot(cp
     lines = result.stdout.splitlines()
     assert any(line.startswith("#        size        count      type") for line in lines)
     assert any(line.split()[:3] == ["67108864", "16777216", "float32"] for line in lines)
-    for check in ("allreduce sum    PASS", "allreduce busbw  PASS", "deepspeed ops    PASS",
-                  "deepspeed step   PASS", "ddp              PASS"):
-        assert any(line.startswith(check) for line in lines), (check, result.stdout)
+    for check in ("allreduce sum", "allreduce busbw", "deepspeed ops", "deepspeed op loads",
+                  "deepspeed engine", "ddp"):
+        assert any(re.match(rf"{check} +PASS ", line) for line in lines), (check, result.stdout)
     report = _report(out)
     assert report["verdict"] == "pass"
     assert (report["machine"]["ranks"], report["machine"]["launcher"], report["machine"]["site"]) == \
         (2, "torchrun", "local")
     assert report["image"]["target"] == "cpu" and report["versions"]["torch"] == "2.13.0+cpu"
     assert report["checks"]["allreduce busbw"]["threshold"]["bytes"] == 67108864
-    assert set(report["checks"]["deepspeed ops"]["installed"]) >= {"cpu_adam", "cpu_adagrad", "cpu_lion"}
+    assert set(report["checks"]["deepspeed ops"]["installed"]) >= {"cpu_adam", "deepspeed_shm_comm", "fused_adam"}
+    engine = report["checks"]["deepspeed engine"]
+    assert [(run["stage"], run["optimizer"], run["offload"]) for run in engine["runs"]] == \
+        [(1, "Adam", False), (1, "AdamW", False), (2, "Adam", False), (2, "AdamW", False),
+         (3, "Adam", False), (3, "AdamW", False), (3, "Adam", True), (3, "AdamW", True)]
+    assert all(run["learned"] for run in engine["runs"]) and "on all 2 ranks" in engine["why"]
     assert all(row["wrong"] == 0 for row in report["allreduce"])
     assert (out / "smoke-busbw.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     # Rank 0 speaks; the other rank stays quiet.
@@ -173,3 +179,27 @@ def test_the_whole_run_timeout_stops_a_rank_waiting_for_others(env, tmp_path):
     assert status == 3, output
     assert "timed out after 15 s while joining the gloo process group" in output
     assert "likely cause: this rank could not join" in output
+
+
+def test_an_op_missing_from_the_wheel_fails_the_deepspeed_check_and_is_named(apptainer, cpu_image, tmp_path):
+    """Mark the shared-memory comm op as not installed (as in the image of issue 11): DeepSpeed
+    then tries to compile it at engine start, and the check must fail naming it, not build it."""
+    where = subprocess.run([apptainer, "exec", cpu_image, "python", "-c",
+                            "import deepspeed.git_version_info_installed as m; print(m.__file__)"],
+                           capture_output=True, text=True, timeout=120).stdout.strip()
+    original = subprocess.run([apptainer, "exec", cpu_image, "cat", where],
+                              capture_output=True, text=True, timeout=60).stdout
+    changed, count = re.subn(r"'deepspeed_shm_comm': \w+", "'deepspeed_shm_comm': False", original)
+    assert count == 1, original
+    fake = tmp_path / "git_version_info_installed.py"
+    fake.write_text(changed)
+    result = subprocess.run([apptainer, "exec", "--bind", f"{fake}:{where}", cpu_image,
+                             "python", "-m", "smoke", "deepspeed", "--timeout", "300", "--out", tmp_path / "out"],
+                            capture_output=True, text=True, timeout=400)
+    assert result.returncode == 1, result.stdout[-2000:] + result.stderr[-2000:]
+    checks = _report(tmp_path / "out")["checks"]
+    assert checks["deepspeed ops"]["missing"] == ["deepspeed_shm_comm"]
+    assert checks["deepspeed engine"]["verdict"] == "fail"
+    assert "compile the deepspeed_shm_comm op at run time" in checks["deepspeed engine"]["why"]
+    assert "compile the deepspeed_shm_comm op" in checks["deepspeed op loads"]["why"]
+    assert "Error building extension" not in result.stdout + result.stderr

@@ -2,6 +2,7 @@
 transport logs, diagnoses, ds_report, site choice and the command line's bad input."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -131,12 +132,50 @@ op name ................ installed .. compatible
 cpu_adam ............... \x1b[92m[YES]\x1b[0m ...... \x1b[92m[OKAY]\x1b[0m
 cpu_adagrad ............ [YES] ...... [OKAY]
 fused_adam ............. [NO] ....... [NO]
+deepspeed_not_implemented  [NO] ....... [OKAY]
 """
 
 
 def test_ds_report_rows_are_read_through_colour_codes():
     assert dscheck.parse_report(DS_REPORT) == {"cpu_adam": (True, True), "cpu_adagrad": (True, True),
-                                               "fused_adam": (False, False)}
+                                               "fused_adam": (False, False),
+                                               "deepspeed_not_implemented": (False, True)}
+
+
+LISTED = ["cpu_adagrad", "cpu_adam", "deepspeed_not_implemented", "fused_adam"]
+
+
+def _fake_ds_report(tmp_path, monkeypatch):
+    """A stand-in ds_report on PATH that prints DS_REPORT (DeepSpeed is not on the host)."""
+    script = tmp_path / "ds_report"
+    script.write_text(f"#!/bin/sh\ncat <<'EOF'\n{DS_REPORT}EOF\n")
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+
+
+@pytest.mark.parametrize("promised, listed, verdict, why", [
+    (["cpu_adagrad", "cpu_adam"], LISTED, "pass", "exactly the 2 promised ops installed"),
+    (["cpu_adagrad", "cpu_adam", "fused_adam"], LISTED, "fail", "promised but not installed: fused_adam"),
+    (["cpu_adam"], LISTED, "fail", "installed but not in the image's labels: cpu_adagrad"),
+    (["cpu_adagrad", "cpu_adam"], LISTED[:-1], "fail",
+     "DeepSpeed lists ops the recipe does not know: fused_adam"),
+    (["cpu_adagrad", "cpu_adam"], LISTED + ["pin_memory"], "fail",
+     "the recipe knows ops DeepSpeed does not list: pin_memory"),
+])
+def test_ds_report_must_show_exactly_the_promise(tmp_path, monkeypatch, promised, listed, verdict, why):
+    _fake_ds_report(tmp_path, monkeypatch)
+    result = dscheck.check_ops(promised, listed, timeout=30)
+    assert result["verdict"] == verdict and why in result["why"], result
+
+
+def test_an_op_compiled_by_any_path_fails_the_no_jit_guard(monkeypatch):
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", "/users/own/setting")
+    with pytest.raises(dscheck.JITBuild, match="compiled at run time into .*: cpu_adam"):
+        with dscheck.no_jit():
+            folder = Path(os.environ["TORCH_EXTENSIONS_DIR"])
+            (folder / "cpu_adam").mkdir()
+    assert os.environ["TORCH_EXTENSIONS_DIR"] == "/users/own/setting"     # restored
+    assert not folder.exists()                                            # and cleaned up
 
 
 def test_site_choice(monkeypatch):

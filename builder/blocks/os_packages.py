@@ -10,11 +10,14 @@ def parts(target, wanted):
         packages = sorted(wanted[stage])
         if not packages:
             continue
-        out.append(Part(
-            block="os", stage=stage,
-            build_env=(("DEBIAN_FRONTEND", "noninteractive"),),
-            post=("apt-get update",
-                  cmd("apt-get", "install", "-y", "--no-install-recommends", *packages),
-                  "apt-get clean",
-                  "rm -rf /var/lib/apt/lists/*")))
+        out.append(Part(block="os", stage=stage, build_env=(("DEBIAN_FRONTEND", "noninteractive"),),
+                        post=install(packages)))
     return out
+
+
+def install(packages) -> tuple:
+    """Shell lines that install Debian/Ubuntu packages and leave no package lists behind."""
+    return ("apt-get update",
+            cmd("apt-get", "install", "-y", "--no-install-recommends", *packages),
+            "apt-get clean",
+            "rm -rf /var/lib/apt/lists/*")

@@ -31,6 +31,8 @@ def parts(target):
     if target.plugin is not None:
         pinned.append((target.plugin.name, target.plugin.version))
     labels += [(f"version.{name}", version) for name, version in pinned]
+    # what `ds_report` must show installed, no more and no less (checked by `smoke deepspeed`)
+    labels.append(("deepspeed.ops", ",".join(target.deepspeed.promised)))
     labels.append(("recipe", recipe_json(target)))
     return [Part(
         block="provenance", stage="final",
