@@ -2,7 +2,7 @@
 
 The CPU image is built into a fresh images directory; its layers come from the user's layer
 cache when this machine built them before (a clean machine builds them from scratch, about
-17 minutes on 2 cores). Fault tests build small definitions on top of its base layer and
+27 minutes on 2 cores). Fault tests build small definitions on top of its base layer and
 kill or break them midway.
 """
 
@@ -247,3 +247,13 @@ def test_doctor_reports_runtime_and_fakeroot(cpu_image):
     result = run_builder("doctor")
     assert result.returncode == 0, result.stderr
     assert "apptainer version" in result.stdout and "fakeroot" in result.stdout
+
+
+@pytest.mark.parametrize("accelerator, target", [("cpu", "cpu"), ("cuda", "puhti-cuda")])
+def test_the_op_catalogue_is_deepspeeds_own_list(apptainer, cpu_image, accelerator, target):
+    """recipes/deepspeed-ops.yaml against the op builders of the image's real DeepSpeed, for the
+    CPU accelerator and the CUDA one (which ROCm images use too); no GPU is needed to list them."""
+    result = run([apptainer, "exec", "--env", f"DS_ACCELERATOR={accelerator}", cpu_image, "python", "-c",
+                  "from deepspeed.ops.op_builder.all_ops import ALL_OPS; print(' '.join(sorted(ALL_OPS)))"])
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.split() == list(RecipeTree(RECIPES).target(target).deepspeed.listed)
