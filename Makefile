@@ -29,9 +29,10 @@ test: setup
 
 # Renders the target's layers and builds images/$(TARGET).sif (running its %test); where no
 # apptainer or singularity is installed and we are root, provisions a toolbox first.
+# BUILD_FLAGS=--force rebuilds the top layer even when up to date, --force=all every layer.
 build: setup
 	$(PY) -m builder render $(TARGET)
-	$(PY) -m builder build $(TARGET)
+	$(PY) -m builder build $(TARGET) $(BUILD_FLAGS)
 
 # Runs the image's smoke suite here (building it first when stale): torchrun with one rank per
 # GPU, two on a machine without GPUs; table and verdicts on the terminal, the JSON report and

@@ -94,14 +94,17 @@ def layer_paths(images: Path, name: str) -> dict:
             "image": images / f"{name}.sif"}
 
 
-def build(tree, name, *, images: Path, force=False, progress):
-    """Build the target's layers in order, skipping each one whose key is unchanged."""
+def build(tree, name, *, images: Path, force=None, progress):
+    """Build the target's layers in order, skipping each one whose key is unchanged.
+
+    force: None, "top" (rebuild the image layer on the layers below as they are) or "all"."""
+    forced = {None: (), "top": ("image",), "all": LAYERS}[force]
     target = tree.target(name)
     texts = render_all(target)
     mirror = {"MIRROR": hostinfo.debian_mirror()} if any("{{ MIRROR }}" in t for t in texts.values()) else {}
     paths = layer_paths(images, name)
     keys = layer_keys(texts, mirror)
-    if not force and is_current(paths["image"], keys["image"]):
+    if not forced and is_current(paths["image"], keys["image"]):
         cache.store(name, "image", keys["image"], paths["image"])
         print(f"{paths['image']} is up to date")
         return paths["image"]
@@ -111,11 +114,11 @@ def build(tree, name, *, images: Path, force=False, progress):
         runtime, label = find_runtime(target.sites[0], progress, images)
         for layer in LAYERS:
             sif = paths[layer]
-            if not force and is_current(sif, keys[layer]):
+            if layer not in forced and is_current(sif, keys[layer]):
                 cache.store(name, layer, keys[layer], sif)
                 progress.step(f"{layer} layer {sif} is up to date")
                 continue
-            if not force and cache.fetch(name, layer, keys[layer], sif):
+            if layer not in forced and cache.fetch(name, layer, keys[layer], sif):
                 _write_meta(sif, keys[layer])
                 progress.step(f"{layer} layer {sif} taken from the cache ({cache.cache_dir()})")
                 continue

@@ -72,7 +72,9 @@ def _parser():
     cmd = sub.add_parser("build", parents=[common],
                          help="build images/<target>.sif with Apptainer and run its %%test")
     cmd.add_argument("target", nargs="?", default="cpu", help="default: cpu")
-    cmd.add_argument("--force", action="store_true", help="rebuild even if up to date")
+    cmd.add_argument("--force", nargs="?", const="top", choices=("top", "all"),
+                     help="rebuild even if up to date: the top layer (--force, --force=top) or "
+                          "every layer (--force=all)")
     cmd.add_argument("--images", default="images", metavar="DIR",
                      help="where images go (default: images)")
     cmd.set_defaults(func=cmd_build)

@@ -43,6 +43,27 @@ def test_second_build_is_up_to_date_and_touches_nothing(cpu_image):
     assert not list(IMAGES.glob(".*tmp-*"))
 
 
+def test_force_rebuilds_the_top_layer_only(cpu_image):
+    lower = {p.name: p.stat().st_mtime_ns for p in IMAGES.glob("cpu.*.sif")}
+    image = cpu_image.stat().st_mtime_ns
+    result = run_builder("build", "cpu", "--images", IMAGES, "--force", timeout=1200)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    progress = result.stdout + result.stderr
+    assert f"devel layer {IMAGES / 'cpu.devel.sif'} is up to date" in progress
+    assert f"base layer {IMAGES / 'cpu.base.sif'} is up to date" in progress
+    assert f"building the image layer {IMAGES / 'cpu.sif'}" in progress
+    assert "reusing the DeepSpeed wheel built from the same inputs" in (IMAGES / "cpu.image.build.log").read_text()
+    assert {p.name: p.stat().st_mtime_ns for p in IMAGES.glob("cpu.*.sif")} == lower
+    assert cpu_image.stat().st_mtime_ns != image
+
+
+def test_force_takes_top_or_all_and_nothing_else(tmp_path):
+    result = run_builder("build", "cpu", "--images", tmp_path, "--force=most")
+    assert result.returncode == 2 and len(result.stderr.splitlines()) == 1
+    assert "--force: invalid choice: 'most' (choose from 'top', 'all')" in result.stderr
+    assert not list(tmp_path.iterdir())
+
+
 def test_layers_are_separate_images(cpu_image):
     names = sorted(p.name for p in IMAGES.glob("cpu*.sif"))
     assert names == ["cpu.base.sif", "cpu.devel.sif", "cpu.sif"]
