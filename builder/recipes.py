@@ -189,7 +189,7 @@ class RecipeTree:
             raise origin.error(("deepspeed", "accelerator"), f"a {flavour} image builds DeepSpeed "
                                f"ops for accelerator {wanted_accel}; found {spec['accelerator']}")
         # ROCm torch runs DeepSpeed's cuda accelerator: ds_report lists the cuda ops there too
-        listed_for = {"cpu": {"cpu"}, "cuda": {"cuda", "rocm"}, "rocm": {"cuda", "rocm"}}[flavour]
+        listed_for = {"cpu"} if flavour == "cpu" else {"cuda", "rocm"}
         listed = sorted(op for op, facts in table.items() if listed_for & set(facts["accelerators"]))
         buildable = [op for op in listed
                      if flavour in table[op]["accelerators"] and not table[op].get("placeholder")]

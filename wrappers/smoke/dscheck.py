@@ -49,10 +49,12 @@ def check_ops(promised, listed, timeout):
         return {"verdict": "fail", "why": f"ds_report printed no op table (exit {result.returncode})"}
     installed = sorted(op for op, (yes, _) in ops.items() if yes)
     problems = []
-    if listed is not None and set(ops) != set(listed):
-        problems.append("DeepSpeed lists ops the recipe does not know: " + ", ".join(sorted(set(ops) - set(listed)))
-                        if set(ops) - set(listed) else
-                        "the recipe knows ops DeepSpeed does not list: " + ", ".join(sorted(set(listed) - set(ops))))
+    unknown = sorted(set(ops) - set(listed or ops))
+    if unknown:
+        problems.append("DeepSpeed lists ops the recipe does not know: " + ", ".join(unknown))
+    unseen = sorted(set(listed or ()) - set(ops))
+    if unseen:
+        problems.append("the recipe knows ops DeepSpeed does not list: " + ", ".join(unseen))
     missing = sorted(set(promised) - set(installed))
     if missing:
         problems.append("promised but not installed: " + ", ".join(missing))
@@ -73,10 +75,7 @@ def check_ops(promised, listed, timeout):
 def no_jit():
     """Any just-in-time op build raises JITBuild naming the op; torch's extensions folder is a
     fresh one that must still be empty at the end (a build by some other path shows there)."""
-    refused = []
-
     def refuse(builder, verbose=True):
-        refused.append(builder.name)
         raise JITBuild(f"DeepSpeed tried to compile the {builder.name} op at run time; "
                        f"it is not prebuilt in this image")
 
@@ -93,7 +92,7 @@ def no_jit():
     before = os.environ.get("TORCH_EXTENSIONS_DIR")
     os.environ["TORCH_EXTENSIONS_DIR"] = folder
     try:
-        yield refused
+        yield
         built = sorted(os.listdir(folder))
         if built:
             raise JITBuild(f"ops were compiled at run time into {folder}: {', '.join(built)}")
@@ -117,7 +116,7 @@ def load_ops(promised):
                 try:
                     ALL_OPS[op].load(verbose=False)
                 except Exception as error:        # noqa: BLE001 - each op's own error is the verdict
-                    failed[op] = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
+                    failed[op] = f"{type(error).__name__}: {_first_line(error)}"
     except JITBuild as error:
         failed["(run time)"] = str(error)
     seconds = time.perf_counter() - started
@@ -145,9 +144,8 @@ def engine(session, runs=ENGINE_RUNS):
                 done.append(_train(torch, deepspeed, session.device, stage, optimizer, offload))
             where = "the end of the check"
     except Exception as error:                     # noqa: BLE001 - the verdict says what broke
-        first = str(error).strip().splitlines()[0] if str(error).strip() else ""
         return {"verdict": "fail", "runs": done,
-                "why": f"rank {session.rank}: {type(error).__name__} at {where}: {first}"}
+                "why": f"rank {session.rank}: {type(error).__name__} at {where}: {_first_line(error)}"}
     bad = [run for run in done if not run["learned"]]
     seconds = time.perf_counter() - started
     if bad:
@@ -190,3 +188,8 @@ def _train(torch, deepspeed, device, stage, optimizer, offload):
 
 def _name(stage, optimizer, offload):
     return f"ZeRO {stage} {optimizer}{' offload' if offload else ''}"
+
+
+def _first_line(error):
+    text = str(error).strip()
+    return text.splitlines()[0] if text else ""
