@@ -17,7 +17,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from . import __version__, cache, hostinfo, runner, toolbox
+from . import __version__, cache, hostinfo, runner, runtime_wheel, toolbox
 from .blocks.build_host import SETTINGS
 from .errors import ToolError
 from .fileio import link_or_copy, write_atomic
@@ -28,7 +28,7 @@ HOST_MOUNT = "/mnt"
 
 def installed_runtime(site):
     """HPCML_APPTAINER, the site's runtime path, apptainer or singularity: the first found."""
-    wanted = [os.environ.get("HPCML_APPTAINER"), site.data["runtime"].get("path"),
+    wanted = [os.environ.get("HPCML_APPTAINER"), site.runtime_path,
               "apptainer", "singularity"]
     return next(filter(None, map(shutil.which, filter(None, wanted))), None)
 
@@ -56,12 +56,15 @@ def build_key(text, args, parent_keys=()):
     """What a layer is made of: its definition, its build arguments (less the paths of the
     layers it starts from) and the keys of those layers."""
     material = json.dumps({"builder": __version__, "definition": text, "parents": list(parent_keys),
-                           "build_args": {k: v for k, v in args.items() if k not in PARENTS}},
+                           "build_args": {k: v for k, v in args.items() if k not in PATH_ARGS}},
                           sort_keys=True)
     return hashlib.sha256(material.encode()).hexdigest()
 
 
 PARENTS = {"DEVEL": "devel", "BASE": "base"}          # build argument -> layer
+# paths that differ between machines; what they hold is in the key already (parent keys, the
+# runtime wheel's sha256 in the definition)
+PATH_ARGS = frozenset(PARENTS) | {runtime_wheel.BUILD_ARG}
 LAYER_PARENTS = {"devel": (), "base": ("devel",), "image": ("devel", "base")}
 
 
@@ -143,6 +146,11 @@ def build_layer(runtime, text, sif, key, args, log_path, wheels, progress):
     try:
         definition = work / sif.name.replace(".sif", ".def")
         definition.write_text(text)
+        if "{{ %s }}" % runtime_wheel.BUILD_ARG in text:
+            # under the work folder, which the toolbox can see; the .def checks its sha256
+            wheel = runtime_wheel.current()
+            wheel.write(work)
+            args = dict(args, **{runtime_wheel.BUILD_ARG: str(work / wheel.name)})
         host = work / "host"
         _write_host_settings(host)
         if wheels is not None and wheels.is_dir():

@@ -12,6 +12,7 @@ from pathlib import Path
 import yaml
 
 from .errors import BuilderError, CheckFailed, RecipeError
+from . import __version__, runtime_wheel
 from .fileio import write_atomic
 from .recipes import RecipeTree
 from .render import file_name, render_all
@@ -50,6 +51,7 @@ def _parser():
                         help="recipe tree with sites/, targets/, versions.yaml (default: recipes)")
     parser = _Parser(prog="python -m builder",
                                      description="Render PyTorch + DeepSpeed Apptainer images from YAML recipes.")
+    parser.add_argument("--version", action="version", version=f"hpc-ml-containers {__version__}")
     sub = parser.add_subparsers(metavar="COMMAND", parser_class=_Parser)
 
     cmd = sub.add_parser("list", parents=[common], help="targets and sites, one line each")
@@ -158,7 +160,8 @@ def cmd_list(args):
 
 def cmd_show(args):
     target = RecipeTree(args.recipes).target(args.target)
-    sys.stdout.write(yaml.safe_dump(target.resolved, sort_keys=False, allow_unicode=True, width=100))
+    shown = dict(target.resolved, site_facts={site.name: site.data for site in target.sites})
+    sys.stdout.write(yaml.safe_dump(shown, sort_keys=False, allow_unicode=True, width=100))
 
 
 def cmd_render(args):
@@ -175,6 +178,10 @@ def cmd_render(args):
         raise RecipeError("not a directory; expected where the .def files go", file=str(out))
     for path, text in texts.items():
         print(f"{'wrote' if write_atomic(path, text) else 'unchanged'} {path}")
+    # the .def files name this wheel by sha256; a hand build passes its path (README)
+    wheel = runtime_wheel.current()
+    path = out / wheel.name
+    print(f"{'wrote' if wheel.write(out) else 'unchanged'} {path}")
 
 
 def site_files(tree, folder):

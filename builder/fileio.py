@@ -9,7 +9,10 @@ from pathlib import Path
 
 def write_atomic(path: Path, text: str) -> bool:
     """Write ``text`` to ``path`` unless it already holds exactly that; True if written."""
-    data = text.encode()
+    return write_bytes_atomic(path, text.encode())
+
+
+def write_bytes_atomic(path: Path, data: bytes) -> bool:
     try:
         if path.read_bytes() == data:
             return False

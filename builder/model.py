@@ -5,18 +5,57 @@ from functools import cached_property
 
 
 @dataclass(frozen=True)
+class Partition:
+    name: str
+    max_nodes: int
+    max_time: str                  # Slurm's D-HH:MM:SS
+    gres: str                      # "" when the partition needs none
+    note: str
+
+
+@dataclass(frozen=True)
 class Site:
+    """One machine, as recipes/sites/<name>.yaml describes it. Paths may start with a
+    variable ($TMPDIR, $LOCAL_SCRATCH) that the wrapper looks up when it runs."""
     name: str
     description: str
     gpu_vendor: str                # nvidia | amd | none
     gpu_model: str
     archs: tuple                   # ("sm_80",), ("gfx90a",) or ()
     gpus_per_node: int
+    cores_per_node: int
+    cores_per_gpu: int             # 0: not said
+    mem_per_gpu_gb: int            # 0: not said
+    cpu_bind: str                  # srun --cpu-bind value; "" when Slurm's default is right
     runtime: str                   # apptainer | singularity
-    env: tuple                     # ((name, value), ...) in file order
+    runtime_path: str              # "" to search PATH
+    requires_job: bool             # the runtime works on compute nodes only
     binds: tuple
-    mpi_abi: str
-    data: dict                     # everything the file says, for `show`
+    tmpdir: str                    # the job's temporary folder ("" when not said)
+    node_local: str                # node-local disk for staged data ("" when none)
+    env: tuple                     # ((name, value), ...) in file order
+    multi_node_binds: tuple        # bound on jobs of more than one node only
+    multi_node_env: tuple          # ((name, value), ...) set on multi-node jobs only
+    multi_node_library_path: tuple  # prepended to LD_LIBRARY_PATH on multi-node jobs only
+    mpi_abi: str                   # openmpi | mpich
+    mpi_host: str                  # the host MPI the image's must match, for people
+    slurm_mpi: str                 # srun --mpi value, "none" when srun has no MPI plugin
+    launcher_default: str          # torchrun | srun | mpirun | deepspeed
+    master_port_base: int
+    account_hint: str
+    partitions: tuple              # (Partition, ...)
+    network: dict                  # {"transport": ..., "provider": ...} or {} when not said
+    allreduce: tuple               # reference dicts, as the smoke suite reads them
+    notes: tuple
+    data: dict                     # the file as written, for `show` only
+
+    @property
+    def smoke_facts(self) -> dict:
+        """What the smoke suite judges a run on this site against; the wrapper hands it over
+        at run time, so correcting a reference rebuilds no image."""
+        return {"site": self.name, "network": self.network, "allreduce": list(self.allreduce),
+                "slurm_mpi": self.slurm_mpi, "gpus_per_node": self.gpus_per_node,
+                "notes": list(self.notes)}
 
 
 @dataclass(frozen=True)
@@ -86,7 +125,9 @@ class Target:
 
     @cached_property
     def resolved(self):
-        """The whole resolved recipe, as `show` prints it and the image's labels embed it."""
+        """The resolved recipe as the image's labels embed it: what the image is made of.
+        Site facts that do not change the image (references, binds, notes) are left out, so
+        correcting them rebuilds nothing; `show` prints them beside this."""
         ds = self.deepspeed
         return {
             "target": self.name,
@@ -110,5 +151,4 @@ class Target:
                 "url": self.plugin.url, "sha256": self.plugin.sha256}},
             "mpi": {"abi": self.mpi_abi, "mpi4py": self.mpi4py_version or None},
             "environment": dict(self.common_env),
-            "site_facts": {site.name: site.data for site in self.sites},
         }

@@ -9,6 +9,7 @@ class Part:
     stage: str                     # "build" or "final"
     packages: tuple = ()           # Debian/Ubuntu packages the os block installs first
     build_env: tuple = ()          # ((name, value), ...) exported in %post before `post`
+    files: tuple = ()              # ((host path, image path), ...) for %files, before %post
     post: tuple = ()               # shell commands for %post
     copy_from_build: tuple = ()    # paths copied from the build stage (final stage only)
     env: tuple = ()                # ((name, value), ...) for %environment

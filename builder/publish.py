@@ -23,7 +23,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from . import __version__, runner
+from . import __version__, resources, runner
 from .build import ready_runtime
 from .errors import CheckFailed, RecipeError, ToolError
 from .fileio import copy_hashed, sha256_file, write_atomic
@@ -33,7 +33,6 @@ from .smoke import IMAGE_SUM, REPORT
 from .stackinfo import stack_versions
 from .verify import SUMS, locate
 
-WRAPPERS = Path(__file__).resolve().parents[1] / "wrappers"
 ENTRY_POINTS = ("python", "python3", "torchrun", "deepspeed", "ds_report", "pip")
 LABEL_PREFIX = "org.hpc-ml-containers."
 # No "+" or "@": Environment Modules reads them as variant and version specifiers.
@@ -185,12 +184,13 @@ def _module(target, site, name, version, root, labels, smoke):
         f"Recipe sha256: {recipe_sha} (full recipe: {root}/recipe.json)",
         f"Smoke tests: {tested}",
         f"Check the files: python -m builder verify --prefix {root.parent.parent} {name}/{version}",
+        *([f"Host MPI: {site.mpi_host} ({site.mpi_abi} ABI, the image's too)"] if site.mpi_host else []),
+        *(f"Note: {note}" for note in site.notes),
     ])
     whatis = (f"Name: {name}", f"Version: {version}", f"Description: {target.description}",
               f"Versions: {stack}", f"Built: {built}; recipe sha256 {recipe_sha}",
               "Smoke tests: " + ("NOT RUN (--skip-smoke)" if smoke is None else "passed"))
-    runtime = site.data["runtime"]["command"]
-    slurm_mpi = site.data["mpi"]["slurm_mpi"]
+    runtime, slurm_mpi = site.runtime, site.slurm_mpi
     return Module(name=name, version=version, root=str(root), site=site.name,
                   description=target.description, help_text=help_text, whatis=whatis,
                   gpu_flag=GPU_FLAGS[site.gpu_vendor],
@@ -203,7 +203,7 @@ def _assemble(staging, image, site, module, labels, texts, target_name, report):
     checksum = copy_hashed(image, staging / "image.sif")
     bin_dir = staging / "bin"
     (bin_dir / "sites").mkdir(parents=True)
-    shutil.copyfile(WRAPPERS / "singularity_wrapper", bin_dir / "singularity_wrapper")
+    shutil.copyfile(resources.wrapper(), bin_dir / "singularity_wrapper")
     os.symlink("singularity_wrapper", bin_dir / "apptainer_wrapper")
     (bin_dir / "sites" / f"{site.name}.sh").write_text(render_site(site))
     for command in ENTRY_POINTS:

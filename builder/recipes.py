@@ -6,7 +6,7 @@ from pathlib import Path
 from . import validate, yamlsrc
 from .errors import RecipeError
 from .merge import Origin, merge
-from .model import DeepSpeed, Site, Source, Stage, Target
+from .model import DeepSpeed, Partition, Site, Source, Stage, Target
 
 NAME = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 FLAVOUR_VENDOR = {"cuda": "nvidia", "rocm": "amd"}
@@ -78,12 +78,30 @@ class RecipeTree:
                                 f"arch {arch!r} does not fit vendor {gpu['vendor']}; expected {expected}")
         if prefix and not archs:
             raise doc.error(("gpu",), f"missing required key 'arch' for a {gpu['vendor']} GPU")
+        cpu, runtime, scratch = data["cpu"], data["runtime"], data.get("scratch", {})
+        multi, launcher, slurm = data.get("multi_node", {}), data.get("launcher", {}), data.get("slurm", {})
         return Site(
             name=name, description=data["description"], gpu_vendor=gpu["vendor"],
             gpu_model=gpu.get("model", ""), archs=archs, gpus_per_node=gpu["per_node"],
-            runtime=data["runtime"]["command"],
-            env=tuple((k, str(v)) for k, v in data.get("env", {}).items()),
-            binds=tuple(data["binds"]), mpi_abi=data["mpi"]["abi"], data=data)
+            cores_per_node=cpu["cores_per_node"], cores_per_gpu=cpu.get("cores_per_gpu", 0),
+            mem_per_gpu_gb=cpu.get("mem_per_gpu_gb", 0), cpu_bind=cpu.get("cpu_bind", ""),
+            runtime=runtime["command"], runtime_path=runtime.get("path", ""),
+            requires_job=runtime.get("requires_job", False),
+            binds=tuple(data["binds"]), tmpdir=scratch.get("tmpdir", ""),
+            node_local=scratch.get("node_local", ""), env=_pairs(data.get("env", {})),
+            multi_node_binds=tuple(multi.get("binds", ())),
+            multi_node_env=_pairs(multi.get("env", {})),
+            multi_node_library_path=tuple(multi.get("library_path", ())),
+            mpi_abi=data["mpi"]["abi"], mpi_host=data["mpi"].get("host", ""),
+            slurm_mpi=data["mpi"]["slurm_mpi"],
+            launcher_default=launcher.get("default", "torchrun"),
+            master_port_base=launcher.get("master_port_base", 10000),
+            account_hint=slurm.get("account_hint", ""),
+            partitions=tuple(Partition(name, p["max_nodes"], p["max_time"], p.get("gres", ""),
+                                       p.get("note", ""))
+                             for name, p in slurm.get("partitions", {}).items()),
+            network=dict(data.get("network", {})), allreduce=tuple(data.get("allreduce", ())),
+            notes=tuple(data.get("notes", ())), data=data)
 
     # --- targets -------------------------------------------------------------------------
     def _merged(self, name, chain=()):
@@ -223,3 +241,8 @@ class RecipeTree:
             raise RecipeError(f"unknown target {name!r} (expected one of: "
                               f"{', '.join(sorted(self.targets))})", file="command line")
         return self.targets[name]
+
+
+def _pairs(mapping) -> tuple:
+    """((name, value as text), ...) in file order: environment variables."""
+    return tuple((name, str(value)) for name, value in mapping.items())

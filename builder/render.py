@@ -14,7 +14,7 @@ Each stage gets at most one section of each kind, with an echoed banner per bloc
 from dataclasses import dataclass, field
 
 from . import __version__
-from .blocks import TOP_NAMES, parts_for
+from .blocks import parts_by_layer
 from .shell import cmd, export
 from .templating import templates
 
@@ -43,9 +43,8 @@ def file_name(target_name, layer):
 
 def render_all(target) -> dict:
     """{layer: definition text} for the three layers of a target."""
-    parts = parts_for(target)
-    base_parts = [p for p in parts if p.block not in TOP_NAMES]
-    top_parts = [p for p in parts if p.block in TOP_NAMES or p.block == "build_host"]
+    layers = parts_by_layer(target)
+    base_parts, top_parts = layers["base"], layers["top"]
     build, final = target.stage("build"), target.stage("final")
 
     devel = StageText("devel", build.bootstrap, build.image)
@@ -59,6 +58,7 @@ def render_all(target) -> dict:
     # %post exports do not persist in an image: repeat the devel layer's (venv PATH, archs)
     inherited = [export(k, v) for p in base_parts if p.stage == "build" for k, v in p.build_env]
     top_build.post = ["echo '--- build: devel environment'", *inherited]
+    top_build.files = [file for p in top_parts if p.stage == "build" for file in p.files]
     _add_post(top_build, top_parts, "build")
     image = StageText("final", "localimage", "{{ BASE }}", files_from="build")
     # the venv gains DeepSpeed and the extras in the build stage; swap it in whole
@@ -67,7 +67,7 @@ def render_all(target) -> dict:
                   cmd("mv", f"{target.venv}.new", target.venv)]
     _add_post(image, top_parts, "final")
     image.environment = [export(k, v) for k, v in target.common_env]
-    for part in parts:
+    for part in base_parts + top_parts:
         if part.stage != "final":
             continue
         image.environment += [export(name, value) for name, value in part.env]

@@ -4,12 +4,13 @@ wrapper, under torchrun with one rank per GPU (two ranks on a machine without GP
 import os
 from pathlib import Path
 
-from . import runner
+from . import resources, runner
 from .build import ready_runtime
 from .errors import CheckFailed, RecipeError
 from .fileio import sha256_file, write_atomic
+from .sitefile import render_site
 
-WRAPPER = Path(__file__).resolve().parents[1] / "wrappers" / "singularity_wrapper"
+SITE_FILE = "site.sh"   # the site's settings as the recipes say now, beside the report
 REPORT = "smoke.json"
 IMAGE_SUM = "image.sha256"   # sha256sum's format: `sha256sum IMAGE > DIR/image.sha256` by hand
 GRACE_S = 60          # beyond the suite's own timeout, before the whole run is stopped
@@ -30,9 +31,12 @@ def run(tree, name, *, images: Path, out, ranks, timeout, site, extra):
     out.mkdir(parents=True, exist_ok=True)
     runtime = ready_runtime(sites[site])
     binds = ",".join(filter(None, [str(out), os.environ.get("SING_BIND")]))
+    # the wrapper reads this site's settings (and hands its references to the suite) from the
+    # recipes as they are now, not from a rendered copy that may be stale or absent
+    write_atomic(out / SITE_FILE, render_site(sites[site]))
     env = dict(os.environ, SING_IMAGE=str(image.resolve()), HPCML_SITE=site,
-               HPCML_APPTAINER=runtime, SING_BIND=binds)
-    argv = [str(WRAPPER), "exec", "torchrun", "--standalone", f"--nproc-per-node={ranks}",
+               HPCML_SITE_FILE=str(out / SITE_FILE), HPCML_APPTAINER=runtime, SING_BIND=binds)
+    argv = [str(resources.wrapper()), "exec", "torchrun", "--standalone", f"--nproc-per-node={ranks}",
             "-m", "smoke", "all", "--out", str(out), "--timeout", f"{timeout:g}", *extra]
     # The report must name the image it tested, so that publish can refuse a report of
     # another build: the checksum is taken before the run, written only beside a new report.

@@ -23,6 +23,32 @@ case "$top" in
 esac
 IFS=: read -r -a extra <<< "${HPCML_TOOLBOX_BINDS:-}"
 binds+=("${extra[@]}")
+# What the command names on the host must exist in here too: each --bind/-B source and the
+# folder of each image or definition file, so that `apptainer exec --bind /srv/data x.sif`
+# works as with an installed Apptainer. System folders are left out: binding the host's over
+# the toolbox's own would break the toolbox.
+add_host_path() {
+    local path
+    path="$(readlink -f -- "$1" 2>/dev/null)" || return 0
+    case "$path" in
+        /|/usr|/usr/*|/etc|/etc/*|/bin|/bin/*|/sbin|/sbin/*|/lib|/lib/*|/lib64|/lib64/*|/proc*|/sys*|/dev*|/run*) ;;
+        *) binds+=("$path") ;;
+    esac
+}
+previous=""
+for arg in "${@:2}"; do
+    specs=""
+    case "$previous" in --bind|-B) specs="$arg" ;; esac
+    case "$arg" in
+        --bind=*) specs="${arg#--bind=}" ;;
+        *.sif|*.def|*.img) [ -e "$arg" ] && add_host_path "$(dirname -- "$arg")" ;;
+    esac
+    if [ -n "$specs" ]; then
+        IFS=, read -r -a spec_list <<< "$specs"
+        for spec in "${spec_list[@]}"; do add_host_path "${spec%%:*}"; done
+    fi
+    previous="$arg"
+done
 
 mount --bind "$root" "$root"
 for dir in proc sys dev; do

@@ -14,6 +14,7 @@ from pathlib import Path
 from . import hostinfo, runner
 from .cache import cache_dir
 from .errors import ToolError
+from .fileio import write_atomic
 
 SUITE = "trixie"            # Apptainer needs glibc >= 2.38; bookworm has 2.36
 APPTAINER_SUITE = "sid"     # the only suite with an apptainer package
@@ -25,6 +26,10 @@ def home() -> Path:
 
 
 def command() -> Path:
+    """The toolbox's apptainer; its scripts are brought up to this builder's first, so an old
+    toolbox gains what the enter script learned since (the wrapper uses it as it is)."""
+    if (home() / STAMP).is_file():
+        _install_scripts(home())
     return home() / "bin" / "apptainer"
 
 
@@ -151,13 +156,13 @@ def _provision_into(staging, progress, log_dir):
 def _install_scripts(staging):
     bin_dir = staging / "bin"
     bin_dir.mkdir(parents=True, exist_ok=True)
-    enter = bin_dir / "enter"
-    enter.write_text(resources.files(__package__).joinpath("toolbox-enter.sh").read_text())
-    shim = bin_dir / "apptainer"
-    shim.write_text('#!/bin/sh\n# Apptainer from the toolbox, usable like an installed command.\n'
-                    'exec "$(dirname "$(readlink -f "$0")")/enter" /usr/bin/apptainer "$@"\n')
-    for script in (enter, shim):
-        script.chmod(0o755)
+    scripts = {"enter": resources.files(__package__).joinpath("toolbox-enter.sh").read_text(),
+               "apptainer": '#!/bin/sh\n# Apptainer from the toolbox, usable like an installed '
+                            'command.\nexec "$(dirname "$(readlink -f "$0")")/enter" '
+                            '/usr/bin/apptainer "$@"\n'}
+    for name, text in scripts.items():
+        if write_atomic(bin_dir / name, text) or (bin_dir / name).stat().st_mode & 0o777 != 0o755:
+            (bin_dir / name).chmod(0o755)
 
 
 def remove():

@@ -23,6 +23,8 @@ from typing import Callable, Optional, Union
 
 import pytest
 
+from builder import runtime_wheel
+
 REPO = Path(__file__).resolve().parent.parent
 RECIPES = REPO / "recipes"
 TARGETS = sorted(path.stem for path in (RECIPES / "targets").glob("*.yaml"))
@@ -349,7 +351,8 @@ def test_valid_copy_renders_and_then_checks_clean(work):
     assert result.returncode == 0, result.stderr
     assert result.stderr == ""
     assert sorted(p.name for p in out.iterdir()) == sorted(
-        f"{name}{layer}.def" for name in TARGETS for layer in ("", ".devel", ".base"))
+        [f"{name}{layer}.def" for name in TARGETS for layer in ("", ".devel", ".base")]
+        + [runtime_wheel.current().name])
     assert (out / "cpu.def").read_bytes() != OLD_DEF
 
     result = run_cli("check", "--recipes", recipes, "--out", out)

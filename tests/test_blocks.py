@@ -6,7 +6,8 @@ only, before it shows up in the rendered .def. Refresh with: pytest --update-gol
 
 import pytest
 
-from builder.blocks import parts_for
+from builder import blocks
+from builder.blocks import parts_by_layer
 from builder.parts import Part
 from conftest import GOLDEN, RECIPES, compare_golden
 
@@ -26,6 +27,12 @@ def describe(parts):
             for item in value:
                 lines.append(" ".join(item) if isinstance(item, tuple) else item)
     return "\n".join(lines) + "\n"
+
+
+def parts_for(target):
+    """Every Part once, in %post order (the build-host Parts open both layers)."""
+    layers = parts_by_layer(target)
+    return layers["base"] + [part for part in layers["top"] if part.block != "build_host"]
 
 
 def by_block(target):
@@ -49,7 +56,23 @@ def test_block_golden(tree, name, update_golden):
 def test_blocks_come_in_build_order(tree):
     order = list(by_block(tree.target("lumi-rocm")))
     assert order == ["build_host", "os", "python", "torch", "rccl_ofi", "mpi", "provenance",
-                     "extras", "launchenv", "deepspeed", "smoke"]
+                     "extras", "deepspeed", "runtime"]
+
+
+def test_each_part_belongs_to_the_layer_its_block_is_listed_in(tree):
+    layers = parts_by_layer(tree.target("lumi-rocm"))
+    base = {part.block for part in layers["base"]}
+    top = {part.block for part in layers["top"]}
+    assert {"os", "python", "torch", "rccl_ofi", "mpi"} <= base
+    assert top == {"build_host", "provenance", "extras", "deepspeed", "runtime"}
+
+
+def test_a_top_layer_block_may_not_ask_the_os_block_for_packages(tree, monkeypatch):
+    from builder.parts import Part
+    monkeypatch.setattr(blocks.extras, "parts",
+                        lambda target: [Part(block="extras", stage="build", packages=("vim",))])
+    with pytest.raises(ValueError, match=r"top-layer blocks may not ask .*\['extras'\]"):
+        parts_by_layer(tree.target("cpu"))
 
 
 def test_os_block_installs_the_union_of_every_blocks_packages_once(tree):

@@ -7,7 +7,7 @@ import pytest
 
 from conftest import ROOT
 
-sys.path.insert(0, str(ROOT / "wrappers"))
+sys.path.insert(0, str(ROOT / "runtime"))
 import launchenv  # noqa: E402
 
 SLURM = {"SLURM_JOB_ID": "4567890", "SLURM_PROCID": "5", "SLURM_LOCALID": "1", "SLURM_NTASKS": "8",
@@ -133,13 +133,13 @@ def test_apply_exports_all_six_variables():
 
 def test_command_line_prints_exports_and_runs_commands():
     env = dict(SLURM, PATH="/usr/bin:/bin")
-    shown = subprocess.run([sys.executable, ROOT / "wrappers" / "launchenv.py"], env=env,
+    shown = subprocess.run([sys.executable, ROOT / "runtime" / "launchenv.py"], env=env,
                            capture_output=True, text=True)
     assert "export RANK=5" in shown.stdout and "# from slurm" in shown.stdout
-    ran = subprocess.run([sys.executable, ROOT / "wrappers" / "launchenv.py", "--", "sh", "-c",
+    ran = subprocess.run([sys.executable, ROOT / "runtime" / "launchenv.py", "--", "sh", "-c",
                           'echo "$RANK/$WORLD_SIZE@$MASTER_ADDR"'], env=env, capture_output=True, text=True)
     assert ran.stdout.strip() == "5/8@nid005"
-    bad = subprocess.run([sys.executable, ROOT / "wrappers" / "launchenv.py"],
+    bad = subprocess.run([sys.executable, ROOT / "runtime" / "launchenv.py"],
                          env={"SLURM_PROCID": "9", "SLURM_LOCALID": "0", "SLURM_NTASKS": "2"},
                          capture_output=True, text=True)
     assert bad.returncode == 2 and bad.stderr.startswith("error: launchenv:")

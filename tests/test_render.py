@@ -6,11 +6,12 @@ import shutil
 
 import pytest
 
-from builder import deffile
+from builder import deffile, runtime_wheel
 from builder.render import LAYERS, file_name, render_all
 from conftest import CONTAINERS, RECIPES, run_builder
 
 TARGETS = sorted(path.stem for path in (RECIPES / "targets").glob("*.yaml"))
+WHEEL = runtime_wheel.current().name
 FILES = sorted(file_name(t, layer) for t in TARGETS for layer in LAYERS)
 
 
@@ -58,7 +59,7 @@ def test_render_is_byte_identical_across_runs_and_hash_seeds(tmp_path):
         assert result.returncode == 0, result.stderr
         outputs.append({p.name: p.read_bytes() for p in sorted(out.iterdir())})
     assert outputs[0] == outputs[1]
-    assert sorted(outputs[0]) == FILES
+    assert sorted(outputs[0]) == sorted(FILES + [WHEEL])
 
 
 def test_second_render_leaves_files_untouched(tmp_path):
@@ -68,7 +69,8 @@ def test_second_render_leaves_files_untouched(tmp_path):
     again = run_builder("render", "cpu", "--out", out)
     assert "unchanged" in again.stdout
     assert (out / "cpu.def").stat().st_mtime_ns == before
-    assert sorted(p.name for p in out.iterdir()) == ["cpu.base.def", "cpu.def", "cpu.devel.def"]
+    assert sorted(p.name for p in out.iterdir()) == sorted(["cpu.base.def", "cpu.def",
+                                                            "cpu.devel.def", WHEEL])
 
 
 def test_check_passes_on_the_repository():
@@ -108,7 +110,10 @@ def test_lumi_builds_the_network_plugin_from_a_checksummed_source():
     assert re.search(r"echo '[0-9a-f]{64}  \S+' \| sha256sum -c -", post)
     assert "--with-rocm=/opt/rocm" in post and "--with-libfabric=/usr" in post
     env = section("lumi-rocm", "final", "environment")
-    assert 'LD_LIBRARY_PATH="/opt/aws-ofi-nccl/lib:' in env
+    # the loader's cache, not LD_LIBRARY_PATH, which a site's SINGULARITYENV_ replaces whole
+    assert "LD_LIBRARY_PATH" not in env
+    base_post = section("lumi-rocm", "base", "post")
+    assert "/opt/aws-ofi-nccl/lib /opt/rocm/lib > /etc/ld.so.conf.d/hpcml-rccl.conf\nldconfig" in base_post
     assert "export LD_PRELOAD=/opt/rocm/lib/librccl.so.1" in env     # torch's own RCCL bypassed
     assert "librccl-net.so" in section("lumi-rocm", "final", "test")
 
@@ -195,6 +200,8 @@ def test_files_come_from_an_earlier_stage_and_never_land_in_tmp(file):
             if sec.name == "files":
                 if sec.args:
                     assert sec.args.split()[-1] in seen
+                else:     # from the host: only the runtime wheel, by its build argument
+                    assert sec.lines[0].startswith("{{ RUNTIME_WHEEL }} /opt/hpcml-runtime/"), sec.lines
                 for line in filter(None, sec.lines):
                     dest = line.split()[-1]
                     assert not dest.startswith(("/tmp", "/var/tmp")), line

@@ -11,7 +11,7 @@ import pytest
 
 from conftest import ROOT
 
-sys.path.insert(0, str(ROOT / "wrappers"))
+sys.path.insert(0, str(ROOT / "runtime"))
 from smoke import bandwidth, config, diagnose, dscheck, sizes, transport  # noqa: E402
 
 NCCL_LOGS = Path(__file__).parent / "data" / "nccl"
@@ -178,16 +178,33 @@ def test_an_op_compiled_by_any_path_fails_the_no_jit_guard(monkeypatch):
     assert not folder.exists()                                            # and cleaned up
 
 
-def test_site_choice(monkeypatch):
-    facts = {"sites": {"puhti": {}, "mahti": {"network": {"transport": "ib"}}}}
-    monkeypatch.delenv("HPCML_SITE", raising=False)
-    assert config.site(facts) == (None, {})
-    assert config.site(facts, "mahti")[0] == "mahti"
-    monkeypatch.setenv("HPCML_SITE", "puhti")
-    assert config.site(facts)[0] == "puhti"
-    with pytest.raises(config.ConfigError, match="expected one of: mahti, puhti"):
-        config.site(facts, "lumi")
-    assert config.site({"sites": {"local": {"x": 1}}}) == ("puhti", {})   # another image's site: no references
+def test_site_facts_come_from_the_wrapper_or_a_file(tmp_path):
+    facts = {"site": "mahti", "network": {"transport": "ib"}, "allreduce": []}
+    assert config.site(None, {}) == (None, {})                       # nobody said: no references
+    assert config.site(None, {"HPCML_SITE_FACTS": json.dumps(facts)}) == ("mahti", facts)
+    path = tmp_path / "facts.json"
+    path.write_text(json.dumps(dict(facts, site="puhti")))
+    assert config.site(path, {"HPCML_SITE_FACTS": json.dumps(facts)})[0] == "puhti"  # file first
+    with pytest.raises(config.ConfigError, match=r"\$HPCML_SITE_FACTS:1: not valid JSON"):
+        config.site(None, {"HPCML_SITE_FACTS": "{nope"})
+    with pytest.raises(config.ConfigError, match="expected a JSON object with the site's name"):
+        config.site(None, {"HPCML_SITE_FACTS": "[]"})
+
+
+def test_the_facts_the_wrapper_carries_are_the_recipes_own(tree):
+    """The site file's HPCML_SITE_FACTS, read back as bash reads it, is what the smoke suite
+    gets; it matches the recipe (so a reference corrected there reaches the next run)."""
+    lumi = tree.sites["lumi"]
+    text = (ROOT / "wrappers" / "sites" / "lumi.sh").read_text()
+    shown = subprocess.run(["bash", "-c", f'{text}\nprintf %s "$HPCML_SITE_FACTS"'],
+                           capture_output=True, text=True, check=True).stdout
+    name, facts = config.site(None, {"HPCML_SITE_FACTS": shown})
+    assert name == "lumi" and facts == lumi.smoke_facts
+    assert facts["allreduce"][0]["busbw_gbs"] == 125 and facts["network"]["provider"] == "cxi"
+
+
+def test_outside_an_image_nothing_is_promised():
+    assert config.image()["deepspeed"]["promised_ops"] == []
 
 
 @pytest.mark.parametrize("args, message", [
@@ -196,15 +213,17 @@ def test_site_choice(monkeypatch):
     (["--iters", "0"], "is not a whole number of 1 or more"),
     (["--timeout", "soon"], "is not a number of seconds"),
     (["--dtypes", "float64"], "expected some of float32"),
-    (["--site", "nowhere", "--config", "{config}"], "site 'nowhere' is not one this image was built for"),
-    (["--config", "{missing}"], "no such file"),
+    (["--site-facts", "{missing}"], "--site-facts {missing}: No such file or directory"),
+    (["--site-facts", "{config}"], "expected a JSON object with the site's name"),
+    (["--image-facts", "{missing}"], "no such file (expected the image's image.json)"),
 ])
 def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message):
     baked = tmp_path / "config.json"
     baked.write_text(json.dumps({"sites": {"local": {}}}))
     args = [a.format(config=baked, missing=tmp_path / "nope.json") for a in args]
+    message = message.format(missing=tmp_path / "nope.json")
     result = subprocess.run([sys.executable, "-m", "smoke", *args, "--out", str(tmp_path / "out")],
-                            cwd=tmp_path, env={"PYTHONPATH": str(ROOT / "wrappers"), "PATH": "/usr/bin:/bin"},
+                            cwd=tmp_path, env={"PYTHONPATH": str(ROOT / "runtime"), "PATH": "/usr/bin:/bin"},
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 2, result.stderr
     assert result.stderr.count("\n") == 1 and message in result.stderr, result.stderr

@@ -4,6 +4,7 @@ import os
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -149,3 +150,75 @@ def test_the_gpu_flag_is_passed_once_when_a_module_also_put_it_in_sing_flags(tmp
                SLURM_JOB_ID="1", SING_FLAGS=sing_flags)
     argv = wrap("exec", "true", env=env).stdout.decode().splitlines()
     assert argv.count("--nv") == 1 and argv[-2:] == [str(image), "true"], argv
+
+
+def test_multi_node_jobs_get_the_sites_network_settings_and_one_node_jobs_do_not(env):
+    # the real LUMI settings; its host paths (/opt/cray, ...) do not exist here and are skipped
+    env = dict(env, HPCML_SITE="lumi")
+    show = 'echo "${NCCL_NET:-unset}|${LD_LIBRARY_PATH:-}"; python -c "import torch"'
+    two = wrap("exec", "sh", "-c", show, env=dict(env, SLURM_JOB_NUM_NODES="2"))
+    assert two.returncode == 0, two.stderr
+    net, library_path = two.stdout.decode().strip().split("|")
+    assert net == "AWS Libfabric"
+    assert library_path.startswith("/opt/cray/libfabric/1.22.0/lib64:")
+    one = wrap("exec", "sh", "-c", show, env=dict(env, SLURM_JOB_NUM_NODES="1"))
+    net, library_path = one.stdout.decode().strip().split("|")
+    assert net == "unset" and "cray" not in library_path
+    # a library path a site module set already stays, after the site's own
+    kept = wrap("exec", "sh", "-c", show, env=dict(env, SLURM_JOB_NUM_NODES="2",
+                                                   APPTAINERENV_LD_LIBRARY_PATH="/opt/site/lib"))
+    assert kept.stdout.decode().split("|")[1].startswith("/opt/cray/libfabric/1.22.0/lib64:/opt/site/lib")
+
+
+def test_the_site_facts_travel_to_the_container(env):
+    result = wrap("exec", "python", "-c", "import json, os; f = json.loads(os.environ['HPCML_SITE_FACTS']); "
+                  "print(f['site'], f['allreduce'][0]['busbw_gbs'])", env=env)
+    assert result.stdout.decode() == "local 0.6\n", result.stderr
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 1 MiB tmpfs standing in for a node's nearly full local disk."""
+    disk = tmp_path / "small-disk"
+    disk.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(disk)], check=True)
+    yield disk
+    subprocess.run(["umount", "-l", str(disk)], check=False)
+
+
+def test_staging_that_does_not_fit_stops_the_run_and_binds_nothing(env, tmp_path, small_disk):
+    data = tmp_path / "big-dataset"
+    data.mkdir()
+    (data / "shard-0.bin").write_bytes(os.urandom(3 << 20))          # 3 MiB for a 1 MiB disk
+    canary = tmp_path / "ran"
+    env = dict(env, SING_STAGE=str(data), HPCML_NODE_LOCAL=str(small_disk), SLURM_JOB_ID="78",
+               SING_BIND=str(tmp_path))
+    result = wrap("exec", "touch", canary, env=env)
+    stderr = result.stderr.decode()
+    assert result.returncode == 2, stderr
+    assert f"SING_STAGE: copying {data} to {small_disk} failed" in stderr
+    assert stderr.strip().splitlines()[-1].startswith("error: singularity_wrapper:")
+    assert not canary.exists()                                       # the program never ran
+    leftovers = [p for p in (small_disk / "hpcml-stage-78").iterdir() if not p.name.startswith(".lock")]
+    assert leftovers == []                                           # no partial copy to reuse
+
+
+def test_with_only_the_toolbox_the_wrapper_finds_it_and_binds_any_host_folder(env, tmp_path, apptainer):
+    """A machine without Apptainer where `make build` provisioned the toolbox: the wrapper
+    needs no HPCML_APPTAINER, and a bind outside the working tree, /tmp and $HOME works."""
+    import shutil
+    from builder import toolbox
+    expected = shutil.which("apptainer") or shutil.which("singularity") or str(toolbox.command())
+    outside = Path("/srv") / f"hpcml-test-{os.getpid()}"
+    outside.mkdir(parents=True)
+    try:
+        (outside / "data.txt").write_text("from /srv\n")
+        env = {k: v for k, v in env.items() if k != "HPCML_APPTAINER"}
+        result = subprocess.run([str(WRAPPER), "-v", "exec", "cat", str(outside / "data.txt")],
+                                env=dict(env, SING_BIND=str(outside)), cwd=tmp_path,
+                                capture_output=True, text=True, timeout=300)
+        assert result.returncode == 0, result.stderr
+        assert result.stdout == "from /srv\n"
+        assert f"exec {expected} exec" in result.stderr
+    finally:
+        shutil.rmtree(outside)

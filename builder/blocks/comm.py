@@ -6,6 +6,7 @@ from ..shell import cmd, python_check
 
 PLUGIN_PREFIX = "/opt/aws-ofi-nccl"
 ROCM_RCCL = "/opt/rocm/lib/librccl.so.1"
+LD_CONF = "/etc/ld.so.conf.d/hpcml-rccl.conf"
 
 _NCCL_CHECK = """
 import torch
@@ -62,10 +63,13 @@ def _rccl_with_plugin(target, source):
         block="rccl_ofi", stage="final",
         packages=("libfabric1", "libhwloc15"),
         copy_from_build=(PLUGIN_PREFIX,),
-        env=(("LD_LIBRARY_PATH", f"{PLUGIN_PREFIX}/lib:/opt/rocm/lib${{LD_LIBRARY_PATH:+:${{LD_LIBRARY_PATH}}}}"),
-             # torch wheels bundle their own RCCL, which does not use the plugin; preloading
+        # In the loader's cache, not on LD_LIBRARY_PATH: a site's SINGULARITYENV_LD_LIBRARY_PATH
+        # (LUMI's bindings module, the wrapper's multi-node library path) replaces the image's
+        # LD_LIBRARY_PATH whole, and would hide the plugin and ROCm.
+        post=(f"printf '%s\\n' {PLUGIN_PREFIX}/lib /opt/rocm/lib > {LD_CONF}", "ldconfig"),
+        env=(# torch wheels bundle their own RCCL, which does not use the plugin; preloading
              # the image's RCCL makes torch use it (lumi-ai-factory/laifs-container-recipes#18).
-             ("LD_PRELOAD", ROCM_RCCL)),
+             ("LD_PRELOAD", ROCM_RCCL),),
         test=(python_check("python", _PLUGIN_CHECK, f"{PLUGIN_PREFIX}/lib/librccl-net.so", "/opt/rocm/"),),
         help=(f"RCCL from /opt/rocm with the {source.name} {source.version} network plugin "
               f"({PLUGIN_PREFIX}/lib/librccl-net.so).",))

@@ -6,5 +6,12 @@ HPCML_RUNTIME_PATH=''
 HPCML_GPU_FLAG=--nv
 HPCML_REQUIRES_JOB=1
 HPCML_BINDS=('$WORK' '$SCRATCH' '$STORE' '$DSDIR')
+# staged data (SING_STAGE) goes to the first of these that is set and exists
+HPCML_STAGE_ROOTS=('$JOBSCRATCH')
+# on jobs of more than one node only
 HPCML_MULTI_NODE_BINDS=()
+HPCML_MULTI_NODE_ENV=()
+HPCML_MULTI_NODE_LIBRARY_PATH=()
 HPCML_MASTER_PORT_BASE=10000
+# what the smoke suite judges runs here against (python -m smoke reads it at run time)
+HPCML_SITE_FACTS='{"allreduce":[],"gpus_per_node":8,"network":{"transport":"ib"},"notes":["Rank variables come from Slurm (one task per GPU), as idr_torch reads them."],"site":"jean-zay","slurm_mpi":"pmix"}'

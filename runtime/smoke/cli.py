@@ -34,12 +34,13 @@ def parser():
                    help="the whole run's limit in seconds (default 300)")
     p.add_argument("--op-timeout", type=_seconds, default=60.0,
                    help="limit for each collective and for joining, in seconds (default 60)")
-    p.add_argument("--site", help="site whose references apply (default: $HPCML_SITE, or the "
-                                  "image's only site)")
+    p.add_argument("--site-facts", metavar="FILE",
+                   help="the site's references and network as JSON (default: $HPCML_SITE_FACTS, "
+                        "which singularity_wrapper sets from the site's settings)")
     p.add_argument("--out", default=os.environ.get("SMOKE_OUT", "smoke-report"),
                    help="folder for smoke.json, smoke-busbw.png, transport logs and the DDP "
                         "checkpoint; shared by all nodes (default ./smoke-report)")
-    p.add_argument("--config", help=argparse.SUPPRESS)
+    p.add_argument("--image-facts", help=argparse.SUPPRESS)     # tests: another image.json
     # The DeepSpeed launcher adds --local_rank=N; LOCAL_RANK in the environment says the same.
     p.add_argument("--local_rank", "--local-rank", type=int, help=argparse.SUPPRESS)
     return p
@@ -65,8 +66,8 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     args = parser().parse_args(argv)
     try:
-        facts = config.load(args.config)
-        site_name, site = config.site(facts, args.site)
+        facts = config.image(args.image_facts)
+        site_name, site = config.site(args.site_facts)
         sizes = parse_sweep(args.sizes) if args.sizes else None
         dtypes = args.dtypes.split(",") if args.dtypes else None
         if dtypes and not set(dtypes) <= set(allreduce.EXACT_LIMIT):

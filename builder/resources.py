@@ -1,0 +1,35 @@
+"""Where the files the builder ships beside its code live: the wrapper scripts and the source of
+the runtime package (launchenv and the smoke suite, which run inside images).
+
+In a checkout (or an editable install) they are the repository's own `wrappers/` and
+`runtime/`; `pip install .` copies both into the package as `builder/_data/`.
+"""
+
+from pathlib import Path
+
+from .errors import ToolError
+
+_PACKAGE = Path(__file__).resolve().parent
+_ROOTS = (_PACKAGE / "_data", _PACKAGE.parent)
+
+
+def _find(name: str) -> Path:
+    for root in _ROOTS:
+        if (root / name).is_dir():
+            return root / name
+    raise ToolError(f"the builder's {name}/ folder is missing (looked in "
+                    f"{' and '.join(str(root) for root in _ROOTS)}); reinstall hpc-ml-containers")
+
+
+def wrappers() -> Path:
+    """The folder holding singularity_wrapper."""
+    return _find("wrappers")
+
+
+def wrapper() -> Path:
+    return wrappers() / "singularity_wrapper"
+
+
+def runtime_source() -> Path:
+    """The runtime package's project folder (pyproject.toml, launchenv.py, smoke/)."""
+    return _find("runtime")
