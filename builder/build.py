@@ -17,39 +17,14 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from . import __version__, cache, hostinfo, runner, runtime_wheel, toolbox
+from . import __version__, cache, hostinfo, runner, runtime_wheel
 from .blocks.build_host import SETTINGS
 from .errors import ToolError
 from .fileio import link_or_copy, write_atomic
+from .images import find_runtime
 from .render import LAYERS, render_all
 
 HOST_MOUNT = "/mnt"
-
-
-def installed_runtime(site):
-    """HPCML_APPTAINER, the site's runtime path, apptainer or singularity: the first found."""
-    wanted = [os.environ.get("HPCML_APPTAINER"), site.runtime_path,
-              "apptainer", "singularity"]
-    return next(filter(None, map(shutil.which, filter(None, wanted))), None)
-
-
-def ready_runtime(site) -> str:
-    """An installed runtime, or the toolbox if one was provisioned; never provisions."""
-    found = installed_runtime(site)
-    if found:
-        return found
-    if toolbox.is_ready():
-        return str(toolbox.command())
-    raise ToolError("no apptainer or singularity found; run `python -m builder toolbox "
-                    "provision` (root) or install Apptainer")
-
-
-def find_runtime(site, progress, log_dir):
-    """(path, label): an installed runtime, or else a toolbox under the user's cache."""
-    found = installed_runtime(site)
-    if found:
-        return found, found
-    return str(toolbox.ensure(progress, log_dir)), "toolbox"
 
 
 def build_key(text, args, parent_keys=()):

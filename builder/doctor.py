@@ -4,7 +4,7 @@ import shutil
 from pathlib import Path
 
 from . import hostinfo, runner, toolbox
-from .build import installed_runtime
+from .images import installed_runtime
 from .cache import cache_dir
 from .errors import ToolError
 

@@ -23,18 +23,16 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from . import __version__, resources, runner
-from .build import ready_runtime
-from .errors import CheckFailed, RecipeError, ToolError
+from . import __version__, resources
+from .errors import CheckFailed, RecipeError
 from .fileio import copy_hashed, sha256_file, write_atomic
 from .modulefile import Module, render_default, render_entry, render_lua, render_tcl
 from .sitefile import GPU_FLAGS, render_site
-from .smoke import IMAGE_SUM, REPORT
+from .images import IMAGE_SUM, REPORT, built_image, read_labels, ready_runtime
 from .stackinfo import stack_versions
 from .verify import SUMS, locate
 
 ENTRY_POINTS = ("python", "python3", "torchrun", "deepspeed", "ds_report", "pip")
-LABEL_PREFIX = "org.hpc-ml-containers."
 # No "+" or "@": Environment Modules reads them as variant and version specifiers.
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 MANIFEST = "publish.json"
@@ -42,18 +40,10 @@ MANIFEST = "publish.json"
 
 def publish(tree, target_name, *, prefix, name, version, site, images: Path, smoke_dir,
             default=False, force=False, skip_smoke=False, tcl=False):
-    target = tree.target(target_name)
-    image = images / f"{target_name}.sif"
-    if not image.is_file():
-        raise RecipeError(f"no image; build it first with: make build TARGET={target_name}",
-                          file=str(image))
-    sites = {s.name: s for s in target.sites}
-    site = site or next(iter(sites))
-    if site not in sites:
-        raise RecipeError(f"site {site!r} is not one {target_name} is built for "
-                          f"(expected one of: {', '.join(sites)})", file="command line")
+    built = built_image(tree, target_name, images, site)
+    target, site, image = built.target, built.site, built.path
     prefix = _check_prefix(prefix)
-    labels = read_labels(ready_runtime(sites[site]), image)
+    labels = read_labels(ready_runtime(site), image)
     version = version or f"{labels.get('version.torch', 'unknown')}-{target_name}"
     for what, value in (("--name", name), ("--version", version)):
         if not NAME_RE.match(value) or value.endswith(".lua"):
@@ -72,12 +62,12 @@ def publish(tree, target_name, *, prefix, name, version, site, images: Path, smo
                               file=str(root))
         staging = Path(tempfile.mkdtemp(prefix=f".{version}.partial-", dir=root.parent))
         try:
-            module = _module(target, sites[site], name, version, root, labels, smoke)
+            module = _module(target, site, name, version, root, labels, smoke)
             texts = {modules / f"{version}.lua": render_lua(module)}
             if tcl:
                 texts[modules / version] = render_tcl(module)
             report = None if smoke is None else smoke_dir / REPORT
-            checksum = _assemble(staging, image, sites[site], module, labels, texts, target_name,
+            checksum = _assemble(staging, image, site, module, labels, texts, target_name,
                                  report)
             if smoke is not None and tested != checksum:
                 raise CheckFailed(f"{smoke_dir / REPORT}: the report is of another image (sha256 "
@@ -93,7 +83,7 @@ def publish(tree, target_name, *, prefix, name, version, site, images: Path, smo
             (modules / version).unlink(missing_ok=True)      # a Tcl file of an earlier publish
         if default:
             write_atomic(modules / ".version", render_default(version))
-    print(f"published {name}/{version} ({target_name} for {site}) in {root}")
+    print(f"published {name}/{version} ({target_name} for {site.name}) in {root}")
     print(f"  image sha256 {checksum}; smoke report: "
           + ("SKIPPED (--skip-smoke)" if smoke is None else "passed"))
     print(f"  module use {prefix / 'modulefiles'}; module load {name}/{version}"
@@ -106,17 +96,6 @@ def set_default(prefix, spec):
     modules = Path(prefix).resolve() / "modulefiles" / name
     write_atomic(modules / ".version", render_default(version))
     print(f"{name}/{version} is now the default {name} in {modules.parent}")
-
-
-def read_labels(runtime, image) -> dict:
-    """The image's own labels, less their project prefix (`version.torch`, `recipe`, ...)."""
-    result = runner.run([runtime, "inspect", "--json", "--labels", str(image)])
-    try:
-        labels = json.loads(result.stdout)["data"]["attributes"]["labels"]
-    except (ValueError, KeyError, TypeError):
-        raise ToolError(f"{runtime} inspect gave no labels for {image}") from None
-    return {key[len(LABEL_PREFIX):] if key.startswith(LABEL_PREFIX) else key: value
-            for key, value in labels.items()}
 
 
 def _check_prefix(prefix) -> Path:

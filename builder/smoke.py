@@ -5,36 +5,27 @@ import os
 from pathlib import Path
 
 from . import resources, runner
-from .build import ready_runtime
-from .errors import CheckFailed, RecipeError
+from .errors import CheckFailed
+from .images import IMAGE_SUM, REPORT, built_image, ready_runtime
 from .fileio import sha256_file, write_atomic
 from .sitefile import render_site
 
 SITE_FILE = "site.sh"   # the site's settings as the recipes say now, beside the report
-REPORT = "smoke.json"
-IMAGE_SUM = "image.sha256"   # sha256sum's format: `sha256sum IMAGE > DIR/image.sha256` by hand
 GRACE_S = 60          # beyond the suite's own timeout, before the whole run is stopped
 
 
 def run(tree, name, *, images: Path, out, ranks, timeout, site, extra):
-    target = tree.target(name)
-    image = images / f"{name}.sif"
-    if not image.is_file():
-        raise RecipeError(f"no image; build it first with: make build TARGET={name}", file=str(image))
-    sites = {s.name: s for s in target.sites}
-    site = site or next(iter(sites))
-    if site not in sites:
-        raise RecipeError(f"site {site!r} is not one {name} is built for "
-                          f"(expected one of: {', '.join(sites)})")
-    ranks = ranks or sites[site].gpus_per_node or 2
+    built = built_image(tree, name, images, site)
+    image, site = built.path, built.site
+    ranks = ranks or site.gpus_per_node or 2
     out = Path(out or images / f"{name}.smoke").resolve()
     out.mkdir(parents=True, exist_ok=True)
-    runtime = ready_runtime(sites[site])
+    runtime = ready_runtime(site)
     binds = ",".join(filter(None, [str(out), os.environ.get("SING_BIND")]))
     # the wrapper reads this site's settings (and hands its references to the suite) from the
     # recipes as they are now, not from a rendered copy that may be stale or absent
-    write_atomic(out / SITE_FILE, render_site(sites[site]))
-    env = dict(os.environ, SING_IMAGE=str(image.resolve()), HPCML_SITE=site,
+    write_atomic(out / SITE_FILE, render_site(site))
+    env = dict(os.environ, SING_IMAGE=str(image.resolve()), HPCML_SITE=site.name,
                HPCML_SITE_FILE=str(out / SITE_FILE), HPCML_APPTAINER=runtime, SING_BIND=binds)
     argv = [str(resources.wrapper()), "exec", "torchrun", "--standalone", f"--nproc-per-node={ranks}",
             "-m", "smoke", "all", "--out", str(out), "--timeout", f"{timeout:g}", *extra]

@@ -180,7 +180,8 @@ def test_a_top_component_change_keeps_the_os_and_torch_layers(tmp_path):
 BUILD_ONE_LAYER = """
 import sys
 from pathlib import Path
-from builder.build import build_layer, find_runtime
+from builder.build import build_layer
+from builder.images import find_runtime
 from builder.errors import BuilderError
 from builder.progress import Progress
 from builder.recipes import RecipeTree
