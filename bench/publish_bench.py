@@ -42,7 +42,7 @@ def main():
     parser.add_argument("image", type=Path)
     parser.add_argument("--runs", type=int, default=7)
     args = parser.parse_args()
-    from builder import toolbox
+    from builder.build.layers import toolbox
     image = args.image.resolve()
     runtime = shutil.which("apptainer") or shutil.which("singularity") or str(toolbox.command())
     env = dict(os.environ, HPCML_APPTAINER=runtime, PYTHONPATH=str(ROOT))

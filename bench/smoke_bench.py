@@ -67,7 +67,7 @@ print(imported - started, time.perf_counter() - started)
 
 
 def host_venv(pins):
-    from builder.cache import cache_dir
+    from builder.build.cache import cache_dir
     venv = cache_dir() / "bench-venv"
     python = venv / "bin" / "python"
     marker = venv / f".ready-{pins['torch']}-{pins['deepspeed']}"
@@ -108,7 +108,7 @@ def main():
     parser.add_argument("--size", default="64M", help="all-reduce message size (default 64M)")
     parser.add_argument("--only", choices=("allreduce", "step", "engine"), help="one of the three")
     args = parser.parse_args()
-    from builder import toolbox
+    from builder.build.layers import toolbox
     pins = yaml.safe_load((ROOT / "recipes" / "versions.yaml").read_text())["python_packages"]
     venv = host_venv(pins)
     runtime = shutil.which("apptainer") or shutil.which("singularity") or str(toolbox.command())

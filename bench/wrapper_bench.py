@@ -28,7 +28,7 @@ def main():
     parser.add_argument("image", type=Path)
     parser.add_argument("--runs", type=int, default=20)
     args = parser.parse_args()
-    from builder import toolbox
+    from builder.build.layers import toolbox
     runtime = shutil.which("apptainer") or shutil.which("singularity") or str(toolbox.command())
     env = dict(os.environ, HPCML_APPTAINER=runtime, HPCML_SITE="local")
     plain = [runtime, "exec", str(args.image), "true"]

@@ -11,12 +11,13 @@ from pathlib import Path
 
 import yaml
 
+from . import __version__
 from .errors import BuilderError, CheckFailed, RecipeError
-from . import __version__, runtime_wheel
 from .fileio import write_atomic
-from .recipes import RecipeTree
-from .render import file_name, render_all
-from .sitefile import render_site
+from .recipes.tree import RecipeTree
+from .render import runtime_wheel
+from .render.definition import file_name, render_all
+from .render.sitefile import render_site
 
 
 class _Parser(argparse.ArgumentParser):
@@ -189,20 +190,20 @@ def site_files(tree, folder):
 
 
 def cmd_build(args):
-    from .build import build
-    from .progress import Progress
+    from .build.layers import build
+    from .build.progress import Progress
     build(RecipeTree(args.recipes), args.target, images=Path(args.images), force=args.force,
           progress=Progress())
 
 
 def cmd_smoke(args):
-    from . import smoke
+    from .run import smoke
     smoke.run(RecipeTree(args.recipes), args.target, images=Path(args.images), out=args.out,
               ranks=args.ranks, timeout=args.timeout, site=args.site, extra=args.smoke_args)
 
 
 def cmd_publish(args):
-    from .publish import publish
+    from .publish.install import publish
     publish(RecipeTree(args.recipes), args.target, prefix=args.prefix, name=args.name,
             version=args.version, site=args.site, images=Path(args.images),
             smoke_dir=args.smoke_report, default=args.default, force=args.force,
@@ -210,12 +211,12 @@ def cmd_publish(args):
 
 
 def cmd_verify(args):
-    from .verify import verify
+    from .publish.verify import verify
     verify(args.prefix, args.module)
 
 
 def cmd_default(args):
-    from .publish import set_default
+    from .publish.install import set_default
     set_default(args.prefix, args.module)
 
 
@@ -226,14 +227,14 @@ def _positive(text):
 
 
 def cmd_doctor(args):
-    from .doctor import report
+    from .run.doctor import report
     report(RecipeTree(args.recipes), Path(args.images))
 
 
 def cmd_toolbox(args):
-    from . import toolbox
-    from .cache import cache_dir
-    from .progress import Progress
+    from .build import toolbox
+    from .build.cache import cache_dir
+    from .build.progress import Progress
     if args.action == "remove":
         toolbox.remove()
         print(f"removed {toolbox.home()}")

@@ -25,7 +25,7 @@ def update_golden(request):
 
 @pytest.fixture(scope="session")
 def tree():
-    from builder.recipes import RecipeTree
+    from builder.recipes.tree import RecipeTree
     return RecipeTree(RECIPES)
 
 
@@ -59,7 +59,7 @@ def cpu_image(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def apptainer(cpu_image):
-    from builder import toolbox
+    from builder.build import toolbox
     found = shutil.which("apptainer") or shutil.which("singularity")
     return found or str(toolbox.command())
 

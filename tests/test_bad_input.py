@@ -23,7 +23,7 @@ from typing import Callable, Optional, Union
 
 import pytest
 
-from builder import runtime_wheel
+from builder.render import runtime_wheel
 
 REPO = Path(__file__).resolve().parent.parent
 RECIPES = REPO / "recipes"

@@ -6,9 +6,9 @@ only, before it shows up in the rendered .def. Refresh with: pytest --update-gol
 
 import pytest
 
-from builder import blocks
-from builder.blocks import parts_by_layer
-from builder.parts import Part
+from builder.render import blocks
+from builder.render.blocks import parts_by_layer
+from builder.render.parts import Part
 from conftest import GOLDEN, RECIPES, compare_golden
 
 TARGETS = sorted(path.stem for path in (RECIPES / "targets").glob("*.yaml"))
@@ -68,7 +68,7 @@ def test_each_part_belongs_to_the_layer_its_block_is_listed_in(tree):
 
 
 def test_a_top_layer_block_may_not_ask_the_os_block_for_packages(tree, monkeypatch):
-    from builder.parts import Part
+    from builder.render.parts import Part
     monkeypatch.setattr(blocks.extras, "parts",
                         lambda target: [Part(block="extras", stage="build", packages=("vim",))])
     with pytest.raises(ValueError, match=r"top-layer blocks may not ask .*\['extras'\]"):

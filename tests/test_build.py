@@ -17,9 +17,9 @@ import time
 
 import pytest
 
-from builder.build import layer_keys
-from builder.recipes import RecipeTree
-from builder.render import render_all
+from builder.build.layers import layer_keys
+from builder.recipes.tree import RecipeTree
+from builder.render.definition import render_all
 from conftest import RECIPES, ROOT, run_builder
 
 IMAGES = None     # set by the images fixture
@@ -180,11 +180,11 @@ def test_a_top_component_change_keeps_the_os_and_torch_layers(tmp_path):
 BUILD_ONE_LAYER = """
 import sys
 from pathlib import Path
-from builder.build import build_layer
-from builder.images import find_runtime
+from builder.build.layers import build_layer
+from builder.build.images import find_runtime
 from builder.errors import BuilderError
-from builder.progress import Progress
-from builder.recipes import RecipeTree
+from builder.build.progress import Progress
+from builder.recipes.tree import RecipeTree
 text, sif = Path(sys.argv[1]).read_text(), Path(sys.argv[2])
 site = RecipeTree(sys.argv[3]).sites["local"]
 progress = Progress()

@@ -2,9 +2,9 @@
 
 import shutil
 
-from builder.merge import Origin, merge
-from builder.recipes import RecipeTree
-from builder.yamlsrc import Document
+from builder.recipes.merge import Origin, merge
+from builder.recipes.tree import RecipeTree
+from builder.recipes.yamlsrc import Document
 from conftest import RECIPES, run_builder
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from builder import runner
-from builder.modulefile import Module, render_entry, render_lua, render_tcl
+from builder.publish.modulefile import Module, render_entry, render_lua, render_tcl
 from conftest import run_builder
 
 LMOD_INIT = Path("/usr/share/lmod/lmod/init/bash")
@@ -150,7 +150,7 @@ def test_two_versions_side_by_side_and_the_default_switches(published, smoked, a
 def environment_modules(tmp_path_factory):
     """Environment Modules 5 (Tcl) unpacked from Debian's package: it conflicts with lmod as
     an installed package, but its modulecmd.tcl runs from any folder with Lmod's tclsh."""
-    from builder.cache import cache_dir
+    from builder.build.cache import cache_dir
     debs = cache_dir() / "debs"
     debs.mkdir(parents=True, exist_ok=True)
     found = sorted(debs.glob("environment-modules_*.deb"))

@@ -6,8 +6,9 @@ import shutil
 
 import pytest
 
-from builder import deffile, runtime_wheel
-from builder.render import LAYERS, file_name, render_all
+import deffile
+from builder.render import runtime_wheel
+from builder.render.definition import LAYERS, file_name, render_all
 from conftest import CONTAINERS, RECIPES, run_builder
 
 TARGETS = sorted(path.stem for path in (RECIPES / "targets").glob("*.yaml"))

@@ -7,10 +7,11 @@ import zipfile
 
 import pytest
 
-from builder import resources, runtime_wheel
-from builder.build import layer_keys
-from builder.recipes import RecipeTree
-from builder.render import LAYERS, file_name, render_all
+from builder import resources
+from builder.render import runtime_wheel
+from builder.build.layers import layer_keys
+from builder.recipes.tree import RecipeTree
+from builder.render.definition import LAYERS, file_name, render_all
 from conftest import CONTAINERS, RECIPES, ROOT, run_builder
 
 

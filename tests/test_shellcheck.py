@@ -2,7 +2,8 @@
 
 import pytest
 
-from builder import deffile, runner
+import deffile
+from builder import runner
 from conftest import CONTAINERS
 
 SHELL_SECTIONS = ("post", "test", "runscript", "environment")
@@ -27,7 +28,7 @@ def test_shellcheck_catches_a_bad_script():
     assert result.returncode != 0 and "SC2086" in result.stdout
 
 
-SCRIPTS = ["scripts/ensure-debian-packages", ".ci/run", "builder/toolbox-enter.sh",
+SCRIPTS = ["scripts/ensure-debian-packages", ".ci/run", "builder/build/toolbox-enter.sh",
            "builder/build-guard.sh", "wrappers/singularity_wrapper"] + sorted(
     str(p.relative_to(CONTAINERS.parent)) for p in (CONTAINERS.parent / "wrappers" / "sites").glob("*.sh"))
 

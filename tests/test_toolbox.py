@@ -5,9 +5,9 @@ import os
 
 import pytest
 
-from builder import toolbox
+from builder.build import toolbox
 from builder.errors import ToolError
-from builder.progress import Progress
+from builder.build.progress import Progress
 from conftest import run_builder
 
 

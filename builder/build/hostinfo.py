@@ -1,0 +1,74 @@
+"""Facts about the build host, read at run time so none of them is written into the repository."""
+
+import os
+import re
+from functools import lru_cache
+from pathlib import Path
+
+from .. import runner
+from ..errors import ToolError
+
+CAP_SYS_RESOURCE = 24
+
+
+def debian_mirror() -> str:
+    """The host's Debian mirror URI (HPCML_MIRROR overrides), read from its apt sources."""
+    if os.environ.get("HPCML_MIRROR"):
+        return os.environ["HPCML_MIRROR"].rstrip("/")
+    candidates = []
+    for path in sorted(Path("/etc/apt/sources.list.d").glob("*.sources")):
+        for stanza in path.read_text(errors="replace").split("\n\n"):
+            fields = dict(re.findall(r"^([A-Za-z-]+):\s*(.*)$", stanza, re.M))
+            if "deb" in fields.get("Types", "").split() and "Enabled" not in fields:
+                candidates += fields.get("URIs", "").split()
+    sources = Path("/etc/apt/sources.list")
+    if sources.is_file():
+        for line in sources.read_text(errors="replace").splitlines():
+            match = re.match(r"^deb\s+(?:\[[^\]]*\]\s+)?(\S+)", line)
+            if match:
+                candidates.append(match.group(1))
+    for uri in candidates:
+        if uri.rstrip("/").endswith("/debian"):
+            return uri.rstrip("/")
+    raise ToolError("no Debian mirror found in /etc/apt/sources.list(.d); set HPCML_MIRROR "
+                    "to a Debian mirror URL")
+
+
+def capability_bounding_set() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("CapBnd:"):
+            return int(line.split()[1], 16)
+    return 0
+
+
+def needs_fakeroot() -> bool:
+    """A root build whose %post cannot get CAP_SYS_RESOURCE fails; --fakeroot avoids that."""
+    return os.geteuid() != 0 or not capability_bounding_set() >> CAP_SYS_RESOURCE & 1
+
+
+@lru_cache(maxsize=None)
+def pip_settings() -> dict:
+    """The host pip's CA bundle, indexes and local wheel directories (config and environment).
+    Read once per process: a build asks for it for every layer."""
+    found = {}
+    try:
+        listing = runner.run(["python3", "-m", "pip", "config", "list"], check=False).stdout
+    except ToolError:
+        listing = ""
+    for key, value in re.findall(r"^[^.]+\.([a-z-]+)='(.*)'$", listing, re.M):
+        found.setdefault(key, value)
+    for key in ("cert", "index-url", "extra-index-url", "find-links"):
+        env = os.environ.get("PIP_" + key.upper().replace("-", "_"))
+        if env:
+            found[key] = env
+    cert = found.get("cert") or "/etc/ssl/certs/ca-certificates.crt"
+    return {
+        "cert": cert if Path(cert).is_file() else None,
+        "index_url": _web(found.get("index-url", "")),
+        "extra_index_urls": [u for u in found.get("extra-index-url", "").split() if _web(u)],
+        "find_links": [d for d in found.get("find-links", "").split() if Path(d).is_dir()],
+    }
+
+
+def _web(url):
+    return url if url.startswith(("http://", "https://")) else ""

@@ -1,0 +1,78 @@
+"""What build, smoke, publish and doctor share about images on this machine: the Apptainer
+that runs them, which image and site a command means, the smoke report's file names and the
+image's own labels. A low-level module: it imports none of the commands that use it."""
+
+import json
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import runner
+from ..errors import RecipeError, ToolError
+from ..render.blocks.provenance import LABEL_PREFIX
+from . import toolbox
+
+REPORT = "smoke.json"
+IMAGE_SUM = "image.sha256"   # sha256sum's format: `sha256sum IMAGE > DIR/image.sha256` by hand
+
+
+def installed_runtime(site):
+    """HPCML_APPTAINER, the site's runtime path, apptainer or singularity: the first found."""
+    wanted = [os.environ.get("HPCML_APPTAINER"), site.runtime_path, "apptainer", "singularity"]
+    return next(filter(None, map(shutil.which, filter(None, wanted))), None)
+
+
+def ready_runtime(site) -> str:
+    """An installed runtime, or the toolbox if one was provisioned; never provisions."""
+    found = installed_runtime(site)
+    if found:
+        return found
+    if toolbox.is_ready():
+        return str(toolbox.command())
+    raise ToolError("no apptainer or singularity found; run `python -m builder toolbox "
+                    "provision` (root) or install Apptainer")
+
+
+def find_runtime(site, progress, log_dir):
+    """(path, label): an installed runtime, or else a toolbox under the user's cache."""
+    found = installed_runtime(site)
+    if found:
+        return found, found
+    return str(toolbox.ensure(progress, log_dir)), "toolbox"
+
+
+@dataclass(frozen=True)
+class Built:
+    """A built image of a target, and the site a command runs or publishes it for."""
+    target: object
+    site: object
+    path: Path
+
+
+def built_image(tree, target_name, images: Path, site_name=None) -> Built:
+    """The target's image under ``images`` and its site (default: the target's first); one
+    clear line when the image is missing or the site is not one of the target's."""
+    target = tree.target(target_name)
+    path = images / f"{target_name}.sif"
+    if not path.is_file():
+        raise RecipeError(f"no image; build it first with: make build TARGET={target_name}",
+                          file=str(path))
+    sites = {site.name: site for site in target.sites}
+    site_name = site_name or next(iter(sites))
+    if site_name not in sites:
+        raise RecipeError(f"site {site_name!r} is not one {target_name} is built for "
+                          f"(expected one of: {', '.join(sites)})", file="command line")
+    return Built(target, sites[site_name], path)
+
+
+def read_labels(runtime, image) -> dict:
+    """The image's own labels, less their project prefix (`version.torch`, `recipe`, ...)."""
+    result = runner.run([runtime, "inspect", "--json", "--labels", str(image)])
+    try:
+        labels = json.loads(result.stdout)["data"]["attributes"]["labels"]
+    except (ValueError, KeyError, TypeError):
+        raise ToolError(f"{runtime} inspect gave no labels for {image}") from None
+    prefix = LABEL_PREFIX + "."
+    return {key[len(prefix):] if key.startswith(prefix) else key: value
+            for key, value in labels.items()}

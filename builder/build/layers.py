@@ -1,0 +1,246 @@
+"""Build images/<target>.sif with Apptainer, layer by layer: cached by content, written
+atomically, logged.
+
+A layer's key is a hash of its definition, its build arguments and the keys of the layers it
+starts from; the sidecar file `<image>.sif.json` records it with the image's size and mtime,
+so an unchanged target answers "up to date" without starting Apptainer, and the user's layer
+cache supplies a layer built before under the same key. Each image is written to a temporary
+file beside it and renamed at the end; a failed, interrupted or killed build (a guard process
+cleans up even after SIGKILL) leaves the old image as it was.
+"""
+
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from .. import __version__, runner
+from ..errors import ToolError
+from ..fileio import link_or_copy, write_atomic
+from ..render import runtime_wheel
+from ..render.blocks.build_host import SETTINGS
+from ..render.definition import LAYERS, render_all
+from . import cache, hostinfo
+from .images import find_runtime
+
+HOST_MOUNT = "/mnt"
+
+
+def build_key(text, args, parent_keys=()):
+    """What a layer is made of: its definition, its build arguments (less the paths of the
+    layers it starts from) and the keys of those layers."""
+    material = json.dumps({"builder": __version__, "definition": text, "parents": list(parent_keys),
+                           "build_args": {k: v for k, v in args.items() if k not in PATH_ARGS}},
+                          sort_keys=True)
+    return hashlib.sha256(material.encode()).hexdigest()
+
+
+PARENTS = {"DEVEL": "devel", "BASE": "base"}          # build argument -> layer
+# paths that differ between machines; what they hold is in the key already (parent keys, the
+# runtime wheel's sha256 in the definition)
+PATH_ARGS = frozenset(PARENTS) | {runtime_wheel.BUILD_ARG}
+LAYER_PARENTS = {"devel": (), "base": ("devel",), "image": ("devel", "base")}
+
+
+def is_current(sif: Path, key: str) -> bool:
+    try:
+        meta = json.loads(_meta_path(sif).read_text())
+        stat = sif.stat()
+    except (OSError, ValueError):
+        return False
+    return (meta.get("key") == key and meta.get("size") == stat.st_size
+            and meta.get("mtime_ns") == stat.st_mtime_ns)
+
+
+def used_args(text: str, args: dict) -> dict:
+    """The build arguments a definition uses; Apptainer refuses unused ones."""
+    return {name: value for name, value in args.items() if "{{ %s }}" % name in text}
+
+
+def layer_keys(texts: dict, args: dict) -> dict:
+    """{layer: key}; a layer's key covers the keys of the layers it starts from."""
+    keys = {}
+    for layer in LAYERS:
+        keys[layer] = build_key(texts[layer], used_args(texts[layer], args),
+                                [keys[p] for p in LAYER_PARENTS[layer]])
+    return keys
+
+
+def layer_paths(images: Path, name: str) -> dict:
+    return {"devel": images / f"{name}.devel.sif", "base": images / f"{name}.base.sif",
+            "image": images / f"{name}.sif"}
+
+
+def build(tree, name, *, images: Path, force=None, progress):
+    """Build the target's layers in order, skipping each one whose key is unchanged.
+
+    force: None, "top" (rebuild the image layer on the layers below as they are) or "all"."""
+    forced = {None: (), "top": ("image",), "all": LAYERS}[force]
+    target = tree.target(name)
+    texts = render_all(target)
+    mirror = {"MIRROR": hostinfo.debian_mirror()} if any("{{ MIRROR }}" in t for t in texts.values()) else {}
+    paths = layer_paths(images, name)
+    keys = layer_keys(texts, mirror)
+    if not forced and is_current(paths["image"], keys["image"]):
+        cache.store(name, "image", keys["image"], paths["image"])
+        print(f"{paths['image']} is up to date")
+        return paths["image"]
+    images.mkdir(parents=True, exist_ok=True)
+    with _lock(images, name):
+        _remove_stale_temps(images, name)
+        runtime, label = find_runtime(target.sites[0], progress, images)
+        for layer in LAYERS:
+            sif = paths[layer]
+            if layer not in forced and is_current(sif, keys[layer]):
+                cache.store(name, layer, keys[layer], sif)
+                progress.step(f"{layer} layer {sif} is up to date")
+                continue
+            if layer not in forced and cache.fetch(name, layer, keys[layer], sif):
+                _write_meta(sif, keys[layer])
+                progress.step(f"{layer} layer {sif} taken from the cache ({cache.cache_dir()})")
+                continue
+            args = dict(mirror)
+            args.update({arg: str(paths[parent].resolve()) for arg, parent in PARENTS.items()
+                         if parent in LAYER_PARENTS[layer]})
+            args = used_args(texts[layer], args)
+            wheels = _wheel_cache(target, keys["devel"]) if layer == "image" else None
+            log_path = images / f"{name}.{layer}.build.log"
+            progress.step(f"building the {layer} layer {sif} with {label} (log: {log_path})")
+            build_layer(runtime, texts[layer], sif, keys[layer], args, log_path, wheels, progress)
+            cache.store(name, layer, keys[layer], sif)
+    stat = paths["image"].stat()
+    progress.step(f"built {paths['image']} ({stat.st_size / 1e6:.0f} MB); its %test passed")
+    return paths["image"]
+
+
+def build_layer(runtime, text, sif, key, args, log_path, wheels, progress):
+    """Build one definition into ``sif`` atomically; record ``key`` beside it."""
+    work = Path(tempfile.mkdtemp(prefix="hpcml-build-"))
+    tmp_sif = sif.with_name(f".{sif.name}.tmp-{os.getpid()}")
+    try:
+        definition = work / sif.name.replace(".sif", ".def")
+        definition.write_text(text)
+        if "{{ %s }}" % runtime_wheel.BUILD_ARG in text:
+            # under the work folder, which the toolbox can see; the .def checks its sha256
+            wheel = runtime_wheel.current()
+            wheel.write(work)
+            args = dict(args, **{runtime_wheel.BUILD_ARG: str(work / wheel.name)})
+        host = work / "host"
+        _write_host_settings(host)
+        if wheels is not None and wheels.is_dir():
+            shutil.copytree(wheels, host / "deepspeed-wheel")
+        elif wheels is not None:
+            (host / "deepspeed-wheel").mkdir()
+        argv = [runtime, "build"]
+        if hostinfo.needs_fakeroot():
+            argv.append("--fakeroot")
+        for arg, value in sorted(args.items()):
+            argv += ["--build-arg", f"{arg}={value}"]
+        argv += ["--bind", f"{host}:{HOST_MOUNT}", str(tmp_sif), str(definition)]
+        env = dict(os.environ, HPCML_TOOLBOX_BINDS=f"{sif.parent.resolve()}:{work}")
+        log_path.write_text("")
+        runner.run_logged(argv, log_path, env=env, what="apptainer build",
+                          note="; the previous image, if any, is unchanged",
+                          cleanup=[tmp_sif, work], on_line=_progress_lines(progress))
+        os.replace(tmp_sif, sif)
+        if wheels is not None:
+            _keep_wheels(host / "deepspeed-wheel", wheels)
+    finally:
+        tmp_sif.unlink(missing_ok=True)
+        shutil.rmtree(work, ignore_errors=True)
+    _write_meta(sif, key)
+
+
+def _write_meta(sif, key):
+    stat = sif.stat()
+    write_atomic(_meta_path(sif), json.dumps(
+        {"key": key, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns},
+        indent=1, sort_keys=True) + "\n")
+
+
+def _wheel_cache(target, devel_key):
+    """Where the DeepSpeed wheel built from these inputs is kept between builds."""
+    from ..render.blocks import deepspeed
+    build_part = next(p for p in deepspeed.parts(target) if p.stage == "build")
+    material = json.dumps([devel_key, build_part.build_env, target.deepspeed.version])
+    return cache.cache_dir() / "deepspeed-wheels" / hashlib.sha256(material.encode()).hexdigest()[:32]
+
+
+def _keep_wheels(built: Path, cache: Path):
+    wheels = sorted(built.glob("deepspeed-*.whl"))
+    if not wheels or cache.is_dir():
+        return
+    staging = cache.with_name(cache.name + f".tmp-{os.getpid()}")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    for wheel in wheels:
+        shutil.copyfile(wheel, staging / wheel.name)
+    os.replace(staging, cache)
+
+
+def _meta_path(sif):
+    return sif.with_name(sif.name + ".json")
+
+
+class _lock:
+    """One build of a target at a time; a second one fails fast instead of racing it."""
+
+    def __init__(self, images, name):
+        self.path = images / f".{name}.lock"
+
+    def __enter__(self):
+        self.handle = open(self.path, "w")
+        try:
+            fcntl.flock(self.handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self.handle.close()
+            raise ToolError(f"another build of {self.path.name[1:-5]} is running "
+                            f"(lock {self.path})") from None
+
+    def __exit__(self, *exc):
+        self.handle.close()
+
+
+def _remove_stale_temps(images, name):
+    # left behind only if the guard itself was killed; the lock says no build is running
+    for stale in images.glob(f".{name}.*sif.tmp-*"):
+        stale.unlink(missing_ok=True)
+
+
+def _write_host_settings(host: Path):
+    """The CA bundle, pip indexes and local wheels of this host, for %post only."""
+    host.mkdir()
+    pip = hostinfo.pip_settings()
+    lines = []
+    if pip["cert"]:
+        shutil.copyfile(pip["cert"], host / "ca.crt")
+        bundle = f"{HOST_MOUNT}/ca.crt"
+        lines += [f"export {var}={bundle}" for var in
+                  ("PIP_CERT", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE")]
+    if pip["index_url"]:
+        lines.append(f"export PIP_INDEX_URL='{pip['index_url']}'")
+    if pip["extra_index_urls"]:
+        lines.append(f"export PIP_EXTRA_INDEX_URL='{' '.join(pip['extra_index_urls'])}'")
+    if pip["find_links"]:
+        wheels = host / "wheels"
+        wheels.mkdir()
+        for directory in pip["find_links"]:
+            for wheel in Path(directory).glob("*.whl"):
+                link_or_copy(wheel, wheels / wheel.name)
+        lines.append(f"export PIP_FIND_LINKS={HOST_MOUNT}/wheels")
+    (host / Path(SETTINGS).name).write_text("\n".join(lines) + "\n")
+
+
+STEP_MARKERS = ("--- devel: ", "--- base: ", "--- build: ", "--- final: ", "--- test: ",
+                "INFO:    Creating SIF", "INFO:    Running testscript", "INFO:    Starting build")
+
+
+def _progress_lines(progress):
+    def on_line(line):
+        text = line.strip()
+        if text.startswith(STEP_MARKERS):
+            progress.step(text.replace("INFO:    ", "").rstrip("."))
+    return on_line

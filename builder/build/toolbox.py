@@ -1,0 +1,181 @@
+"""An Apptainer for hosts that have none: a Debian trixie root under the user's cache with
+Apptainer from sid, entered through a mount namespace (see builder/build/toolbox-enter.sh).
+
+Provisioned once, reused, rebuilt when broken, removed with `python -m builder toolbox remove`.
+"""
+
+import json
+import os
+import re
+import shutil
+from importlib import resources
+from pathlib import Path
+
+from .. import runner
+from ..errors import ToolError
+from ..fileio import write_atomic
+from . import hostinfo
+from .cache import cache_dir
+
+SUITE = "trixie"            # Apptainer needs glibc >= 2.38; bookworm has 2.36
+APPTAINER_SUITE = "sid"     # the only suite with an apptainer package
+STAMP = "READY"
+
+
+def home() -> Path:
+    return cache_dir() / "toolbox"
+
+
+def command() -> Path:
+    """The toolbox's apptainer; its scripts are brought up to this builder's first, so an old
+    toolbox gains what the enter script learned since (the wrapper uses it as it is)."""
+    if (home() / STAMP).is_file():
+        _install_scripts(home())
+    return home() / "bin" / "apptainer"
+
+
+def is_ready() -> bool:
+    box = home()
+    return (box / STAMP).is_file() and (box / "root" / "usr" / "bin" / "apptainer").is_file()
+
+
+def version():
+    return runner.run([str(command()), "--version"], timeout=60).stdout.strip()
+
+
+def can_provision():
+    """Why a toolbox cannot be made here, or None when it can."""
+    if os.uname().sysname != "Linux":
+        return "a toolbox needs Linux"
+    if os.geteuid() != 0:
+        return "a toolbox needs root (mount namespaces and pivot_root)"
+    if shutil.which("unshare") is None:
+        return "a toolbox needs unshare (util-linux)"
+    return None
+
+
+# Docker's default set plus DAC_READ_SEARCH: what unpacking an image (chown, setuid bits,
+# device nodes, file capabilities) needs, and all of it within any host's bounding set.
+ROOT_CAPABILITIES = ("CAP_AUDIT_WRITE", "CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_DAC_READ_SEARCH",
+                     "CAP_FOWNER", "CAP_FSETID", "CAP_KILL", "CAP_MKNOD", "CAP_NET_BIND_SERVICE",
+                     "CAP_NET_RAW", "CAP_SETFCAP", "CAP_SETGID", "CAP_SETPCAP", "CAP_SETUID",
+                     "CAP_SYS_CHROOT")
+
+
+def configure(root: Path):
+    """Root in a container asks for every capability by default, and a host whose bounding
+    set lacks one (CAP_SYS_RESOURCE here) then refuses `apptainer exec`, including the one
+    that unpacks a `Bootstrap: localimage` base. `file` grants root the set recorded in
+    capability.json instead; Apptainer 1.4 applies it under --fakeroot too."""
+    etc = root / "etc" / "apptainer"
+    conf = etc / "apptainer.conf"
+    text = conf.read_text()
+    fixed = re.sub(r"^root default capabilities = .*$", "root default capabilities = file",
+                   text, flags=re.M)
+    if fixed != text:
+        conf.write_text(fixed)
+    wanted = json.dumps({"users": {"root": list(ROOT_CAPABILITIES)}, "groups": {}})
+    capabilities = etc / "capability.json"
+    if not capabilities.is_file() or capabilities.read_text() != wanted:
+        capabilities.write_text(wanted)
+
+
+def ensure(progress, log_dir: Path) -> Path:
+    """The toolbox's apptainer command, provisioning or repairing the toolbox first."""
+    if is_ready():
+        try:
+            _install_scripts(home())          # keep the entry scripts in step with the builder
+            configure(home() / "root")
+            version()
+            return command()
+        except ToolError:
+            progress.step("toolbox is broken; rebuilding it")
+    reason = can_provision()
+    if reason:
+        raise ToolError(f"no apptainer or singularity on PATH and {reason}; install Apptainer "
+                        "(https://apptainer.org/docs/admin/main/installation.html) and retry")
+    provision(progress, log_dir)
+    return command()
+
+
+def provision(progress, log_dir: Path):
+    box = home()
+    for stale in box.parent.glob("toolbox.tmp-*"):      # left by a killed provision
+        _remove_tree(stale)
+    staging = box.with_name(f"toolbox.tmp-{os.getpid()}")
+    try:
+        _provision_into(staging, progress, log_dir)
+    except BaseException:
+        _remove_tree(staging)
+        raise
+    old = box.with_name(f"toolbox.old-{os.getpid()}")
+    if box.exists():
+        box.rename(old)
+    staging.rename(box)
+    _remove_tree(old)
+    progress.step(f"toolbox ready: {version()}")
+
+
+def _provision_into(staging, progress, log_dir):
+    root = staging / "root"
+    mirror = hostinfo.debian_mirror()
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log = log_dir / "toolbox.log"
+    log.write_text("")
+    if shutil.which("debootstrap") is None:
+        progress.step("installing debootstrap on the host")
+        runner.run_logged(["apt-get", "update"], log)
+        runner.run_logged(["apt-get", "install", "-y", "--no-install-recommends", "debootstrap"], log)
+    progress.step(f"toolbox: debootstrap {SUITE} (log: {log})")
+    runner.run_logged(["debootstrap", "--variant=minbase", "--include=ca-certificates",
+                       SUITE, str(root), mirror], log, what="debootstrap")
+    _install_scripts(staging)
+    enter = str(staging / "bin" / "enter")
+    sid_list = root / "etc" / "apt" / "sources.list.d" / "apptainer-sid.list"
+    progress.step(f"toolbox: downloading apptainer from {APPTAINER_SUITE}")
+    sid_list.write_text(f"deb {mirror} {APPTAINER_SUITE} main\n")
+    # mirrors' sid Release files may be past their Valid-Until date; the archive keys
+    # still sign them, so only the date check is relaxed, and only for this step
+    runner.run_logged([enter, "/usr/bin/apt-get", "-o", "Acquire::Check-Valid-Until=false",
+                       "update"], log, what="apt-get update")
+    runner.run_logged([enter, "/bin/sh", "-c", "cd /var/cache/apt/archives && apt-get download apptainer"],
+                      log, what="apt-get download apptainer")
+    sid_list.unlink()
+    progress.step("toolbox: installing apptainer")
+    runner.run_logged([enter, "/usr/bin/apt-get", "update"], log, what="apt-get update")
+    runner.run_logged([enter, "/bin/sh", "-c",
+                       "DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "
+                       "/var/cache/apt/archives/apptainer_*.deb debootstrap squashfs-tools "
+                       "&& apt-get clean"], log, what="installing apptainer")
+    configure(root)
+    # --fakeroot maps root onto these ranges
+    for name in ("subuid", "subgid"):
+        (root / "etc" / name).write_text("root:100000:65536\n")
+    (staging / STAMP).write_text(f"suite {SUITE}\n")
+
+
+def _install_scripts(staging):
+    bin_dir = staging / "bin"
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    scripts = {"enter": resources.files(__package__).joinpath("toolbox-enter.sh").read_text(),
+               "apptainer": '#!/bin/sh\n# Apptainer from the toolbox, usable like an installed '
+                            'command.\nexec "$(dirname "$(readlink -f "$0")")/enter" '
+                            '/usr/bin/apptainer "$@"\n'}
+    for name, text in scripts.items():
+        if write_atomic(bin_dir / name, text) or (bin_dir / name).stat().st_mode & 0o777 != 0o755:
+            (bin_dir / name).chmod(0o755)
+
+
+def remove():
+    _remove_tree(home())
+
+
+def _remove_tree(path):
+    """Remove a toolbox tree; a build killed mid-way can leave bind mounts, so unmount first."""
+    if not path.exists():
+        return
+    mounts = [line.split()[1] for line in Path("/proc/self/mounts").read_text().splitlines()
+              if line.split()[1].startswith(str(path) + "/")]
+    for mount in sorted(mounts, reverse=True):
+        runner.run(["umount", "-l", mount], check=False)
+    shutil.rmtree(path, ignore_errors=True)

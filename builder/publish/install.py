@@ -1,0 +1,266 @@
+"""`python -m builder publish`: install a built, smoke-tested image as a site module.
+
+    PREFIX/<name>/<version>/   image.sif, bin/ (wrapper, site settings, entry points),
+                               recipe.json, smoke.json, publish.json, SHA256SUMS
+    PREFIX/modulefiles/<name>/<version>.lua   (and <version>, a Tcl module, with --tcl)
+    PREFIX/modulefiles/<name>/.version        the default, with --default
+
+The version folder is assembled in a hidden folder beside its final place and renamed into
+it (swapped in one step with --force), and the module files are written atomically after it:
+a failed or killed publish leaves every published version as it was.
+"""
+
+import ctypes
+import fcntl
+import hashlib
+import json
+import os
+import re
+import shutil
+import stat
+import tempfile
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+from .. import __version__, resources
+from ..build.images import IMAGE_SUM, REPORT, built_image, read_labels, ready_runtime
+from ..errors import CheckFailed, RecipeError
+from ..fileio import copy_hashed, sha256_file, write_atomic
+from ..render.sitefile import GPU_FLAGS, render_site
+from .modulefile import Module, render_default, render_entry, render_lua, render_tcl
+from .stackinfo import stack_versions
+from .verify import SUMS, locate
+
+ENTRY_POINTS = ("python", "python3", "torchrun", "deepspeed", "ds_report", "pip")
+# No "+" or "@": Environment Modules reads them as variant and version specifiers.
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+MANIFEST = "publish.json"
+
+
+def publish(tree, target_name, *, prefix, name, version, site, images: Path, smoke_dir,
+            default=False, force=False, skip_smoke=False, tcl=False):
+    built = built_image(tree, target_name, images, site)
+    target, site, image = built.target, built.site, built.path
+    prefix = _check_prefix(prefix)
+    labels = read_labels(ready_runtime(site), image)
+    version = version or f"{labels.get('version.torch', 'unknown')}-{target_name}"
+    for what, value in (("--name", name), ("--version", version)):
+        if not NAME_RE.match(value) or value.endswith(".lua"):
+            raise RecipeError(f"{what} {value!r}: expected letters, digits and . _ - "
+                              "(not starting with . or -)", file="command line")
+    smoke_dir = Path(smoke_dir or images / f"{target_name}.smoke")
+    smoke, tested = (None, "") if skip_smoke else _passed_report(smoke_dir, image)
+
+    root = prefix / name / version
+    modules = prefix / "modulefiles" / name
+    _make_dirs(root.parent, modules)
+    with _lock(root.parent):
+        _remove_leftovers(root.parent, version)
+        if root.exists() and not force:
+            raise RecipeError(f"{name}/{version} is already published; --force replaces it",
+                              file=str(root))
+        staging = Path(tempfile.mkdtemp(prefix=f".{version}.partial-", dir=root.parent))
+        try:
+            module = _module(target, site, name, version, root, labels, smoke)
+            texts = {modules / f"{version}.lua": render_lua(module)}
+            if tcl:
+                texts[modules / version] = render_tcl(module)
+            report = None if smoke is None else smoke_dir / REPORT
+            checksum = _assemble(staging, image, site, module, labels, texts, target_name,
+                                 report)
+            if smoke is not None and tested != checksum:
+                raise CheckFailed(f"{smoke_dir / REPORT}: the report is of another image (sha256 "
+                                  f"{tested[:12] or 'not recorded'}, {image} has {checksum[:12]}); "
+                                  "run the smoke tests on this build")
+            _move_into_place(staging, root)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+        for path, text in texts.items():
+            write_atomic(path, text)
+        if not tcl:
+            (modules / version).unlink(missing_ok=True)      # a Tcl file of an earlier publish
+        if default:
+            write_atomic(modules / ".version", render_default(version))
+    print(f"published {name}/{version} ({target_name} for {site.name}) in {root}")
+    print(f"  image sha256 {checksum}; smoke report: "
+          + ("SKIPPED (--skip-smoke)" if smoke is None else "passed"))
+    print(f"  module use {prefix / 'modulefiles'}; module load {name}/{version}"
+          + (" (the default)" if default else ""))
+    return root
+
+
+def set_default(prefix, spec):
+    name, version, _ = locate(prefix, spec)
+    modules = Path(prefix).resolve() / "modulefiles" / name
+    write_atomic(modules / ".version", render_default(version))
+    print(f"{name}/{version} is now the default {name} in {modules.parent}")
+
+
+def _check_prefix(prefix) -> Path:
+    if not prefix:
+        raise RecipeError("--prefix is empty; expected the folder that holds published modules "
+                          "(make publish PREFIX=/appl/local/ml)", file="command line")
+    path = Path(prefix).resolve()
+    if path.exists() and not path.is_dir():
+        raise RecipeError("not a directory; expected the folder for published modules", file=str(path))
+    if path.is_dir() and path.stat().st_mode & stat.S_IWOTH:
+        raise RecipeError("world-writable: anyone could replace the published modules; "
+                          "expected a folder only admins can write", file=str(path))
+    return path
+
+
+def _passed_report(smoke_dir: Path, image: Path):
+    """(the report, the sha256 of the image it tested, or "" where none was recorded)"""
+    report, recorded = smoke_dir / REPORT, smoke_dir / IMAGE_SUM
+    hint = (f"run `make smoke TARGET={image.stem}` (in a job on the site's GPU nodes), or "
+            "publish with --skip-smoke")
+    if not report.is_file():
+        raise CheckFailed(f"{report}: no smoke report; {hint}")
+    try:
+        data = json.loads(report.read_text())
+    except ValueError as error:
+        raise CheckFailed(f"{report}: not a smoke report ({error}); {hint}") from None
+    if data.get("verdict") != "pass":
+        failed = [n for n, c in data.get("checks", {}).items() if c.get("verdict") == "fail"]
+        raise CheckFailed(f"{report}: the smoke tests did not pass (verdict "
+                          f"{data.get('verdict')!r}; failed: {', '.join(failed) or 'none'}); "
+                          "fix the image or the site, then run them again")
+    return data, (recorded.read_text().split() or [""])[0] if recorded.is_file() else ""
+
+
+def _module(target, site, name, version, root, labels, smoke):
+    recipe = json.loads(labels.get("recipe", "{}"))
+    versions = stack_versions(recipe, (smoke or {}).get("versions", {}))
+    baked = recipe.get("environment", {})
+    container_env = tuple((k, v) for k, v in site.env if str(baked.get(k)) != v)
+    built = labels.get("org.label-schema.build-date", "unknown").replace("_", " ")
+    recipe_sha = labels.get("recipe.sha256", "unknown")
+    if smoke is None:
+        tested = ("NOT RUN: published with --skip-smoke. Run `python -m smoke all` in a job "
+                  "before trusting this module.")
+    else:
+        machine = smoke.get("machine", {})
+        tested = (f"passed {smoke.get('created', '?')} on {machine.get('nodes', '?')} node(s), "
+                  f"{machine.get('ranks', '?')} ranks ({machine.get('device', '?')}); "
+                  f"report: {root}/smoke.json")
+    stack = ", ".join(f"{k} {v}" for k, v in versions)
+    help_text = "\n".join([
+        f"{name}/{version}: {target.description}",
+        f"Site: {site.name} ({site.description})",
+        "",
+        "Commands (each runs inside the container image):",
+        "  " + ", ".join(ENTRY_POINTS),
+        "  singularity_wrapper exec|run|shell ...   any command, with the site's binds",
+        "In a job: srun singularity_wrapper exec torchrun ... (or srun python ...)",
+        "Project data: export SING_BIND=/path/to/data   (comma-separated)",
+        "Extra Python packages: pip install PKG   (into $HPCML_USER_BASE, default",
+        f"  ~/.local/hpcml/{name}/{version}; the image itself is read-only)",
+        "",
+        f"Inside: {stack}",
+        f"Image: {root}/image.sif, target {target.name}, built {built}",
+        f"Recipe sha256: {recipe_sha} (full recipe: {root}/recipe.json)",
+        f"Smoke tests: {tested}",
+        f"Check the files: python -m builder verify --prefix {root.parent.parent} {name}/{version}",
+        *([f"Host MPI: {site.mpi_host} ({site.mpi_abi} ABI, the image's too)"] if site.mpi_host else []),
+        *(f"Note: {note}" for note in site.notes),
+    ])
+    whatis = (f"Name: {name}", f"Version: {version}", f"Description: {target.description}",
+              f"Versions: {stack}", f"Built: {built}; recipe sha256 {recipe_sha}",
+              "Smoke tests: " + ("NOT RUN (--skip-smoke)" if smoke is None else "passed"))
+    runtime, slurm_mpi = site.runtime, site.slurm_mpi
+    return Module(name=name, version=version, root=str(root), site=site.name,
+                  description=target.description, help_text=help_text, whatis=whatis,
+                  gpu_flag=GPU_FLAGS[site.gpu_vendor],
+                  slurm_mpi="" if slurm_mpi == "none" else slurm_mpi,
+                  container_env=container_env, env_prefix=f"{runtime.upper()}ENV_")
+
+
+def _assemble(staging, image, site, module, labels, texts, target_name, report):
+    """Fill the staging folder; return the sha256 of the image as copied."""
+    checksum = copy_hashed(image, staging / "image.sif")
+    bin_dir = staging / "bin"
+    (bin_dir / "sites").mkdir(parents=True)
+    shutil.copyfile(resources.wrapper(), bin_dir / "singularity_wrapper")
+    os.symlink("singularity_wrapper", bin_dir / "apptainer_wrapper")
+    (bin_dir / "sites" / f"{site.name}.sh").write_text(render_site(site))
+    for command in ENTRY_POINTS:
+        (bin_dir / command).write_text(
+            render_entry(command, f"{module.name}/{module.version}", site.name))
+    recipe = json.loads(labels.get("recipe", "{}"))
+    (staging / "recipe.json").write_text(json.dumps(recipe, indent=2, sort_keys=True) + "\n")
+    if report is not None:
+        shutil.copyfile(report, staging / "smoke.json")
+    manifest = {"name": module.name, "version": module.version, "target": target_name,
+                "site": site.name, "builder_version": __version__,
+                "published": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                "image_sha256": checksum, "recipe_sha256": labels.get("recipe.sha256"),
+                "smoke": "skipped" if report is None else "passed"}
+    (staging / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+    _set_modes(staging)
+    lines = [f"{checksum}  image.sif"]
+    lines += [f"{sha256_file(p)}  {p.relative_to(staging)}"
+              for p in sorted(staging.rglob("*"))
+              if p.is_file() and not p.is_symlink() and p.name != "image.sif"]
+    lines += [f"{hashlib.sha256(text.encode()).hexdigest()}  ../../modulefiles/{module.name}/{path.name}"
+              for path, text in texts.items()]
+    (staging / SUMS).write_text("\n".join(lines) + "\n")
+    os.chmod(staging / SUMS, 0o644)
+    os.chmod(staging, 0o755)
+    return checksum
+
+
+def _set_modes(folder: Path):
+    """World-readable, writable by the owner only, whatever the umask."""
+    for path in folder.rglob("*"):
+        if path.is_symlink():
+            continue
+        executable = path.is_dir() or path.parent.name == "bin"
+        os.chmod(path, 0o755 if executable else 0o644)
+
+
+RENAME_EXCHANGE = 2
+AT_FDCWD = -100
+
+
+def _move_into_place(staging: Path, root: Path):
+    """Rename the staged folder to ``root``; an existing one is swapped out in one step."""
+    if not root.exists():
+        os.rename(staging, root)
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    exchange = getattr(libc, "renameat2", None)
+    if exchange is not None and exchange(AT_FDCWD, os.fsencode(staging), AT_FDCWD,
+                                         os.fsencode(root), RENAME_EXCHANGE) == 0:
+        shutil.rmtree(staging)                 # now holds the old version
+        return
+    # No atomic exchange on this file system: two renames, the old tree kept until the end.
+    old = staging.with_name(staging.name.replace(".partial-", ".old-"))
+    os.rename(root, old)
+    os.rename(staging, root)
+    shutil.rmtree(old)
+
+
+def _make_dirs(*folders):
+    """Create missing folders as rwxr-xr-x whatever the umask; existing ones are left be."""
+    for folder in folders:
+        missing = [p for p in [folder, *folder.parents] if not p.exists()]
+        for path in reversed(missing):
+            path.mkdir(exist_ok=True)
+            path.chmod(0o755)
+
+
+@contextmanager
+def _lock(folder: Path):
+    """One publish per name at a time; a second one waits."""
+    with open(folder / ".publish.lock", "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
+def _remove_leftovers(folder: Path, version: str):
+    """Staging folders of a killed publish of this version (we hold the lock: none is live)."""
+    for pattern in (f".{version}.partial-*", f".{version}.old-*"):
+        for path in folder.glob(pattern):
+            shutil.rmtree(path, ignore_errors=True)

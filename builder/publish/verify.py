@@ -1,0 +1,70 @@
+"""`python -m builder verify`: a published version's files are the ones that were published.
+
+Every file of the version, the image included, and its module files are listed with their
+sha256 in SHA256SUMS (`sha256sum -c SHA256SUMS` in the folder checks the same without the
+builder). A changed, truncated or missing file, an unlisted file in bin/, or a smoke report
+that no longer passes or names another image fails the check.
+"""
+
+import json
+from pathlib import Path
+
+from ..errors import CheckFailed, RecipeError
+from ..fileio import sha256_file
+
+SUMS = "SHA256SUMS"
+
+
+def locate(prefix, spec):
+    """(name, version, folder) of a published NAME/VERSION."""
+    if spec.count("/") != 1 or not all(spec.split("/")):
+        raise RecipeError(f"{spec!r}: expected NAME/VERSION, such as pytorch/2.7",
+                          file="command line")
+    name, version = spec.split("/")
+    root = Path(prefix).resolve() / name / version
+    if not (root / SUMS).is_file():
+        raise RecipeError(f"{spec} is not published here (no {SUMS})", file=str(root))
+    return name, version, root
+
+
+def verify(prefix, spec):
+    name, version, root = locate(prefix, spec)
+    listed = {}
+    for number, line in enumerate((root / SUMS).read_text().splitlines(), 1):
+        checksum, _, relative = line.partition("  ")
+        if len(checksum) != 64 or not relative:
+            raise CheckFailed(f"{root / SUMS}:{number}: not a sha256sum line")
+        listed[relative] = checksum
+    problems = []
+    for relative, checksum in listed.items():
+        path = root / relative
+        if not path.is_file():
+            problems.append(f"{relative}: missing")
+        elif sha256_file(path) != checksum:
+            size = path.stat().st_size
+            problems.append(f"{relative}: changed (sha256 differs; {size} bytes now)")
+    problems += [f"{path.relative_to(root)}: not published (an added file)"
+                 for path in sorted((root / "bin").rglob("*"))
+                 if path.is_file() and not path.is_symlink()
+                 and str(path.relative_to(root)) not in listed]
+    try:
+        manifest = json.loads((root / "publish.json").read_text())
+    except (OSError, ValueError):
+        manifest = {}
+        problems.append("publish.json: missing or not JSON")
+    if manifest.get("smoke") == "passed":
+        try:
+            verdict = json.loads((root / "smoke.json").read_text()).get("verdict")
+        except (OSError, ValueError, AttributeError):
+            verdict = None
+        if verdict != "pass":
+            problems.append("smoke.json: no longer a passing report")
+    if problems:
+        for problem in problems:
+            print(f"FAIL {root}/{problem}")
+        raise CheckFailed(f"{name}/{version}: {len(problems)} problem(s) in {root}; "
+                          "publish it again (--force) from a good image")
+    smoke = ("smoke tests passed" if manifest.get("smoke") == "passed"
+             else "smoke tests NOT RUN (published with --skip-smoke)")
+    print(f"{name}/{version}: all {len(listed)} files match their checksums "
+          f"(image sha256 {listed.get('image.sif', '?')[:16]}...); {smoke}")

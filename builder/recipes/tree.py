@@ -1,0 +1,248 @@
+"""Load a recipe tree (sites, targets, versions, DeepSpeed ops), check it, resolve targets."""
+
+import re
+from pathlib import Path
+
+from ..errors import RecipeError
+from . import validate, yamlsrc
+from .merge import Origin, merge
+from .model import DeepSpeed, Partition, Site, Source, Stage, Target
+
+NAME = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+FLAVOUR_VENDOR = {"cuda": "nvidia", "rocm": "amd"}
+FLAVOUR_COMM = {"cpu": "gloo", "cuda": "nccl", "rocm": "rccl"}
+VENDOR_ARCH = {"nvidia": "sm_", "amd": "gfx"}
+BUILD_TOOLS = ("setuptools", "wheel", "ninja")   # DeepSpeed builds with --no-build-isolation
+
+
+class RecipeTree:
+    """Everything under one recipes directory, loaded and checked at construction."""
+
+    def __init__(self, root):
+        self.root = str(root)
+        base = Path(root)
+        if not base.is_dir():
+            raise RecipeError("recipes directory not found; expected a directory holding "
+                              "sites/, targets/ and versions.yaml", file=self.root)
+        self.versions = self._load("versions.yaml", "versions")
+        self.ds_ops = self._load("deepspeed-ops.yaml", "deepspeed-ops")
+        self.sites = {name: self._site(doc) for name, doc in self._folder("sites", "site").items()}
+        self.target_docs = self._folder("targets", "target", partial=True)
+        self.targets = {name: self._target(name) for name in self.target_docs}
+
+    # --- files -------------------------------------------------------------------------
+    def _shown(self, *parts):
+        return str(Path(self.root, *parts))
+
+    def _load(self, relative, schema_name, partial=False):
+        path = Path(self.root, relative)
+        if not path.is_file():
+            raise RecipeError(f"missing file; expected {relative} in the recipes directory",
+                              file=self._shown(relative))
+        doc = yamlsrc.load(path, self._shown(relative))
+        validate.check(doc, doc.data, schema_name, partial)
+        return doc
+
+    def _folder(self, folder, schema_name, partial=False):
+        directory = Path(self.root, folder)
+        if not directory.is_dir():
+            raise RecipeError(f"missing directory; expected {folder}/ in the recipes directory",
+                              file=self._shown(folder))
+        docs = {}
+        for path in sorted(directory.iterdir()):
+            if path.name.startswith(".") or path.suffix not in (".yaml", ".yml", ".json"):
+                continue
+            if path.suffix != ".yaml":
+                raise RecipeError("unexpected file; recipes end in .yaml",
+                                  file=self._shown(folder, path.name))
+            if not NAME.match(path.stem):
+                raise RecipeError("bad file name; expected lower-case letters, digits and "
+                                  "dashes, such as puhti-cuda.yaml", file=self._shown(folder, path.name))
+            docs[path.stem] = self._load(f"{folder}/{path.name}", schema_name, partial)
+        if not docs:
+            raise RecipeError(f"no recipes found; expected {folder}/<name>.yaml files",
+                              file=self._shown(folder))
+        return docs
+
+    # --- sites ---------------------------------------------------------------------------
+    def _site(self, doc):
+        data = doc.data
+        name = Path(doc.file).stem
+        gpu = data["gpu"]
+        archs = tuple(gpu.get("arch", ()))
+        prefix = VENDOR_ARCH.get(gpu["vendor"])
+        for index, arch in enumerate(archs):
+            if prefix is None or not arch.startswith(prefix):
+                expected = f"{prefix}* archs" if prefix else "no arch for a site without GPUs"
+                raise doc.error(("gpu", "arch", index),
+                                f"arch {arch!r} does not fit vendor {gpu['vendor']}; expected {expected}")
+        if prefix and not archs:
+            raise doc.error(("gpu",), f"missing required key 'arch' for a {gpu['vendor']} GPU")
+        cpu, runtime, scratch = data["cpu"], data["runtime"], data.get("scratch", {})
+        multi, launcher, slurm = data.get("multi_node", {}), data.get("launcher", {}), data.get("slurm", {})
+        return Site(
+            name=name, description=data["description"], gpu_vendor=gpu["vendor"],
+            gpu_model=gpu.get("model", ""), archs=archs, gpus_per_node=gpu["per_node"],
+            cores_per_node=cpu["cores_per_node"], cores_per_gpu=cpu.get("cores_per_gpu", 0),
+            mem_per_gpu_gb=cpu.get("mem_per_gpu_gb", 0), cpu_bind=cpu.get("cpu_bind", ""),
+            runtime=runtime["command"], runtime_path=runtime.get("path", ""),
+            requires_job=runtime.get("requires_job", False),
+            binds=tuple(data["binds"]), tmpdir=scratch.get("tmpdir", ""),
+            node_local=scratch.get("node_local", ""), env=_pairs(data.get("env", {})),
+            multi_node_binds=tuple(multi.get("binds", ())),
+            multi_node_env=_pairs(multi.get("env", {})),
+            multi_node_library_path=tuple(multi.get("library_path", ())),
+            mpi_abi=data["mpi"]["abi"], mpi_host=data["mpi"].get("host", ""),
+            slurm_mpi=data["mpi"]["slurm_mpi"],
+            launcher_default=launcher.get("default", "torchrun"),
+            master_port_base=launcher.get("master_port_base", 10000),
+            account_hint=slurm.get("account_hint", ""),
+            partitions=tuple(Partition(name, p["max_nodes"], p["max_time"], p.get("gres", ""),
+                                       p.get("note", ""))
+                             for name, p in slurm.get("partitions", {}).items()),
+            network=dict(data.get("network", {})), allreduce=tuple(data.get("allreduce", ())),
+            notes=tuple(data.get("notes", ())), data=data)
+
+    # --- targets -------------------------------------------------------------------------
+    def _merged(self, name, chain=()):
+        doc = self.target_docs[name]
+        own = {key: value for key, value in doc.data.items() if key != "extends"}
+        base = doc.data.get("extends")
+        if base is None:
+            return own, Origin(doc)
+        if base == name or base in chain:
+            loop = " -> ".join(chain + (name, base))
+            raise doc.error(("extends",), f"targets extend each other in a loop: {loop}")
+        if base not in self.target_docs:
+            raise doc.error(("extends",), f"unknown target {base!r} (expected one of: "
+                                          f"{', '.join(sorted(self.target_docs))})")
+        base_data, origin = self._merged(base, chain + (name,))
+        return merge(base_data, origin, own, doc), origin
+
+    def _target(self, name):
+        data, origin = self._merged(name)
+        doc = self.target_docs[name]
+        validate.check(yamlsrc.Document(doc.file, data, doc.lines), data, "target", origin=origin)
+        versions = self.versions.data
+
+        sites = []
+        for index, site_name in enumerate(data["sites"]):
+            if site_name not in self.sites:
+                raise origin.error(("sites", index), f"unknown site {site_name!r} (expected one "
+                                                     f"of: {', '.join(sorted(self.sites))})")
+            sites.append(self.sites[site_name])
+
+        flavour = data["torch"]["flavour"]
+        vendor = FLAVOUR_VENDOR.get(flavour)
+        for index, site in enumerate(sites):
+            if vendor and site.gpu_vendor != vendor:
+                raise origin.error(("sites", index), f"site {site.name!r} has {site.gpu_vendor} "
+                                   f"GPUs; a {flavour} image needs {vendor} GPUs")
+            if site.mpi_abi != data["mpi"]["abi"]:
+                raise origin.error(("mpi", "abi"), f"site {site.name!r} runs {site.mpi_abi}; "
+                                   f"expected the image's MPI to match it, found {data['mpi']['abi']}")
+        if data["comm"]["library"] != FLAVOUR_COMM[flavour]:
+            raise origin.error(("comm", "library"), f"a {flavour} image uses "
+                               f"{FLAVOUR_COMM[flavour]}; found {data['comm']['library']}")
+        plugin = None
+        plugin_name = data["comm"].get("plugin", "none")
+        if plugin_name != "none":
+            if flavour == "cpu":
+                raise origin.error(("comm", "plugin"), "a network plugin needs nccl or rccl; "
+                                                       "a cpu image uses gloo")
+            source = versions["sources"].get(plugin_name)
+            if source is None:
+                raise self.versions.error(("sources",), f"missing source '{plugin_name}' that "
+                                          f"target {name!r} uses")
+            plugin = Source(plugin_name, str(source["version"]), source["url"], source["sha256"])
+
+        stages = tuple(self._stage(origin, data, stage) for stage in ("build", "final"))
+        extras = []
+        for index, package in enumerate(data["python"].get("packages", [])):
+            extras.append((package, self._pin(origin, ("python", "packages", index), package)))
+        tools = tuple((tool, self._pin(origin, ("python",), tool)) for tool in BUILD_TOOLS)
+        deepspeed = self._deepspeed(origin, data, flavour, sites)
+        mpi4py = ""
+        if data["mpi"].get("mpi4py", True):
+            mpi4py = self._pin(origin, ("mpi", "mpi4py"), "mpi4py")
+        torch_version = self._pin(origin, ("torch",), "torch")
+        index = versions["torch_index"].get(flavour, "")
+
+        target = Target(
+            name=name, description=data["description"], sites=tuple(sites), stages=stages,
+            os_family=data["os"]["family"],
+            packages_build=tuple(data["os"].get("packages", {}).get("build", ())),
+            packages_final=tuple(data["os"].get("packages", {}).get("final", ())),
+            venv=data["python"].get("venv", "/opt/venv"), build_tools=tools,
+            python_packages=tuple(extras),
+            torch_flavour=flavour, torch_version=torch_version, torch_index=index,
+            deepspeed=deepspeed, comm_library=data["comm"]["library"], plugin=plugin,
+            mpi_abi=data["mpi"]["abi"], mpi4py_version=mpi4py)
+        return target
+
+    def _pin(self, origin, path, package):
+        pins = self.versions.data["python_packages"]
+        if package not in pins:
+            raise origin.error(path, f"no pinned version for {package!r}; expected an entry "
+                                     f"under python_packages in {self.versions.file}")
+        return str(pins[package])
+
+    def _stage(self, origin, data, name):
+        stage = data["stages"][name]
+        image = stage["image"]
+        if stage["bootstrap"] != "localimage":
+            images = self.versions.data["images"]
+            if image not in images:
+                raise origin.error(("stages", name, "image"), f"unknown image {image!r}; expected "
+                                   f"one of the images in {self.versions.file}: {', '.join(sorted(images))}")
+            image = images[image]
+        return Stage(name, stage["bootstrap"], image)
+
+    def _deepspeed(self, origin, data, flavour, sites):
+        """Every op DeepSpeed has for the image's accelerator is prebuilt, unless skipped with a reason."""
+        spec = data["deepspeed"]
+        table = self.ds_ops.data["ops"]
+        wanted_accel = "cpu" if flavour == "cpu" else "cuda"
+        if spec["accelerator"] != wanted_accel:
+            raise origin.error(("deepspeed", "accelerator"), f"a {flavour} image builds DeepSpeed "
+                               f"ops for accelerator {wanted_accel}; found {spec['accelerator']}")
+        # ROCm torch runs DeepSpeed's cuda accelerator: ds_report lists the cuda ops there too
+        listed_for = {"cpu"} if flavour == "cpu" else {"cuda", "rocm"}
+        listed = sorted(op for op, facts in table.items() if listed_for & set(facts["accelerators"]))
+        buildable = [op for op in listed
+                     if flavour in table[op]["accelerators"] and not table[op].get("placeholder")]
+        skip = spec.get("skip", {})
+        for op in skip:
+            if op not in buildable:
+                why = ("is not a DeepSpeed op" if op not in table else
+                       "is a placeholder that is never prebuilt" if table[op].get("placeholder") else
+                       f"is not built for {flavour} images anyway")
+                raise origin.error(("deepspeed", "skip", op), f"{op!r} {why}; expected one of the "
+                                   f"ops in {self.ds_ops.file} a {flavour} image prebuilds: "
+                                   f"{', '.join(o for o in buildable if o not in skip)}")
+        promised = [op for op in buildable if op not in skip]
+        sms = [int(arch[3:]) for site in sites for arch in site.archs if arch.startswith("sm_")]
+        for op in promised:
+            if sms and "min_sm" in table[op] and min(sms) < table[op]["min_sm"]:
+                raise origin.error(("deepspeed",), f"op {op!r} needs sm_{table[op]['min_sm']} or "
+                                   f"newer and this image also targets sm_{min(sms)}; expected "
+                                   f"it under deepspeed.skip with the reason")
+        packages = sorted({pkg for op in promised for pkg in table[op].get("packages", ())})
+        return DeepSpeed(
+            version=self._pin(origin, ("deepspeed",), "deepspeed"), accelerator=spec["accelerator"],
+            switches=tuple(sorted((table[op]["build_var"], "1" if op in promised else "0")
+                                  for op in listed)),
+            listed=tuple(listed), promised=tuple(promised),
+            skipped=tuple(sorted(skip.items())), packages=tuple(packages),
+            fix_master_address=spec.get("fix_master_address", True))
+
+    def target(self, name):
+        if name not in self.targets:
+            raise RecipeError(f"unknown target {name!r} (expected one of: "
+                              f"{', '.join(sorted(self.targets))})", file="command line")
+        return self.targets[name]
+
+
+def _pairs(mapping) -> tuple:
+    """((name, value as text), ...) in file order: environment variables."""
+    return tuple((name, str(value)) for name, value in mapping.items())

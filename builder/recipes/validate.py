@@ -1,0 +1,87 @@
+"""Check recipe data against the JSON Schemas in builder/recipes/schemas/, one clear line per error."""
+
+import copy
+import re
+from functools import lru_cache
+from importlib import resources
+
+import jsonschema
+import yaml
+
+from .yamlsrc import Document, kind_of
+
+_JSON_TYPES = {"string": "text", "integer": "a whole number", "number": "a number",
+               "boolean": "true or false", "object": "a mapping", "array": "a list",
+               "null": "nothing"}
+
+
+@lru_cache(maxsize=None)
+def schema(name: str, partial: bool = False) -> dict:
+    text = resources.files(__package__).joinpath("schemas", f"{name}.yaml").read_text()
+    loaded = yaml.safe_load(text)
+    return _without_required(copy.deepcopy(loaded)) if partial else loaded
+
+
+def _without_required(node):
+    """A file that `extends:` another may leave out keys its base provides."""
+    if isinstance(node, dict):
+        node.pop("required", None)
+        node.pop("minProperties", None)
+        for value in node.values():
+            _without_required(value)
+    elif isinstance(node, list):
+        for value in node:
+            _without_required(value)
+    return node
+
+
+def check(doc: Document, data: dict, name: str, partial: bool = False, origin=None) -> None:
+    """Raise the first schema error (in file order) as a RecipeError.
+
+    ``origin`` (a merge.Origin) names the file each key path came from, for merged targets.
+    """
+    validator = jsonschema.Draft202012Validator(schema(name, partial))
+    errors = list(validator.iter_errors(data))
+    if not errors:
+        return
+    located = [_locate(doc, error) for error in errors]
+    located.sort(key=lambda item: (doc.line_of(item[0]), len(item[0])))
+    path, message = located[0]
+    raise (origin or doc).error(path, message)
+
+
+def _locate(doc, error):
+    """Return (key path, message) for one jsonschema error."""
+    path = tuple(error.absolute_path)
+    value, rule = error.instance, error.validator
+    if rule == "additionalProperties" and isinstance(value, dict):
+        allowed = sorted(error.schema.get("properties", {}))
+        extra = [key for key in value if key not in allowed]
+        if extra and allowed:
+            return path + (extra[0],), (f"unknown key '{extra[0]}' (expected one of: "
+                                        f"{', '.join(allowed)})")
+    if rule == "required":
+        missing = re.match(r"'([^']+)'", error.message)
+        return path, f"missing required key '{missing.group(1) if missing else error.message}'"
+    if rule == "propertyNames":
+        key = error.instance
+        hint = error.schema.get("x-expected", "a valid name")
+        return path + (key,), f"bad key {key!r}: expected {hint}"
+    if rule == "type":
+        wanted = error.validator_value
+        wanted = wanted if isinstance(wanted, list) else [wanted]
+        words = error.schema.get("x-expected") or " or ".join(_JSON_TYPES.get(w, w) for w in wanted)
+        return path, f"expected {words}, found {kind_of(value)}"
+    if rule == "enum":
+        options = ", ".join(str(o) for o in error.validator_value)
+        return path, f"expected one of: {options}; found {kind_of(value)}"
+    if rule == "pattern":
+        hint = error.schema.get("x-expected", f"text matching {error.validator_value}")
+        return path, f"expected {hint}, found {kind_of(value)}"
+    if rule == "uniqueItems":
+        return path, "has the same item twice; expected each item once"
+    if rule in ("minItems", "minLength", "minProperties"):
+        return path, f"is empty; expected at least {error.validator_value} item(s)"
+    if rule in ("minimum", "maximum", "exclusiveMinimum"):
+        return path, f"expected a value within the {rule} {error.validator_value}, found {kind_of(value)}"
+    return path, error.message.splitlines()[0]

@@ -1,0 +1,29 @@
+"""Building blocks: each knows one step of the image and returns Parts, never Apptainer text.
+
+The order here is the order of each stage's %post. The build-host settings come first, then
+the os block, which installs the packages every other block asked for (so it is called last,
+with their wishes).
+"""
+
+from . import (build_host, comm, deepspeed, extras, mpi, os_packages, provenance, python, runtime,
+               torch)
+
+# The base layers (devel and base images) hold what changes rarely and builds slowly; the
+# top layer holds what changes often, so changing it rebuilds neither the OS nor torch.
+BASE_BLOCKS = (python, torch, comm, mpi)
+TOP_BLOCKS = (provenance, extras, deepspeed, runtime)
+
+
+def parts_by_layer(target) -> dict:
+    """{"base": Parts of the devel and base layers, "top": Parts of the image layer}, each in
+    %post order; the build-host settings open both, the os block comes right after them."""
+    base = [part for block in BASE_BLOCKS for part in block.parts(target)]
+    top = [part for block in TOP_BLOCKS for part in block.parts(target)]
+    asked = [part.block for part in top if part.packages]
+    if asked:    # they would rebuild the OS layer; a top block installs its own (deepspeed does)
+        raise ValueError(f"top-layer blocks may not ask the os block for packages: {asked}")
+    wanted = {"build": set(target.packages_build), "final": set(target.packages_final)}
+    for part in base:
+        wanted[part.stage].update(part.packages)
+    host = build_host.parts(target)
+    return {"base": host + os_packages.parts(target, wanted) + base, "top": host + top}

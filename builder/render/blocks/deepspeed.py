@@ -1,0 +1,79 @@
+"""DeepSpeed with its C++/CUDA/HIP ops compiled at build time, not JIT at first use."""
+
+from ...shell import cmd
+from ..parts import Part
+from . import os_packages
+
+WHEELS = "/tmp/deepspeed-wheel"
+# `python -m builder build` binds a cache here holding the wheel last built from the same
+# inputs (devel image, DeepSpeed version, build switches); it is refilled after a build.
+WHEEL_CACHE = "/mnt/deepspeed-wheel"
+# DeepSpeed's ROCm op builds take the arch from the first GPU that rocminfo reports,
+# overriding PYTORCH_ROCM_ARCH. These tools are replaced for the build so that a build host
+# with (or without) a GPU cannot change the arch; the originals come back afterwards.
+ROCM_ARCH_TOOLS = ("/opt/rocm/bin/rocminfo", "/opt/rocm/lib/llvm/bin/amdgpu-arch")
+
+_FIND_COMM = ('comm_py="$(python -c \'import importlib.util, os; '
+              'print(os.path.join(os.path.dirname(importlib.util.find_spec("deepspeed").origin), '
+              '"comm", "comm.py"))\')"')
+
+
+
+def parts(target):
+    """DeepSpeed's wheel with every promised op compiled in; its own test is the master-address
+    fix (the smoke block's %test proves the ops: `python -m smoke deepspeed`)."""
+    ds = target.deepspeed
+    apt = (("DEBIAN_FRONTEND", "noninteractive"),) if ds.packages else ()
+    # DS_BUILD_OPS=1 with an explicit switch per listed op: the wheel holds exactly the promise
+    env = [*apt, ("DS_ACCELERATOR", ds.accelerator), ("DS_BUILD_OPS", "1"), *ds.switches]
+    compile_ops = [cmd("pip", "wheel", "--no-build-isolation", "--no-deps", "--no-cache-dir",
+                       "-w", WHEELS, f"deepspeed=={ds.version}")]
+    if target.torch_flavour == "rocm":
+        compile_ops = _replace_arch_tools(target.archs[0]) + compile_ops + _restore_arch_tools()
+    # the ops' own packages (libaio) go in this layer, so an op change never rebuilds the OS
+    needs = list(os_packages.install(ds.packages)) if ds.packages else []
+    post = [*needs,
+            f"if ls {WHEEL_CACHE}/deepspeed-*.whl >/dev/null 2>&1; then",
+            "    echo 'reusing the DeepSpeed wheel built from the same inputs'",
+            f"    mkdir -p {WHEELS} && cp {WHEEL_CACHE}/deepspeed-*.whl {WHEELS}/",
+            "else",
+            *("    " + line for line in compile_ops),
+            f"    if [ -d {WHEEL_CACHE} ]; then cp {WHEELS}/deepspeed-*.whl {WHEEL_CACHE}/ || true; fi",
+            "fi",
+            f'pip install --no-cache-dir {WHEELS}/deepspeed-*.whl',
+            cmd("rm", "-rf", WHEELS)]
+    final_post, test = list(needs), []
+    if ds.fix_master_address:
+        # DeepSpeed's MPI discovery takes rank 0's first `hostname -I` address, which on LUMI
+        # and Puhti is an interface other nodes cannot reach; the host name resolves right.
+        post += [_FIND_COMM, """sed -i 's/hostname -I/hostname -s/g' "$comm_py\""""]
+        test += [_FIND_COMM,
+                 """if grep -q 'hostname -I' "$comm_py"; then echo "DeepSpeed still uses hostname -I" >&2; exit 1; fi"""]
+    final_env = (("DS_ACCELERATOR", "cpu"),) if ds.accelerator == "cpu" else ()
+    notes = [f"DeepSpeed {ds.version}, ops prebuilt (nothing compiles at run time): "
+             f"{', '.join(ds.promised)}."]
+    notes += [f"Not prebuilt: {op} ({reason})." for op, reason in ds.skipped]
+    majors = {int(arch[3:-1]) for arch in target.archs if arch.startswith("sm_")}
+    if majors and min(majors) <= 7 < max(majors):
+        # DeepSpeed drops -DBF16_AVAILABLE for every op once any arch is sm_7x
+        notes.append("Its CUDA ops are built without BF16 because the arch list includes sm_7x; "
+                     "per-site images keep BF16 on newer GPUs.")
+    return [
+        Part(block="deepspeed", stage="build", build_env=tuple(env), post=tuple(post)),
+        Part(block="deepspeed", stage="final", build_env=apt, post=tuple(final_post),
+             env=final_env, test=tuple(test), help=tuple(notes)),
+    ]
+
+
+def _replace_arch_tools(arch):
+    lines = []
+    for tool in ROCM_ARCH_TOOLS:
+        lines += [f"if [ -e {tool} ]; then mv {tool} {tool}.real; fi",
+                  f"printf '#!/bin/sh\\necho %s\\n' {cmd(arch)} > {tool}",
+                  f"chmod 755 {tool}"]
+    return lines
+
+
+def _restore_arch_tools():
+    return [f"if [ -e {tool}.real ]; then mv {tool}.real {tool}; else rm -f {tool}; fi"
+            for tool in ROCM_ARCH_TOOLS]

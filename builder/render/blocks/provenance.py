@@ -1,0 +1,44 @@
+"""Labels that say where an image came from, with the resolved recipe embedded."""
+
+import hashlib
+import json
+
+from ... import __version__
+from ..parts import Part
+
+LABEL_PREFIX = "org.hpc-ml-containers"
+
+
+def recipe_json(target) -> str:
+    return json.dumps(target.resolved, sort_keys=True, separators=(",", ":"))
+
+
+def recipe_hash(target) -> str:
+    return hashlib.sha256(recipe_json(target).encode()).hexdigest()
+
+
+def parts(target):
+    labels = [("builder.version", __version__),
+              ("target", target.name),
+              ("sites", ",".join(site.name for site in target.sites)),
+              ("gpu.arch", ",".join(target.archs) or "none"),
+              ("recipe.sha256", recipe_hash(target))]
+    labels += [(f"image.{stage.name}", f"{stage.bootstrap}:{stage.image}") for stage in target.stages]
+    pinned = [("torch", target.torch_version), ("deepspeed", target.deepspeed.version)]
+    if target.mpi4py_version:
+        pinned.append(("mpi4py", target.mpi4py_version))
+    pinned += list(target.python_packages) + list(target.build_tools)
+    if target.plugin is not None:
+        pinned.append((target.plugin.name, target.plugin.version))
+    labels += [(f"version.{name}", version) for name, version in pinned]
+    # what `ds_report` must show installed, no more and no less (checked by `smoke deepspeed`)
+    labels.append(("deepspeed.ops", ",".join(target.deepspeed.promised)))
+    labels.append(("recipe", recipe_json(target)))
+    return [Part(
+        block="provenance", stage="final",
+        labels=tuple((f"{LABEL_PREFIX}.{key}", value) for key, value in labels),
+        help=(f"{target.name}: {target.description}",
+              f"Built for: {', '.join(s.name for s in target.sites)}; GPU arch: "
+              f"{', '.join(target.archs) or 'none'}.",
+              f"The resolved recipe is in the label {LABEL_PREFIX}.recipe "
+              "(apptainer inspect --labels IMAGE)."))]

@@ -1,0 +1,80 @@
+"""The runtime package (runtime/: launchenv and the smoke suite) installed into the image's
+venv from its wheel, and image.json, what this image promises (its DeepSpeed ops, its
+communication library), beside it. Site facts (references, networks) are not baked in: the
+wrapper hands them to the smoke suite at run time.
+
+The definition names the wheel by file and sha256; `python -m builder build` passes its path
+as the build argument RUNTIME_WHEEL (by hand: `--build-arg RUNTIME_WHEEL=containers/<wheel>`
+after `python -m builder render`, which writes it there).
+"""
+
+import json
+
+from ...shell import cmd, python_check
+from .. import runtime_wheel
+from ..parts import Part
+
+STAGING = "/opt/hpcml-runtime"
+IMAGE_JSON = "share/hpc-ml-runtime/image.json"      # under the venv (smoke reads sys.prefix)
+END = "IMAGE_JSON"
+
+_LAUNCHENV_CHECK = """
+import launchenv
+launch = launchenv.detect({})
+assert (launch.source, launch.rank, launch.world_size) == ("single", 0, 1), launch
+print("launchenv:", launchenv.__file__)
+"""
+
+
+def image_facts(target) -> dict:
+    return {"target": target.name,
+            "deepspeed": {"accelerator": target.deepspeed.accelerator,
+                          "listed_ops": list(target.deepspeed.listed),
+                          "promised_ops": list(target.deepspeed.promised)},
+            "comm": {"library": target.comm_library,
+                     "plugin": target.plugin.name if target.plugin else None}}
+
+
+def parts(target):
+    wheel = runtime_wheel.current()
+    staged = f"{STAGING}/{wheel.name}"
+    facts = _two_levels(image_facts(target))
+    image_json = f"{target.venv}/{IMAGE_JSON}"
+    post = [f"echo {cmd(f'{wheel.sha256}  {staged}')} | sha256sum --check --quiet -",
+            cmd("pip", "install", "--no-cache-dir", "--no-deps", "--no-index", staged),
+            cmd("rm", "-rf", STAGING),
+            cmd("mkdir", "-p", image_json.rsplit("/", 1)[0]),
+            f"cat > {cmd(image_json)} <<'{END}'", *facts.splitlines(), END]
+    test = [python_check("python", _LAUNCHENV_CHECK),
+            cmd("python", "-m", "smoke", "--help") + " > /dev/null",
+            'smoke_out="$(mktemp -d)"',
+            cmd("python", "-m", "smoke", "allreduce", "--sizes", "8:64K", "--warmup", "1",
+                "--iters", "2", "--timeout", "120") + ' --out "$smoke_out"',
+            # the promised ops are exactly the installed ones, each loads, and the engine trains
+            # under ZeRO 1-3 with nothing compiled (the image has no compiler to do so)
+            cmd("python", "-m", "smoke", "deepspeed", "--timeout", "600") + ' --out "$smoke_out"',
+            'rm -rf "$smoke_out"']
+    return [
+        Part(block="runtime", stage="build",
+             files=((f"{{{{ {runtime_wheel.BUILD_ARG} }}}}", staged),), post=tuple(post)),
+        Part(block="runtime", stage="final", test=tuple(test),
+             help=("`import launchenv; launchenv.apply()` sets RANK, LOCAL_RANK, WORLD_SIZE, "
+                   "LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT from torchrun, MPI or Slurm.",
+                   "Smoke tests: `python -m smoke all` (under srun, mpirun or torchrun for "
+                   "several ranks) checks all-reduce sums and bandwidth against the site's "
+                   "reference, the network NCCL/RCCL used, DeepSpeed's prebuilt ops and its "
+                   "engine under ZeRO 1-3, mpi4py and a DDP run; it writes "
+                   "smoke-report/smoke.json and smoke-busbw.png. Site references come from "
+                   "the wrapper (singularity_wrapper), or --site-facts FILE.")),
+    ]
+
+
+def _two_levels(data: dict) -> str:
+    """JSON with one line per key of the top two levels: short, and a reviewer sees each
+    op list on a line of its own."""
+    def inner(value):
+        if not isinstance(value, dict):
+            return json.dumps(value)
+        rows = [f"  {json.dumps(k)}: {json.dumps(v)}" for k, v in sorted(value.items())]
+        return "{\n" + ",\n".join(rows) + "}"
+    return "{" + ",\n ".join(f"{json.dumps(k)}: {inner(v)}" for k, v in sorted(data.items())) + "}"

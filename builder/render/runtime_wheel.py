@@ -1,0 +1,74 @@
+"""The runtime package (launchenv and the smoke suite) as a wheel that every image installs.
+
+The same sources always give the same bytes: hatchling writes files in sorted order with a
+fixed timestamp (pinned here, so a SOURCE_DATE_EPOCH in the caller's environment cannot move
+it). The wheel's sha256 goes into each definition, so a change to the runtime code changes the
+top layer's key and nothing below it.
+"""
+
+import hashlib
+import os
+import tempfile
+from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from .. import resources
+from ..errors import ToolError
+from ..fileio import write_bytes_atomic
+
+# 2020-02-02, hatchling's own reproducible default, kept even when SOURCE_DATE_EPOCH is set
+FIXED_EPOCH = "1580601600"
+BUILD_ARG = "RUNTIME_WHEEL"       # the definition's %files takes the wheel's path from it
+
+
+@dataclass(frozen=True)
+class Wheel:
+    name: str                     # hpc_ml_runtime-<version>-py3-none-any.whl
+    sha256: str
+    data: bytes = b""
+
+    def write(self, folder: Path) -> bool:
+        """Write the wheel into ``folder`` (atomically); False when it was there already."""
+        return write_bytes_atomic(Path(folder) / self.name, self.data)
+
+
+def current() -> Wheel:
+    """The wheel of the runtime sources as they are now (built once per content)."""
+    source = resources.runtime_source()
+    return _build(source, _fingerprint(source))
+
+
+def _fingerprint(source: Path) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(source.rglob("*")):
+        if path.is_file() and "__pycache__" not in path.parts:
+            digest.update(str(path.relative_to(source)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+@lru_cache(maxsize=4)
+def _build(source: Path, fingerprint: str) -> Wheel:
+    from hatchling.builders.wheel import WheelBuilder
+    with tempfile.TemporaryDirectory(prefix="hpcml-wheel-") as out, _pinned_epoch():
+        try:
+            built = list(WheelBuilder(str(source)).build(directory=out, versions=["standard"]))
+        except Exception as error:      # hatchling reports bad metadata in many ways
+            raise ToolError(f"{source}: could not build the runtime wheel: {error}") from None
+        path = Path(built[0])
+        data = path.read_bytes()
+    return Wheel(path.name, hashlib.sha256(data).hexdigest(), data)
+
+
+@contextmanager
+def _pinned_epoch():
+    saved = os.environ.get("SOURCE_DATE_EPOCH")
+    os.environ["SOURCE_DATE_EPOCH"] = FIXED_EPOCH
+    try:
+        yield
+    finally:
+        if saved is None:
+            del os.environ["SOURCE_DATE_EPOCH"]
+        else:
+            os.environ["SOURCE_DATE_EPOCH"] = saved

@@ -1,0 +1,40 @@
+"""The shell settings file a site's wrapper reads (wrappers/sites/<site>.sh).
+
+Bash cannot read YAML, so each site file is rendered into shell assignments, committed like
+the .def files and checked for staleness the same way. Paths such as `$TMPDIR` stay literal
+here; the wrapper looks the variable up when it runs and never evaluates the text.
+"""
+
+import json
+
+from ..shell import quote
+
+GPU_FLAGS = {"nvidia": "--nv", "amd": "--rocm", "none": ""}
+
+
+def render_site(site) -> str:
+    facts = json.dumps(site.smoke_facts, sort_keys=True, separators=(",", ":"))
+    lines = [
+        f"# {site.name}: {site.description}",
+        f"# Generated from recipes/sites/{site.name}.yaml by python -m builder render; do not edit.",
+        "# shellcheck shell=bash disable=SC2034,SC2016  # read by singularity_wrapper; $VARS stay literal",
+        f"HPCML_SITE={quote(site.name)}",
+        f"HPCML_RUNTIME_PATH={quote(site.runtime_path)}",
+        f"HPCML_GPU_FLAG={quote(GPU_FLAGS[site.gpu_vendor])}",
+        f"HPCML_REQUIRES_JOB={1 if site.requires_job else 0}",
+        _array("HPCML_BINDS", site.binds),
+        "# staged data (SING_STAGE) goes to the first of these that is set and exists",
+        _array("HPCML_STAGE_ROOTS", filter(None, (site.node_local, site.tmpdir))),
+        "# on jobs of more than one node only",
+        _array("HPCML_MULTI_NODE_BINDS", site.multi_node_binds),
+        _array("HPCML_MULTI_NODE_ENV", (f"{name}={value}" for name, value in site.multi_node_env)),
+        _array("HPCML_MULTI_NODE_LIBRARY_PATH", site.multi_node_library_path),
+        f"HPCML_MASTER_PORT_BASE={site.master_port_base}",
+        "# what the smoke suite judges runs here against (python -m smoke reads it at run time)",
+        f"HPCML_SITE_FACTS={quote(facts)}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _array(name, values) -> str:
+    return f"{name}=({' '.join(quote(value) for value in values)})"

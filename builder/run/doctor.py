@@ -1,0 +1,46 @@
+"""`doctor`: what this host offers for building images, without changing anything."""
+
+import shutil
+from pathlib import Path
+
+from .. import runner
+from ..build import hostinfo, toolbox
+from ..build.cache import cache_dir
+from ..build.images import installed_runtime
+from ..errors import ToolError
+
+
+def report(tree, images):
+    rows = []
+    site = tree.targets["cpu"].sites[0] if "cpu" in tree.targets else next(iter(tree.sites.values()))
+    found = installed_runtime(site)
+    if found:
+        rows.append(("runtime", f"{found}: {_version(found)}"))
+    elif toolbox.is_ready():
+        rows.append(("runtime", f"toolbox {toolbox.home()}: {_version(str(toolbox.command()))}"))
+    else:
+        why = toolbox.can_provision()
+        rows.append(("runtime", "none on PATH; " + (f"cannot provision a toolbox: {why}" if why else
+                     "`build` provisions a toolbox under the cache (about 40 s, 300 MB)")))
+    rows.append(("fakeroot", "needed: no CAP_SYS_RESOURCE in the capability bounding set"
+                 if hostinfo.needs_fakeroot() else "not needed"))
+    for label, path in (("disk images", images), ("disk cache", cache_dir())):
+        existing = next(p for p in [path, *path.resolve().parents] if p.exists())
+        rows.append((label, f"{shutil.disk_usage(existing).free / 1e9:.1f} GB free at {existing}"))
+    try:
+        rows.append(("mirror", hostinfo.debian_mirror()))
+    except ToolError as error:
+        rows.append(("mirror", str(error)))
+    pip = hostinfo.pip_settings()
+    rows.append(("pip CA", pip["cert"] or "none (builds use the image's own CA bundle)"))
+    wheels = [w.name for d in pip["find_links"] for w in Path(d).glob("*.whl")]
+    rows.append(("pip wheels", f"{len(wheels)} local wheel(s): {', '.join(wheels)}" if wheels else "none"))
+    for label, value in rows:
+        print(f"{label:<12} {value}")
+
+
+def _version(path):
+    try:
+        return runner.run([path, "--version"], timeout=60).stdout.strip()
+    except ToolError as error:
+        return f"broken ({error})"
