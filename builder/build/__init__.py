@@ -1,0 +1,1 @@
+"""Build: layers with Apptainer (or the toolbox), keyed and cached, written atomically."""

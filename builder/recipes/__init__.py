@@ -1,0 +1,1 @@
+"""Recipes: load the YAML, validate it against the schemas, merge targets, build the typed model."""
