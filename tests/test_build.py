@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -190,14 +191,15 @@ site = RecipeTree(sys.argv[3]).sites["local"]
 progress = Progress()
 runtime, _ = find_runtime(site, progress, sif.parent)
 try:
-    build_layer(runtime, text, sif, "k", {"BASE": sys.argv[4]}, sif.parent / "x.build.log", None, progress)
+    build_layer(runtime, text, sif, "k", {"BASE": sys.argv[4]}, sif.parent / "x.build.log", None,
+                progress, packed=sys.argv[5:] != ["uncompressed"])
 except BuilderError as error:
     print(error, file=sys.stderr)
     sys.exit(error.exit_status)
 """
 
 
-def start_layer_build(tmp_path, post):
+def start_layer_build(tmp_path, post, *extra):
     images = tmp_path / "images"
     images.mkdir()
     previous = images / "x.sif"
@@ -207,7 +209,7 @@ def start_layer_build(tmp_path, post):
     private_tmp = tmp_path / "tmp"          # the build's work files, apart from other builds'
     private_tmp.mkdir()
     process = subprocess.Popen(
-        [sys.executable, "-c", BUILD_ONE_LAYER, definition, previous, RECIPES, IMAGES / "cpu.base.sif"],
+        [sys.executable, "-c", BUILD_ONE_LAYER, definition, previous, RECIPES, IMAGES / "cpu.base.sif", *extra],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env=dict(os.environ, TMPDIR=str(private_tmp)))
     return process, images, previous
@@ -235,6 +237,27 @@ def test_a_failing_build_reports_its_log_and_keeps_the_previous_image(cpu_image,
     assert previous.read_bytes() == b"the previous image\n"
     assert sorted(p.name for p in images.iterdir()) == ["x.build.log", "x.sif"]
     assert work_dirs(tmp_path) == []
+
+
+def squashfs_flags(sif: Path) -> int:
+    """The flags of the SIF's squashfs superblock (its magic, then flags at byte 24)."""
+    with open(sif, "rb") as handle:
+        head = handle.read(1 << 20)
+    start = head.index(b"hsqs")
+    return int.from_bytes(head[start + 24:start + 26], "little")
+
+
+UNCOMPRESSED_INODES, UNCOMPRESSED_DATA, UNCOMPRESSED_FRAGMENTS = 0x1, 0x2, 0x8
+
+
+@pytest.mark.parametrize("way", ["uncompressed", "packed"])
+def test_intermediate_layers_are_written_uncompressed_and_the_image_packed(cpu_image, tmp_path, way):
+    process, _images, previous = start_layer_build(tmp_path, "echo layer > /layer.txt", way)
+    _, stderr = process.communicate(timeout=900)
+    assert process.returncode == 0, stderr
+    flags = squashfs_flags(previous)
+    raw = UNCOMPRESSED_INODES | UNCOMPRESSED_DATA | UNCOMPRESSED_FRAGMENTS
+    assert (flags & raw == raw) if way == "uncompressed" else (flags & raw == 0), hex(flags)
 
 
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT], ids=["SIGKILL", "SIGINT"])

@@ -10,6 +10,7 @@ cleans up even after SIGKILL) leaves the old image as it was.
 """
 
 import fcntl
+import functools
 import hashlib
 import json
 import os
@@ -43,6 +44,10 @@ PARENTS = {"DEVEL": "devel", "BASE": "base"}          # build argument -> layer
 # runtime wheel's sha256 in the definition)
 PATH_ARGS = frozenset(PARENTS) | {runtime_wheel.BUILD_ARG}
 LAYER_PARENTS = {"devel": (), "base": ("devel",), "image": ("devel", "base")}
+# Layers that never leave this machine: the next layer unpacks them again, so compressing
+# them is time spent twice for nothing. Same content either way, so not part of the key.
+INTERMEDIATE = ("devel", "base")
+UNCOMPRESSED = "-noI -noD -noF -noX"      # no compression of inodes, data, fragments, xattrs
 
 
 def is_current(sif: Path, key: str) -> bool:
@@ -109,15 +114,17 @@ def build(tree, name, *, images: Path, force=None, progress):
             wheels = _wheel_cache(target, keys["devel"]) if layer == "image" else None
             log_path = images / f"{name}.{layer}.build.log"
             progress.step(f"building the {layer} layer {sif} with {label} (log: {log_path})")
-            build_layer(runtime, texts[layer], sif, keys[layer], args, log_path, wheels, progress)
+            build_layer(runtime, texts[layer], sif, keys[layer], args, log_path, wheels, progress,
+                        packed=layer not in INTERMEDIATE)
             cache.store(name, layer, keys[layer], sif)
     stat = paths["image"].stat()
     progress.step(f"built {paths['image']} ({stat.st_size / 1e6:.0f} MB); its %test passed")
     return paths["image"]
 
 
-def build_layer(runtime, text, sif, key, args, log_path, wheels, progress):
-    """Build one definition into ``sif`` atomically; record ``key`` beside it."""
+def build_layer(runtime, text, sif, key, args, log_path, wheels, progress, packed=True):
+    """Build one definition into ``sif`` atomically; record ``key`` beside it. ``packed``
+    False writes the squashfs uncompressed, for a layer only the next layer reads."""
     work = Path(tempfile.mkdtemp(prefix="hpcml-build-"))
     tmp_sif = sif.with_name(f".{sif.name}.tmp-{os.getpid()}")
     try:
@@ -135,6 +142,8 @@ def build_layer(runtime, text, sif, key, args, log_path, wheels, progress):
         elif wheels is not None:
             (host / "deepspeed-wheel").mkdir()
         argv = [runtime, "build"]
+        if not packed and _takes_squashfs_args(runtime):
+            argv += ["--mksquashfs-args", UNCOMPRESSED]
         if hostinfo.needs_fakeroot():
             argv.append("--fakeroot")
         for arg, value in sorted(args.items()):
@@ -244,3 +253,10 @@ def _progress_lines(progress):
         if text.startswith(STEP_MARKERS):
             progress.step(text.replace("INFO:    ", "").rstrip("."))
     return on_line
+
+
+@functools.lru_cache(maxsize=None)
+def _takes_squashfs_args(runtime) -> bool:
+    """Apptainer 1.1+ and SingularityCE 3.9+ pass --mksquashfs-args on; older ones refuse it."""
+    result = runner.run([runtime, "build", "--help"], check=False, timeout=60)
+    return "--mksquashfs-args" in result.stdout

@@ -5,6 +5,13 @@ from ..parts import Part
 from . import os_packages
 
 WHEELS = "/tmp/deepspeed-wheel"
+SOURCE = "/tmp/deepspeed-src"
+# Every core, but no more compiles than there are 2 GiB of free memory for (an nvcc or hipcc
+# op compile can take that much). setuptools builds that many ops at once; ninja builds each
+# op's files one at a time, so the compiles never multiply.
+_JOBS = ("jobs=\"$(nproc)\"; mem_jobs=\"$(awk '/MemAvailable/ {print int($2 / 2097152)}' "
+         "/proc/meminfo)\"; if [ \"$mem_jobs\" -lt \"$jobs\" ]; then jobs=\"$mem_jobs\"; fi; "
+         "if [ \"$jobs\" -lt 1 ]; then jobs=1; fi")
 # `python -m builder build` binds a cache here holding the wheel last built from the same
 # inputs (devel image, DeepSpeed version, build switches); it is refilled after a build.
 WHEEL_CACHE = "/mnt/deepspeed-wheel"
@@ -26,8 +33,16 @@ def parts(target):
     apt = (("DEBIAN_FRONTEND", "noninteractive"),) if ds.packages else ()
     # DS_BUILD_OPS=1 with an explicit switch per listed op: the wheel holds exactly the promise
     env = [*apt, ("DS_ACCELERATOR", ds.accelerator), ("DS_BUILD_OPS", "1"), *ds.switches]
-    compile_ops = [cmd("pip", "wheel", "--no-build-isolation", "--no-deps", "--no-cache-dir",
-                       "-w", WHEELS, f"deepspeed=={ds.version}")]
+    # from the sdist, so that build_ext can take -j: pip builds the ops one after another
+    compile_ops = [cmd("pip", "download", "--no-deps", "--no-binary", ":all:", "--no-build-isolation",
+                       "--no-cache-dir", "-d", SOURCE, f"deepspeed=={ds.version}"),
+                   cmd("tar", "-xzf", f"{SOURCE}/deepspeed-{ds.version}.tar.gz", "-C", SOURCE),
+                   cmd("cd", f"{SOURCE}/deepspeed-{ds.version}"),
+                   _JOBS,
+                   'echo "compiling the DeepSpeed ops, $jobs at a time"',
+                   f'MAX_JOBS=1 python setup.py --quiet build_ext -j "$jobs" bdist_wheel -d {WHEELS}',
+                   "cd /",
+                   cmd("rm", "-rf", SOURCE)]
     if target.torch_flavour == "rocm":
         compile_ops = _replace_arch_tools(target.archs[0]) + compile_ops + _restore_arch_tools()
     # the ops' own packages (libaio) go in this layer, so an op change never rebuilds the OS
