@@ -32,9 +32,7 @@ def main():
     options = parser.parse_args()
     target = RecipeTree(ROOT / "recipes").target("cpu")
     build = next(p for p in deepspeed.parts(target) if p.stage == "build")
-    start = build.post.index("else") + 1
-    compile_lines = [line.strip() for line in build.post[start:build.post.index("fi", start)]
-                     if not line.strip().startswith("if [ -d /mnt")]
+    compile_lines = deepspeed.compile_commands(target.deepspeed.version)
     if options.way == "serial":
         compile_lines = [f"pip wheel --no-build-isolation --no-deps --no-cache-dir -w "
                          f"{deepspeed.WHEELS} deepspeed=={target.deepspeed.version}"]

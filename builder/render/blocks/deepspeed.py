@@ -26,6 +26,21 @@ _FIND_COMM = ('comm_py="$(python -c \'import importlib.util, os; '
 
 
 
+def compile_commands(version) -> list:
+    """Shell lines that compile DeepSpeed ``version`` with its ops into a wheel in WHEELS
+    (the DS_BUILD_* switches set already). From the sdist, so that build_ext can take -j:
+    pip would build the ops one after another."""
+    return [cmd("pip", "download", "--no-deps", "--no-binary", ":all:", "--no-build-isolation",
+                "--no-cache-dir", "-d", SOURCE, f"deepspeed=={version}"),
+            cmd("tar", "-xzf", f"{SOURCE}/deepspeed-{version}.tar.gz", "-C", SOURCE),
+            cmd("cd", f"{SOURCE}/deepspeed-{version}"),
+            _JOBS,
+            'echo "compiling the DeepSpeed ops, $jobs at a time"',
+            f'MAX_JOBS=1 python setup.py --quiet build_ext -j "$jobs" bdist_wheel -d {WHEELS}',
+            "cd /",
+            cmd("rm", "-rf", SOURCE)]
+
+
 def parts(target):
     """DeepSpeed's wheel with every promised op compiled in; its own test is the master-address
     fix (the smoke block's %test proves the ops: `python -m smoke deepspeed`)."""
@@ -33,16 +48,7 @@ def parts(target):
     apt = (("DEBIAN_FRONTEND", "noninteractive"),) if ds.packages else ()
     # DS_BUILD_OPS=1 with an explicit switch per listed op: the wheel holds exactly the promise
     env = [*apt, ("DS_ACCELERATOR", ds.accelerator), ("DS_BUILD_OPS", "1"), *ds.switches]
-    # from the sdist, so that build_ext can take -j: pip builds the ops one after another
-    compile_ops = [cmd("pip", "download", "--no-deps", "--no-binary", ":all:", "--no-build-isolation",
-                       "--no-cache-dir", "-d", SOURCE, f"deepspeed=={ds.version}"),
-                   cmd("tar", "-xzf", f"{SOURCE}/deepspeed-{ds.version}.tar.gz", "-C", SOURCE),
-                   cmd("cd", f"{SOURCE}/deepspeed-{ds.version}"),
-                   _JOBS,
-                   'echo "compiling the DeepSpeed ops, $jobs at a time"',
-                   f'MAX_JOBS=1 python setup.py --quiet build_ext -j "$jobs" bdist_wheel -d {WHEELS}',
-                   "cd /",
-                   cmd("rm", "-rf", SOURCE)]
+    compile_ops = compile_commands(ds.version)
     if target.torch_flavour == "rocm":
         compile_ops = _replace_arch_tools(target.archs[0]) + compile_ops + _restore_arch_tools()
     # the ops' own packages (libaio) go in this layer, so an op change never rebuilds the OS
