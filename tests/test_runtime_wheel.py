@@ -88,3 +88,11 @@ def test_each_definition_is_a_page_an_admin_can_read(name):
         # no source files pasted in (the runtime comes as a wheel): one heredoc, the JSON
         assert set(re.findall(r"<<'(\w+)'", text)) <= {"IMAGE_JSON"}, (name, layer)
         assert not re.search(r"^\s*(def|class) \w+", text, re.M), (name, layer)
+
+
+def test_the_block_writes_image_json_where_the_smoke_suite_reads_it():
+    import sys
+    from builder.render.blocks import runtime
+    sys.path.insert(0, str(ROOT / "runtime"))
+    from smoke import config
+    assert str(config.IMAGE.relative_to(sys.prefix)) == runtime.IMAGE_JSON
