@@ -1,13 +1,17 @@
 """Build-time benchmark for the CPU target, all measured in one run on this machine.
 
-Prints three ratios:
+Prints these ratios:
+  full build / full build at --baseline REV   (only with --baseline; goal for issue 13: < 0.5)
   no-op rebuild / full build          (goal: under 1 %)
   top-layer rebuild / full build      (goal: under 25 %; an extra pip package is added)
   image size / what it must contain   (the venv plus the installed OS packages, uncompressed)
 
-The full build starts from an empty images directory and an empty DeepSpeed wheel cache (a
-private XDG_CACHE_HOME; the toolbox, if one is needed, is provisioned before timing starts).
-Usage: python bench/build_bench.py [--keep DIR]     (about 25 minutes on 2 cores)
+Each full build starts from an empty images directory and an empty private cache (its own
+XDG_CACHE_HOME: no layers, no kept outputs; the toolbox, if one is needed, is provisioned
+before timing starts). --baseline builds the same target with the builder and recipes of an
+older commit first (`git archive`), so both figures come from the same machine and run.
+Usage: python bench/build_bench.py [--baseline REV] [--keep DIR]
+       (about 13 minutes on 2 cores, plus the baseline's full build)
 """
 
 import argparse
@@ -23,9 +27,9 @@ ROOT = Path(__file__).resolve().parent.parent
 EXTRA = ("six", "1.17.0")          # a small pure-Python package for the top-layer rebuild
 
 
-def builder(*args, env):
+def builder(*args, env, root=ROOT):
     started = time.monotonic()
-    result = subprocess.run([sys.executable, "-m", "builder", *map(str, args)], cwd=ROOT, env=env,
+    result = subprocess.run([sys.executable, "-m", "builder", *map(str, args)], cwd=root, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     elapsed = time.monotonic() - started
     if result.returncode != 0:
@@ -33,8 +37,38 @@ def builder(*args, env):
     return elapsed, result.stdout
 
 
+def private_cache(cache: Path, root: Path) -> dict:
+    """An environment whose cache is ``cache`` (emptied), with the toolbox linked in."""
+    shutil.rmtree(cache, ignore_errors=True)
+    env = dict(os.environ, XDG_CACHE_HOME=str(cache), PYTHONPATH=str(root))
+    if not (shutil.which("apptainer") or shutil.which("singularity")):
+        # the toolbox is set-up, not build time; reuse the user's if it exists
+        home_box = Path.home() / ".cache" / "hpc-ml-containers" / "toolbox"
+        target = cache / "hpc-ml-containers" / "toolbox"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if home_box.is_dir():
+            target.symlink_to(home_box)
+        else:
+            builder("toolbox", "provision", env=env, root=root)
+    return env
+
+
+def baseline_build(rev: str, work: Path) -> float:
+    """A full build with the builder and recipes of commit ``rev``, from empty caches."""
+    tree = work / "baseline"
+    shutil.rmtree(tree, ignore_errors=True)
+    tree.mkdir()
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev], capture_output=True, check=True)
+    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive.stdout, check=True)
+    env = private_cache(work / "cache-baseline", tree)
+    seconds, _ = builder("build", "cpu", "--images", work / "images-baseline", env=env, root=tree)
+    shutil.rmtree(work / "images-baseline", ignore_errors=True)     # 3 GB of layers
+    return seconds
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--baseline", metavar="REV", help="also time a full build at this commit")
     parser.add_argument("--keep", type=Path, help="work in this directory and keep it")
     args = parser.parse_args()
     work = args.keep or Path(tempfile.mkdtemp(prefix="hpcml-bench-"))
@@ -42,20 +76,16 @@ def main():
     recipes, images, cache = work / "recipes", work / "images", work / "cache"
     shutil.rmtree(recipes, ignore_errors=True)
     shutil.copytree(ROOT / "recipes", recipes)
-    env = dict(os.environ, XDG_CACHE_HOME=str(cache), PYTHONPATH=str(ROOT))
-    if not (shutil.which("apptainer") or shutil.which("singularity")):
-        # the toolbox is set-up, not build time; reuse the user's if it exists
-        home_box = Path.home() / ".cache" / "hpc-ml-containers" / "toolbox"
-        target = cache / "hpc-ml-containers" / "toolbox"
-        if home_box.is_dir() and not target.exists():
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.symlink_to(home_box)
-        if not target.exists():
-            builder("toolbox", "provision", env=env)
+    before = baseline_build(args.baseline, work) if args.baseline else None
+    env = private_cache(cache, ROOT)
 
     common = ("--recipes", recipes, "--images", images)
     full, _ = builder("build", "cpu", *common, env=env)
-    print(f"full build:        {full:8.1f} s")
+    if before:
+        print(f"full build at {args.baseline}: {before:8.1f} s")
+        print(f"full build now:    {full:8.1f} s   ratio {full / before:.3f}   (goal < 0.5)")
+    else:
+        print(f"full build:        {full:8.1f} s")
     noop, out = builder("build", "cpu", *common, env=env)
     assert "up to date" in out, out
     print(f"no-op rebuild:     {noop:8.2f} s   ratio {noop / full:.4f}  (goal < 0.01)")

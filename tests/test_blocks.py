@@ -23,6 +23,10 @@ def describe(parts):
             value = getattr(part, field)
             if not value:
                 continue
+            if field == "kept":
+                for name in ("build", "save", "restore"):
+                    lines += [f"-- kept {value.name}: {name}", *getattr(value, name)]
+                continue
             lines.append(f"-- {field}")
             for item in value:
                 lines.append(" ".join(item) if isinstance(item, tuple) else item)

@@ -11,6 +11,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -53,7 +54,7 @@ def test_force_rebuilds_the_top_layer_only(cpu_image):
     assert f"devel layer {IMAGES / 'cpu.devel.sif'} is up to date" in progress
     assert f"base layer {IMAGES / 'cpu.base.sif'} is up to date" in progress
     assert f"building the image layer {IMAGES / 'cpu.sif'}" in progress
-    assert "reusing the DeepSpeed wheel built from the same inputs" in (IMAGES / "cpu.image.build.log").read_text()
+    assert "reusing deepspeed-wheel, kept from a build with the same inputs" in (IMAGES / "cpu.image.build.log").read_text()
     assert {p.name: p.stat().st_mtime_ns for p in IMAGES.glob("cpu.*.sif")} == lower
     assert cpu_image.stat().st_mtime_ns != image
 
@@ -191,7 +192,7 @@ site = RecipeTree(sys.argv[3]).sites["local"]
 progress = Progress()
 runtime, _ = find_runtime(site, progress, sif.parent)
 try:
-    build_layer(runtime, text, sif, "k", {"BASE": sys.argv[4]}, sif.parent / "x.build.log", None,
+    build_layer(runtime, text, sif, "k", {"BASE": sys.argv[4]}, sif.parent / "x.build.log",
                 progress, packed=sys.argv[5:] != ["uncompressed"])
 except BuilderError as error:
     print(error, file=sys.stderr)
@@ -199,19 +200,19 @@ except BuilderError as error:
 """
 
 
-def start_layer_build(tmp_path, post, *extra):
+def start_layer_build(tmp_path, post, *extra, env=None):
     images = tmp_path / "images"
-    images.mkdir()
+    images.mkdir(exist_ok=True)
     previous = images / "x.sif"
     previous.write_bytes(b"the previous image\n")
     definition = tmp_path / "x.def"
     definition.write_text(f"Bootstrap: localimage\nFrom: {{{{ BASE }}}}\n\n%post\n{post}\n")
     private_tmp = tmp_path / "tmp"          # the build's work files, apart from other builds'
-    private_tmp.mkdir()
+    private_tmp.mkdir(exist_ok=True)
     process = subprocess.Popen(
         [sys.executable, "-c", BUILD_ONE_LAYER, definition, previous, RECIPES, IMAGES / "cpu.base.sif", *extra],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env=dict(os.environ, TMPDIR=str(private_tmp)))
+        env=dict(os.environ, TMPDIR=str(private_tmp), **(env or {})))
     return process, images, previous
 
 
@@ -237,6 +238,44 @@ def test_a_failing_build_reports_its_log_and_keeps_the_previous_image(cpu_image,
     assert previous.read_bytes() == b"the previous image\n"
     assert sorted(p.name for p in images.iterdir()) == ["x.build.log", "x.sif"]
     assert work_dirs(tmp_path) == []
+
+
+def test_a_kept_step_runs_once_and_a_silent_index_is_never_retried(cpu_image, tmp_path):
+    """Two builds of one small layer: the first runs the kept step and stores its output, the
+    second puts it back; pip is given an index on a closed loopback port each time."""
+    from builder.build import cache
+    from builder.render.blocks import build_host
+    from builder.render.blocks.torch import extra_index
+    from builder.render.definition import _kept_step
+    from builder.render.parts import Kept
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        silent = f"http://127.0.0.1:{sock.getsockname()[1]}/simple"
+    kept = Kept(name="probe", build=(f"echo made-by-{tmp_path.name} > /made.txt",),
+                save=('cp /made.txt "$kept/"',), restore=('cp "$kept/made.txt" /made.txt',))
+    settings = build_host.parts(None)[0].post          # as every rendered %post starts
+    post = "\n".join([*settings, *_kept_step(kept, ["test"]), *extra_index(silent),
+                      '/opt/venv/bin/pip download --no-deps -d /tmp/none --index-url file:///nowhere "$@" six || true'])
+    private = tmp_path / "cache"
+    box = cache.cache_dir() / "toolbox"
+    if box.is_dir():           # the toolbox is set-up, not what this test is about
+        (private / "hpc-ml-containers").mkdir(parents=True)
+        (private / "hpc-ml-containers" / "toolbox").symlink_to(box)
+    env = {"XDG_CACHE_HOME": str(private)}
+    logs = []
+    for _ in range(2):
+        process, images, _previous = start_layer_build(tmp_path, post, "uncompressed", env=env)
+        _, stderr = process.communicate(timeout=900)
+        assert process.returncode == 0, stderr
+        assert f"pip index {silent} does not answer" in stderr
+        logs.append((images / "x.build.log").read_text())
+    first, second = logs
+    assert f"made-by-{tmp_path.name}" in first and "reusing probe" not in first
+    assert "reusing probe, kept from a build with the same inputs" in second
+    for log in logs:
+        assert f"leaving out {silent}" in log and "Retrying" not in log
+    stored = list((private / "hpc-ml-containers" / "kept").glob("probe-*/made.txt"))
+    assert [p.read_text() for p in stored] == [f"made-by-{tmp_path.name}\n"]
 
 
 def squashfs_flags(sif: Path) -> int:

@@ -3,6 +3,7 @@
 import json
 import re
 import shutil
+import subprocess
 
 import pytest
 
@@ -177,6 +178,84 @@ def test_an_ops_packages_come_in_the_top_layer_not_the_os_layers():
     assert "libaio" not in (CONTAINERS / "puhti-cuda.devel.def").read_text()
     assert "libaio" not in (CONTAINERS / "puhti-cuda.base.def").read_text()
     assert "apt-get" not in section("cpu", "final", "post")   # no op of the CPU image needs one
+
+
+# --- kept steps: named by the hash of their inputs ---------------------------------------
+
+def kept_folders(tree_dir, name):
+    from builder.recipes.tree import RecipeTree
+    texts = render_all(RecipeTree(tree_dir).target(name))
+    return {m.group(1).rsplit("-", 1)[0]: m.group(1)
+            for text in texts.values() for m in re.finditer(r"^kept=/mnt/kept/(\S+)$", text, re.M)}
+
+
+def edit(path, old, new):
+    text = path.read_text()
+    assert old in text, f"{old!r} not in {path}"
+    path.write_text(text.replace(old, new))
+
+
+def test_a_kept_output_follows_its_inputs_and_nothing_else(tmp_path):
+    recipes = tmp_path / "recipes"
+    shutil.copytree(RECIPES, recipes)
+    first = kept_folders(recipes, "lumi-rocm")
+    assert set(first) == {"aws-ofi-nccl", "deepspeed-wheel"}
+    # torch feeds the op compile (headers, ABI) but not the network plugin
+    edit(recipes / "versions.yaml", "torch: 2.13.0", "torch: 2.13.1")
+    torch_bump = kept_folders(recipes, "lumi-rocm")
+    assert torch_bump["aws-ofi-nccl"] == first["aws-ofi-nccl"]
+    assert torch_bump["deepspeed-wheel"] != first["deepspeed-wheel"]
+    # an extra Python package in the top layer feeds neither
+    edit(recipes / "versions.yaml", "python_packages:\n", "python_packages:\n  six: 1.17.0\n")
+    edit(recipes / "targets" / "lumi-rocm.yaml", "packages: [numpy", "packages: [six, numpy")
+    assert kept_folders(recipes, "lumi-rocm") == torch_bump
+    # the OS packages of the plugin's stage do
+    edit(recipes / "targets" / "lumi-rocm.yaml", "build: []", "build: [file]")
+    assert kept_folders(recipes, "lumi-rocm")["aws-ofi-nccl"] != first["aws-ofi-nccl"]
+
+
+def test_a_kept_step_reuses_a_complete_output_and_saves_a_new_one(tmp_path):
+    """The rendered region run by sh, with the step's commands as echoes."""
+    from builder.render.definition import _kept_step
+    from builder.render.parts import Kept
+    kept = Kept(name="thing", build=("echo built > out",), save=('cp out "$kept/"',),
+                restore=('cp "$kept/out" out',))
+    script = "\n".join(["set -eu", *_kept_step(kept, ["inputs"])]).replace("/mnt/kept", str(tmp_path))
+    run_in = tmp_path / "work"
+    run_in.mkdir()
+    first = subprocess.run(["sh", "-c", script], cwd=run_in, capture_output=True, text=True)
+    assert first.returncode == 0 and "reusing" not in first.stdout    # no folder bound: just build
+    slot = tmp_path / re.search(r"kept=\S+/(thing-[0-9a-f]{16})", script).group(1)
+    slot.mkdir()
+    second = subprocess.run(["sh", "-c", script], cwd=run_in, capture_output=True, text=True)
+    assert second.returncode == 0 and (slot / "complete").is_file() and (slot / "out").read_text() == "built\n"
+    (run_in / "out").unlink()
+    (slot / "out").write_text("kept\n")
+    third = subprocess.run(["sh", "-c", script], cwd=run_in, capture_output=True, text=True)
+    assert "reusing thing" in third.stdout and (run_in / "out").read_text() == "kept\n"
+
+
+def test_only_build_stages_keep_outputs(tree):
+    from builder.render.definition import StageText, _add_post
+    from builder.render.parts import Kept, Part
+    part = Part(block="x", stage="final", kept=Kept(name="x", build=("true",), save=(), restore=()))
+    with pytest.raises(ValueError, match="only build stages"):
+        _add_post(StageText("final", "localimage", "{{ BASE }}"), [part], "final")
+
+
+def test_the_torch_index_is_left_out_only_when_the_builder_found_it_silent():
+    lines = [line for line in section("cpu", "devel", "post").splitlines()
+             if line.startswith(("set --", "case ", "pip install --no-cache-dir torch"))]
+    assert len(lines) == 3
+    script = "\n".join(["set -eu", "pip() { printf '%s|' \"$@\"; echo; }", *lines])
+    index = "https://download.pytorch.org/whl/cpu"
+    for down, expected in (("", f"--extra-index-url|{index}|"), (f"http://other {index}", ""),
+                           ("http://other", f"--extra-index-url|{index}|")):
+        result = subprocess.run(["sh", "-c", script], capture_output=True, text=True,
+                                env={"PATH": "/usr/bin:/bin", "HPCML_PIP_INDEXES_DOWN": down})
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.splitlines()[-1] == f"install|--no-cache-dir|torch==2.13.0|{expected}"
+        assert ("leaving out" in result.stdout) == (index in down)
 
 
 # --- invariants every rendered file keeps ------------------------------------------------

@@ -1,16 +1,21 @@
-"""The user's cache: the toolbox, DeepSpeed wheels and built layers, keyed by content.
+"""The user's cache: the toolbox, built layers and kept step outputs, keyed by content.
 
 A layer built once (by `make build`, the tests or CI on the same machine) is linked into
-place the next time the same key is asked for, in any images directory. Correctness never
-depends on it: a missing or removed cache only means building again.
+place the next time the same key is asked for, in any images directory. A kept step's output
+(the DeepSpeed wheel, the network plugin; see render.parts.Kept) is stored under the folder
+name its definition gives it, which carries the hash of its inputs. Correctness never depends
+on the cache: a missing or removed entry only means building again.
 """
 
 import os
+import shutil
 from pathlib import Path
 
 from ..fileio import link_or_copy
 
 KEEP_PER_LAYER = 2      # the newest keys of each target layer; older ones are pruned
+KEEP_PER_STEP = 2       # the newest outputs of each kept step, likewise
+COMPLETE = "complete"   # written last by the step's save commands
 
 
 def cache_dir() -> Path:
@@ -45,3 +50,41 @@ def store(name, layer, key, sif: Path):
     older = sorted(slot.glob("*.sif"), key=lambda p: p.stat().st_mtime, reverse=True)
     for old in older[KEEP_PER_LAYER:]:
         old.unlink(missing_ok=True)
+
+
+def _kept(folder) -> Path:
+    return cache_dir() / "kept" / folder
+
+
+def fetch_kept(folder: str, dest: Path) -> bool:
+    """Fill ``dest`` with the stored output named ``folder``; False if none is stored."""
+    stored = _kept(folder)
+    if not (stored / COMPLETE).is_file():
+        return False
+    shutil.copytree(stored, dest, symlinks=True, copy_function=_link_or_copy2)
+    return True
+
+
+def store_kept(folder: str, made: Path):
+    """Keep a step's whole output (one with the completion mark) under ``folder``, atomically."""
+    stored = _kept(folder)
+    if stored.is_dir() or not (made / COMPLETE).is_file():
+        return
+    stored.parent.mkdir(parents=True, exist_ok=True)
+    tmp = stored.with_name(f".{folder}.tmp-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.copytree(made, tmp, symlinks=True, copy_function=_link_or_copy2)
+    os.replace(tmp, stored)
+    step = folder.rsplit("-", 1)[0]
+    older = sorted((p for p in stored.parent.glob(f"{step}-*") if p.name.rsplit("-", 1)[0] == step),
+                   key=lambda p: p.stat().st_mtime, reverse=True)
+    for old in older[KEEP_PER_STEP:]:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def _link_or_copy2(source, dest):
+    # a hard link keeps the mode too; a copy across file systems must keep it by hand
+    try:
+        os.link(source, dest)
+    except OSError:
+        shutil.copy2(source, dest)

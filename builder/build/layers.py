@@ -14,6 +14,7 @@ import functools
 import hashlib
 import json
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -23,11 +24,11 @@ from ..errors import ToolError
 from ..fileio import link_or_copy, write_atomic
 from ..render import runtime_wheel
 from ..render.blocks.build_host import SETTINGS
+from ..render.blocks.torch import DOWN_VARIABLE
 from ..render.definition import LAYERS, render_all
-from . import cache, hostinfo
+from ..render.parts import HOST_MOUNT, KEPT_MOUNT
+from . import cache, hostinfo, indexes
 from .images import find_runtime
-
-HOST_MOUNT = "/mnt"
 
 
 def build_key(text, args, parent_keys=()):
@@ -48,6 +49,8 @@ LAYER_PARENTS = {"devel": (), "base": ("devel",), "image": ("devel", "base")}
 # them is time spent twice for nothing. Same content either way, so not part of the key.
 INTERMEDIATE = ("devel", "base")
 UNCOMPRESSED = "-noI -noD -noF -noX"      # no compression of inodes, data, fragments, xattrs
+KEPT_DIR = KEPT_MOUNT[len(HOST_MOUNT) + 1:]   # under the host mount
+_KEPT_FOLDER = re.compile(r"^kept=%s/([A-Za-z0-9_.-]+)$" % re.escape(KEPT_MOUNT), re.M)
 
 
 def is_current(sif: Path, key: str) -> bool:
@@ -111,20 +114,21 @@ def build(tree, name, *, images: Path, force=None, progress):
             args.update({arg: str(paths[parent].resolve()) for arg, parent in PARENTS.items()
                          if parent in LAYER_PARENTS[layer]})
             args = used_args(texts[layer], args)
-            wheels = _wheel_cache(target, keys["devel"]) if layer == "image" else None
             log_path = images / f"{name}.{layer}.build.log"
             progress.step(f"building the {layer} layer {sif} with {label} (log: {log_path})")
-            build_layer(runtime, texts[layer], sif, keys[layer], args, log_path, wheels, progress,
-                        packed=layer not in INTERMEDIATE)
+            build_layer(runtime, texts[layer], sif, keys[layer], args, log_path, progress,
+                        packed=layer not in INTERMEDIATE, reuse_kept=force != "all")
             cache.store(name, layer, keys[layer], sif)
     stat = paths["image"].stat()
     progress.step(f"built {paths['image']} ({stat.st_size / 1e6:.0f} MB); its %test passed")
     return paths["image"]
 
 
-def build_layer(runtime, text, sif, key, args, log_path, wheels, progress, packed=True):
+def build_layer(runtime, text, sif, key, args, log_path, progress, packed=True, reuse_kept=True):
     """Build one definition into ``sif`` atomically; record ``key`` beside it. ``packed``
-    False writes the squashfs uncompressed, for a layer only the next layer reads."""
+    False writes the squashfs uncompressed, for a layer only the next layer reads. Kept step
+    outputs come from the user's cache unless ``reuse_kept`` is False, and go back into it
+    after a successful build."""
     work = Path(tempfile.mkdtemp(prefix="hpcml-build-"))
     tmp_sif = sif.with_name(f".{sif.name}.tmp-{os.getpid()}")
     try:
@@ -136,11 +140,8 @@ def build_layer(runtime, text, sif, key, args, log_path, wheels, progress, packe
             wheel.write(work)
             args = dict(args, **{runtime_wheel.BUILD_ARG: str(work / wheel.name)})
         host = work / "host"
-        _write_host_settings(host)
-        if wheels is not None and wheels.is_dir():
-            shutil.copytree(wheels, host / "deepspeed-wheel")
-        elif wheels is not None:
-            (host / "deepspeed-wheel").mkdir()
+        _write_host_settings(host, text, progress)
+        kept = _provide_kept(host, text, reuse_kept)
         argv = [runtime, "build"]
         if not packed and _takes_squashfs_args(runtime):
             argv += ["--mksquashfs-args", UNCOMPRESSED]
@@ -155,8 +156,8 @@ def build_layer(runtime, text, sif, key, args, log_path, wheels, progress, packe
                           note="; the previous image, if any, is unchanged",
                           cleanup=[tmp_sif, work], on_line=_progress_lines(progress))
         os.replace(tmp_sif, sif)
-        if wheels is not None:
-            _keep_wheels(host / "deepspeed-wheel", wheels)
+        for folder in kept:
+            cache.store_kept(folder, host / KEPT_DIR / folder)
     finally:
         tmp_sif.unlink(missing_ok=True)
         shutil.rmtree(work, ignore_errors=True)
@@ -170,24 +171,15 @@ def _write_meta(sif, key):
         indent=1, sort_keys=True) + "\n")
 
 
-def _wheel_cache(target, devel_key):
-    """Where the DeepSpeed wheel built from these inputs is kept between builds."""
-    from ..render.blocks import deepspeed
-    build_part = next(p for p in deepspeed.parts(target) if p.stage == "build")
-    material = json.dumps([devel_key, build_part.build_env, target.deepspeed.version])
-    return cache.cache_dir() / "deepspeed-wheels" / hashlib.sha256(material.encode()).hexdigest()[:32]
-
-
-def _keep_wheels(built: Path, cache: Path):
-    wheels = sorted(built.glob("deepspeed-*.whl"))
-    if not wheels or cache.is_dir():
-        return
-    staging = cache.with_name(cache.name + f".tmp-{os.getpid()}")
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(parents=True)
-    for wheel in wheels:
-        shutil.copyfile(wheel, staging / wheel.name)
-    os.replace(staging, cache)
+def _provide_kept(host: Path, text: str, reuse: bool) -> list:
+    """A folder under the host mount for each kept step the definition names, holding the
+    stored output when there is one; returns the names of those left to fill."""
+    to_fill = []
+    for folder in dict.fromkeys(_KEPT_FOLDER.findall(text)):
+        if not (reuse and cache.fetch_kept(folder, host / KEPT_DIR / folder)):
+            (host / KEPT_DIR / folder).mkdir(parents=True)
+            to_fill.append(folder)
+    return to_fill
 
 
 def _meta_path(sif):
@@ -219,10 +211,13 @@ def _remove_stale_temps(images, name):
         stale.unlink(missing_ok=True)
 
 
-def _write_host_settings(host: Path):
-    """The CA bundle, pip indexes and local wheels of this host, for %post only."""
+def _write_host_settings(host: Path, text: str, progress):
+    """The CA bundle, pip indexes and local wheels of this host, for %post only; indexes that
+    do not answer are left out, and named in HPCML_PIP_INDEXES_DOWN for the definition's own."""
     host.mkdir()
     pip = hostinfo.pip_settings()
+    down = _indexes_down([pip["index_url"], *pip["extra_index_urls"], *indexes.named_in(text)],
+                         pip["cert"], progress)
     lines = []
     if pip["cert"]:
         shutil.copyfile(pip["cert"], host / "ca.crt")
@@ -231,8 +226,11 @@ def _write_host_settings(host: Path):
                   ("PIP_CERT", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE")]
     if pip["index_url"]:
         lines.append(f"export PIP_INDEX_URL='{pip['index_url']}'")
-    if pip["extra_index_urls"]:
-        lines.append(f"export PIP_EXTRA_INDEX_URL='{' '.join(pip['extra_index_urls'])}'")
+    extra = [url for url in pip["extra_index_urls"] if url not in down]
+    if extra:
+        lines.append(f"export PIP_EXTRA_INDEX_URL='{' '.join(extra)}'")
+    if down:
+        lines.append(f"export {DOWN_VARIABLE}='{' '.join(down)}'")
     if pip["find_links"]:
         wheels = host / "wheels"
         wheels.mkdir()
@@ -241,6 +239,22 @@ def _write_host_settings(host: Path):
                 link_or_copy(wheel, wheels / wheel.name)
         lines.append(f"export PIP_FIND_LINKS={HOST_MOUNT}/wheels")
     (host / Path(SETTINGS).name).write_text("\n".join(lines) + "\n")
+
+
+def _indexes_down(urls, cafile, progress) -> list:
+    down = []
+    for url in dict.fromkeys(u for u in urls if u):
+        reason = indexes.why_down(url, cafile)
+        if reason is None:
+            continue
+        down.append(url)
+        if url not in _REPORTED:
+            _REPORTED.add(url)
+            progress.step(f"pip index {url} does not answer ({reason}); this build leaves it out")
+    return down
+
+
+_REPORTED = set()
 
 
 STEP_MARKERS = ("--- devel: ", "--- base: ", "--- build: ", "--- final: ", "--- test: ",

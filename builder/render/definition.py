@@ -11,11 +11,13 @@ A target renders as three layered files, built in this order, each from the one 
 Each stage gets at most one section of each kind, with an echoed banner per block.
 """
 
+import hashlib
 from dataclasses import dataclass, field
 
 from .. import __version__
 from ..shell import cmd, export
 from .blocks import parts_by_layer
+from .parts import KEPT_MOUNT
 from .templating import templates
 
 LAYERS = ("devel", "base", "image")
@@ -48,7 +50,7 @@ def render_all(target) -> dict:
     build, final = target.stage("build"), target.stage("final")
 
     devel = StageText("devel", build.bootstrap, build.image)
-    _add_post(devel, base_parts, "build")
+    _add_post(devel, base_parts, "build", starts_from=f"{build.bootstrap} {build.image}")
 
     base = StageText("base", final.bootstrap, final.image, files_from="devel")
     base.files = [(path, path) for p in base_parts for path in p.copy_from_build]
@@ -59,7 +61,9 @@ def render_all(target) -> dict:
     inherited = [export(k, v) for p in base_parts if p.stage == "build" for k, v in p.build_env]
     top_build.post = ["echo '--- build: devel environment'", *inherited]
     top_build.files = [file for p in top_parts if p.stage == "build" for file in p.files]
-    _add_post(top_build, top_parts, "build")
+    stages = {"devel": [devel]}
+    devel_text = _render(target, "devel", stages)
+    _add_post(top_build, top_parts, "build", starts_from=devel_text)
     image = StageText("final", "localimage", "{{ BASE }}", files_from="build")
     # the venv gains DeepSpeed and the extras in the build stage; swap it in whole
     image.files = [(target.venv, f"{target.venv}.new")]
@@ -77,19 +81,52 @@ def render_all(target) -> dict:
         image.labels += [f"{key} {value}" for key, value in part.labels]
         image.help += part.help
 
-    stages = {"devel": [devel],
-              "base": [StageText("devel", "localimage", "{{ DEVEL }}"), base],
-              "image": [top_build, image]}
-    return {layer: templates.get_template("apptainer.def.j2").render(
+    stages.update(base=[StageText("devel", "localimage", "{{ DEVEL }}"), base],
+                  image=[top_build, image])
+    return {"devel": devel_text, **{layer: _render(target, layer, stages) for layer in LAYERS[1:]}}
+
+
+def _render(target, layer, stages):
+    return templates.get_template("apptainer.def.j2").render(
         version=__version__, target=target, layer=layer, stages=stages[layer],
-        file_name=file_name(target.name, layer)) for layer in LAYERS}
+        file_name=file_name(target.name, layer))
 
 
-def _add_post(stage, parts, which):
+def _add_post(stage, parts, which, starts_from=None):
+    """Each part's %post lines under an echoed banner. A kept step's inputs are what the stage
+    starts from, the OS packages installed in it and the step's own lines."""
+    os_lines = [line for p in parts if p.stage == which and p.block == "os" for line in p.post]
     for part in parts:
         if part.stage != which:
             continue
-        body = [export(name, value) for name, value in part.build_env] + list(part.post)
+        body = [export(name, value) for name, value in part.build_env]
+        if part.kept:
+            if starts_from is None:
+                raise ValueError(f"{part.block}: only build stages can keep a step's output")
+            body += _kept_step(part.kept, [starts_from, *os_lines, *body])
+        body += part.post
         if body:
             # echoed, so a build log (and the build's progress lines) show the step
             stage.post += [f"echo '--- {stage.name}: {part.block}'"] + body
+
+
+def _kept_step(kept, inputs) -> list:
+    """The step, or its output put back from the builder's store when it holds one made from
+    the same inputs; the folder's name carries their hash, and `complete` marks a whole copy."""
+    material = "\n".join([*inputs, *kept.build, "--save", *kept.save, "--restore", *kept.restore])
+    folder = f"{KEPT_MOUNT}/{kept.name}-{hashlib.sha256(material.encode()).hexdigest()[:16]}"
+    save = " && ".join([*kept.save, 'touch "$kept/complete"'])
+    return [f"kept={folder}",
+            'if [ -e "$kept/complete" ]; then',
+            f"    echo 'reusing {kept.name}, kept from a build with the same inputs'",
+            *_indent(kept.restore),
+            "else",
+            *_indent(kept.build),
+            '    if [ -d "$kept" ]; then',
+            f"        {{ {save}; }} || echo 'could not keep {kept.name} for the next build'",
+            "    fi",
+            "fi"]
+
+
+def _indent(lines):
+    return ["    " + line for line in lines]

@@ -1,6 +1,28 @@
 """What a building block returns: the pieces it adds to one stage, free of Apptainer syntax."""
 
 from dataclasses import dataclass
+from typing import Optional
+
+# `python -m builder build` binds a folder of the build host here for %post only (settings,
+# local wheels, kept outputs); a plain `apptainer build` has nothing there and just builds.
+HOST_MOUNT = "/mnt"
+KEPT_MOUNT = f"{HOST_MOUNT}/kept"      # one folder per kept step and inputs
+
+
+@dataclass(frozen=True)
+class Kept:
+    """A slow step whose output the builder keeps between builds and puts back when the step's
+    inputs are the same: its own lines, the OS packages of its stage and the layer it starts
+    from (see render.definition). Example, a plugin compiled into /opt/plugin:
+
+        Kept(name="plugin", build=("make -C /src install PREFIX=/opt/plugin",),
+             save=('cp -a /opt/plugin "$kept/"',), restore=('cp -a "$kept/plugin" /opt/',))
+
+    ``save`` and ``restore`` find the folder in the shell variable ``kept``."""
+    name: str                      # names the folder; the inputs' hash is appended
+    build: tuple                   # shell commands that make the output
+    save: tuple                    # ... that copy it into "$kept" (after build)
+    restore: tuple                 # ... that put it back from "$kept" (instead of build)
 
 
 @dataclass(frozen=True)
@@ -10,6 +32,7 @@ class Part:
     packages: tuple = ()           # Debian/Ubuntu packages the os block installs first
     build_env: tuple = ()          # ((name, value), ...) exported in %post before `post`
     files: tuple = ()              # ((host path, image path), ...) for %files, before %post
+    kept: Optional[Kept] = None    # a step kept between builds, rendered before `post`
     post: tuple = ()               # shell commands for %post
     copy_from_build: tuple = ()    # paths copied from the build stage (final stage only)
     env: tuple = ()                # ((name, value), ...) for %environment

@@ -5,9 +5,9 @@ the CA bundle and pip's indexes and local wheels. /mnt is not part of the image,
 the host stays in it. Without that file (a plain `apptainer build`) nothing changes.
 """
 
-from ..parts import Part
+from ..parts import HOST_MOUNT, Part
 
-SETTINGS = "/mnt/hpcml-build-host.sh"
+SETTINGS = f"{HOST_MOUNT}/hpcml-build-host.sh"
 
 
 def parts(target):

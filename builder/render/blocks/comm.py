@@ -2,7 +2,7 @@
 aws-ofi-nccl network plugin for Slingshot (ROCm)."""
 
 from ...shell import cmd, python_check
-from ..parts import Part
+from ..parts import Kept, Part
 
 PLUGIN_PREFIX = "/opt/aws-ofi-nccl"
 ROCM_RCCL = "/opt/rocm/lib/librccl.so.1"
@@ -47,18 +47,22 @@ def _rccl_with_plugin(target, source):
         block="rccl_ofi", stage="build",
         packages=("autoconf", "automake", "curl", "libfabric-dev", "libhwloc-dev", "libtool",
                   "make"),
-        post=(cmd("mkdir", "-p", work),
-              cmd("curl", "-fsSL", "--retry", "3", "-o", tarball, source.url),
-              f"echo {cmd(source.sha256 + '  ' + tarball)} | sha256sum -c -",
-              cmd("tar", "-xzf", tarball, "-C", work, "--strip-components=1"),
-              cmd("cd", work),
-              "./autogen.sh",
-              cmd("./configure", f"--prefix={PLUGIN_PREFIX}", "--with-libfabric=/usr",
-                  "--with-rocm=/opt/rocm", "--with-hwloc=/usr", "--disable-tests"),
-              'make -j"$(nproc)"',
-              "make install",
-              "cd /",
-              cmd("rm", "-rf", work)))
+        kept=Kept(name="aws-ofi-nccl", build=(
+            cmd("mkdir", "-p", work),
+            cmd("curl", "-fsSL", "--retry", "3", "-o", tarball, source.url),
+            f"echo {cmd(source.sha256 + '  ' + tarball)} | sha256sum -c -",
+            cmd("tar", "-xzf", tarball, "-C", work, "--strip-components=1"),
+            cmd("cd", work),
+            "./autogen.sh",
+            cmd("./configure", f"--prefix={PLUGIN_PREFIX}", "--with-libfabric=/usr",
+                "--with-rocm=/opt/rocm", "--with-hwloc=/usr", "--disable-tests"),
+            'make -j"$(nproc)"',
+            "make install",
+            "cd /",
+            cmd("rm", "-rf", work)),
+            # the plugin's compile repeats for every torch or DeepSpeed change otherwise
+            save=(f'cp -a {PLUGIN_PREFIX}/. "$kept/plugin"',),
+            restore=(f'cp -a "$kept/plugin" {PLUGIN_PREFIX}',)))
     final = Part(
         block="rccl_ofi", stage="final",
         packages=("libfabric1", "libhwloc15"),

@@ -1,7 +1,7 @@
 """DeepSpeed with its C++/CUDA/HIP ops compiled at build time, not JIT at first use."""
 
 from ...shell import cmd
-from ..parts import Part
+from ..parts import Kept, Part
 from . import os_packages
 
 WHEELS = "/tmp/deepspeed-wheel"
@@ -12,9 +12,6 @@ SOURCE = "/tmp/deepspeed-src"
 _JOBS = ("jobs=\"$(nproc)\"; mem_jobs=\"$(awk '/MemAvailable/ {print int($2 / 2097152)}' "
          "/proc/meminfo)\"; if [ \"$mem_jobs\" -lt \"$jobs\" ]; then jobs=\"$mem_jobs\"; fi; "
          "if [ \"$jobs\" -lt 1 ]; then jobs=1; fi")
-# `python -m builder build` binds a cache here holding the wheel last built from the same
-# inputs (devel image, DeepSpeed version, build switches); it is refilled after a build.
-WHEEL_CACHE = "/mnt/deepspeed-wheel"
 # DeepSpeed's ROCm op builds take the arch from the first GPU that rocminfo reports,
 # overriding PYTORCH_ROCM_ARCH. These tools are replaced for the build so that a build host
 # with (or without) a GPU cannot change the arch; the originals come back afterwards.
@@ -53,16 +50,11 @@ def parts(target):
         compile_ops = _replace_arch_tools(target.archs[0]) + compile_ops + _restore_arch_tools()
     # the ops' own packages (libaio) go in this layer, so an op change never rebuilds the OS
     needs = list(os_packages.install(ds.packages)) if ds.packages else []
-    post = [*needs,
-            f"if ls {WHEEL_CACHE}/deepspeed-*.whl >/dev/null 2>&1; then",
-            "    echo 'reusing the DeepSpeed wheel built from the same inputs'",
-            f"    mkdir -p {WHEELS} && cp {WHEEL_CACHE}/deepspeed-*.whl {WHEELS}/",
-            "else",
-            *("    " + line for line in compile_ops),
-            f"    if [ -d {WHEEL_CACHE} ]; then cp {WHEELS}/deepspeed-*.whl {WHEEL_CACHE}/ || true; fi",
-            "fi",
-            f'pip install --no-cache-dir {WHEELS}/deepspeed-*.whl',
-            cmd("rm", "-rf", WHEELS)]
+    # kept between builds: the compile is the slowest step of the top layer
+    kept = Kept(name="deepspeed-wheel", build=(*needs, *compile_ops),
+                save=(f'cp {WHEELS}/deepspeed-*.whl "$kept/"',),
+                restore=(cmd("mkdir", "-p", WHEELS), f'cp "$kept"/deepspeed-*.whl {WHEELS}/'))
+    post = [f'pip install --no-cache-dir {WHEELS}/deepspeed-*.whl', cmd("rm", "-rf", WHEELS)]
     final_post, test = list(needs), []
     if ds.fix_master_address:
         # DeepSpeed's MPI discovery takes rank 0's first `hostname -I` address, which on LUMI
@@ -80,7 +72,7 @@ def parts(target):
         notes.append("Its CUDA ops are built without BF16 because the arch list includes sm_7x; "
                      "per-site images keep BF16 on newer GPUs.")
     return [
-        Part(block="deepspeed", stage="build", build_env=tuple(env), post=tuple(post)),
+        Part(block="deepspeed", stage="build", build_env=tuple(env), kept=kept, post=tuple(post)),
         Part(block="deepspeed", stage="final", build_env=apt, post=tuple(final_post),
              env=final_env, test=tuple(test), help=tuple(notes)),
     ]

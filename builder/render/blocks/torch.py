@@ -17,6 +17,9 @@ if flavour == "cuda":
 if flavour == "rocm":
     assert torch.version.hip, "torch was not built with ROCm"
     assert dist.is_nccl_available(), "torch.distributed without RCCL"
+if flavour == "cpu":
+    # the plain release on PyPI is a CUDA build: it comes in when the CPU index is left out
+    assert not (torch.version.cuda or torch.version.hip), "a GPU build of torch, not the CPU one"
 print("torch", torch.__version__, "gloo: yes", "nccl:", dist.is_nccl_available())
 """
 
@@ -31,14 +34,27 @@ def arch_env(target):
     return ()
 
 
+# `python -m builder build` names here the indexes that did not answer it (build.indexes)
+DOWN_VARIABLE = "HPCML_PIP_INDEXES_DOWN"
+
+
+def extra_index(url) -> list:
+    """Lines that set "$@" to `--extra-index-url URL`, or to nothing when the builder found
+    URL silent (the host's own indexes or wheels serve then), so that pip does not retry it
+    for every package."""
+    return [cmd("set", "--", "--extra-index-url", url),
+            f'case " ${{{DOWN_VARIABLE}:-}} " in *" $2 "*) '
+            f'echo "leaving out $2: it did not answer the builder"; set -- ;; esac']
+
+
 def parts(target):
-    install = ["pip", "install", "--no-cache-dir", f"torch=={target.torch_version}"]
+    install = [cmd("pip", "install", "--no-cache-dir", f"torch=={target.torch_version}")]
     if target.torch_index:
         # An extra index: the wheel's local tag (+cpu, +cu128, +rocm6.4) outranks the plain
         # release on the default index, and dependencies still come from the default index.
-        install += ["--extra-index-url", target.torch_index]
+        install = [*extra_index(target.torch_index), install[0] + ' "$@"']
     return [
-        Part(block="torch", stage="build", build_env=arch_env(target), post=(cmd(*install),)),
+        Part(block="torch", stage="build", build_env=arch_env(target), post=tuple(install)),
         Part(block="torch", stage="final", env=arch_env(target),
              test=(python_check("python", _TORCH_CHECK, target.torch_version, target.torch_flavour),)),
     ]

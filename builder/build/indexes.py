@@ -1,0 +1,41 @@
+"""Which pip indexes answer from this build host, asked once per build.
+
+pip retries an index that does not answer five times for every package it looks up; on an
+air-gapped or proxied host that is minutes of a build spent on warnings. The builder asks each
+index once, up front (one request, a short timeout), and leaves out the ones that fail: from
+the host settings it passes to %post, and, through HPCML_PIP_INDEXES_DOWN, from the recipe's
+own `--extra-index-url` lines (see render.blocks.torch).
+"""
+
+import re
+import ssl
+import urllib.error
+import urllib.request
+from functools import lru_cache
+
+TIMEOUT_S = 10
+# pip retries these statuses; anything else means the index is there (a 404 fails fast)
+_RETRIED = {500, 502, 503, 504, 520, 527}
+_IN_DEFINITION = re.compile(r"--(?:extra-)?index-url[= ]+(https?://[^\s'\"]+)")
+
+
+def named_in(text: str) -> list:
+    """The web indexes a definition names on pip command lines, in order, each once."""
+    return list(dict.fromkeys(_IN_DEFINITION.findall(text)))
+
+
+@lru_cache(maxsize=None)
+def why_down(url: str, cafile=None):
+    """None when ``url`` answers; otherwise a short reason (for the build's progress)."""
+    context = ssl.create_default_context(cafile=cafile) if url.startswith("https:") else None
+    request = urllib.request.Request(url.rstrip("/") + "/", method="GET",
+                                     headers={"User-Agent": "hpc-ml-containers index check"})
+    try:
+        with urllib.request.urlopen(request, timeout=TIMEOUT_S, context=context):
+            return None
+    except urllib.error.HTTPError as error:
+        return f"HTTP {error.code}" if error.code in _RETRIED else None
+    except urllib.error.URLError as error:
+        return str(getattr(error.reason, "strerror", None) or error.reason)
+    except (OSError, ValueError) as error:       # timeouts, resets, malformed URLs
+        return str(error) or type(error).__name__

@@ -1,0 +1,93 @@
+"""The user's store of kept step outputs, and what a layer build hands the definition."""
+
+import os
+import sys
+
+import pytest
+
+from builder.build import cache, layers
+from builder.build.progress import Progress
+
+
+@pytest.fixture(autouse=True)
+def private_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+
+
+def made(tmp_path, name, complete=True, content="wheel"):
+    folder = tmp_path / "made" / name
+    (folder / "sub").mkdir(parents=True)
+    (folder / "sub" / "lib.so").write_text(content)
+    os.chmod(folder / "sub" / "lib.so", 0o755)
+    (folder / "link.so").symlink_to("sub/lib.so")
+    if complete:
+        (folder / cache.COMPLETE).write_text("")
+    return folder
+
+
+def test_a_complete_output_comes_back_whole(tmp_path):
+    cache.store_kept("plugin-aaaa", made(tmp_path, "plugin-aaaa"))
+    dest = tmp_path / "host" / "plugin-aaaa"
+    assert cache.fetch_kept("plugin-aaaa", dest)
+    assert (dest / "sub" / "lib.so").read_text() == "wheel"
+    assert os.stat(dest / "sub" / "lib.so").st_mode & 0o777 == 0o755
+    assert os.readlink(dest / "link.so") == "sub/lib.so"
+    assert not cache.fetch_kept("plugin-bbbb", tmp_path / "host" / "plugin-bbbb")
+
+
+def test_an_incomplete_output_is_never_stored(tmp_path):
+    cache.store_kept("plugin-aaaa", made(tmp_path, "plugin-aaaa", complete=False))
+    assert not cache.fetch_kept("plugin-aaaa", tmp_path / "host" / "x")
+    assert not list((cache.cache_dir() / "kept").glob(".*tmp-*"))
+
+
+def test_only_the_newest_outputs_of_a_step_stay(tmp_path):
+    for n, digest in enumerate(("aaaa", "bbbb", "cccc")):
+        cache.store_kept(f"plugin-{digest}", made(tmp_path, f"plugin-{digest}"))
+        stored = cache.cache_dir() / "kept" / f"plugin-{digest}"
+        os.utime(stored, (1000 + n, 1000 + n))
+    cache.store_kept("deepspeed-wheel-dddd", made(tmp_path, "deepspeed-wheel-dddd"))
+    kept = sorted(p.name for p in (cache.cache_dir() / "kept").iterdir())
+    assert kept == ["deepspeed-wheel-dddd", "plugin-bbbb", "plugin-cccc"]
+
+
+DEFINITION = """%post
+kept=/mnt/kept/plugin-aaaa
+kept=/mnt/kept/deepspeed-wheel-bbbb
+echo 'kept=/mnt/kept/not-a-step'
+"""
+
+
+def test_a_layer_build_gets_a_folder_per_kept_step_filled_when_stored(tmp_path):
+    cache.store_kept("plugin-aaaa", made(tmp_path, "plugin-aaaa"))
+    host = tmp_path / "host"
+    to_fill = layers._provide_kept(host, DEFINITION, reuse=True)
+    assert to_fill == ["deepspeed-wheel-bbbb"]
+    assert (host / "kept" / "plugin-aaaa" / cache.COMPLETE).is_file()
+    assert sorted(p.name for p in (host / "kept").iterdir()) == ["deepspeed-wheel-bbbb", "plugin-aaaa"]
+
+
+def test_force_all_leaves_every_kept_folder_empty(tmp_path):
+    cache.store_kept("plugin-aaaa", made(tmp_path, "plugin-aaaa"))
+    host = tmp_path / "host"
+    assert layers._provide_kept(host, DEFINITION, reuse=False) == ["plugin-aaaa", "deepspeed-wheel-bbbb"]
+    assert not list((host / "kept" / "plugin-aaaa").iterdir())
+
+
+def test_a_silent_index_is_left_out_of_the_settings_and_named_once(tmp_path, monkeypatch, capsys):
+    from builder.build import hostinfo, indexes
+    monkeypatch.setattr(hostinfo, "pip_settings", lambda: {
+        "cert": None, "index_url": "", "find_links": [],
+        "extra_index_urls": ["http://answers.invalid/simple", "http://silent.invalid/simple"]})
+    monkeypatch.setattr(indexes, "why_down", lambda url, cafile=None: "no route" if "silent" in url else None)
+    monkeypatch.setattr(layers, "_REPORTED", set())
+    text = "set -- --extra-index-url http://torch.silent.invalid/whl\n"
+    for n in range(2):
+        layers._write_host_settings(tmp_path / f"host{n}", text, Progress(stream=sys.stderr))
+    settings = (tmp_path / "host0" / "hpcml-build-host.sh").read_text().splitlines()
+    assert "export PIP_EXTRA_INDEX_URL='http://answers.invalid/simple'" in settings
+    assert ("export HPCML_PIP_INDEXES_DOWN='http://silent.invalid/simple "
+            "http://torch.silent.invalid/whl'") in settings
+    progress = capsys.readouterr()
+    reports = (progress.out + progress.err).count("does not answer (no route); this build leaves it out")
+    assert reports == 2          # each silent index once, not once per layer
