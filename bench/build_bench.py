@@ -8,9 +8,11 @@ Prints these ratios:
 
 Each full build starts from an empty images directory and an empty private cache (its own
 XDG_CACHE_HOME: no layers, no kept outputs; the toolbox, if one is needed, is provisioned
-before timing starts). --baseline builds the same target with the builder and recipes of an
-older commit first (`git archive`), so both figures come from the same machine and run.
-Usage: python bench/build_bench.py [--baseline REV] [--keep DIR]
+before timing starts). What is built is a commit, never the working tree, so editing the
+checkout while the bench runs changes nothing: HEAD (or --rev), and with --baseline REV the
+same target with the builder and recipes of an older commit first, so both figures come from
+the same machine and run.
+Usage: python bench/build_bench.py [--rev REV] [--baseline REV] [--keep DIR]
        (about 13 minutes on 2 cores, plus the baseline's full build)
 """
 
@@ -53,13 +55,18 @@ def private_cache(cache: Path, root: Path) -> dict:
     return env
 
 
-def baseline_build(rev: str, work: Path) -> float:
-    """A full build with the builder and recipes of commit ``rev``, from empty caches."""
-    tree = work / "baseline"
+def snapshot(rev: str, tree: Path) -> Path:
+    """The files of commit ``rev`` in ``tree``."""
     shutil.rmtree(tree, ignore_errors=True)
-    tree.mkdir()
+    tree.mkdir(parents=True)
     archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev], capture_output=True, check=True)
     subprocess.run(["tar", "-x", "-C", str(tree)], input=archive.stdout, check=True)
+    return tree
+
+
+def baseline_build(rev: str, work: Path) -> float:
+    """A full build with the builder and recipes of commit ``rev``, from empty caches."""
+    tree = snapshot(rev, work / "baseline")
     env = private_cache(work / "cache-baseline", tree)
     seconds, _ = builder("build", "cpu", "--images", work / "images-baseline", env=env, root=tree)
     shutil.rmtree(work / "images-baseline", ignore_errors=True)     # 3 GB of layers
@@ -68,25 +75,25 @@ def baseline_build(rev: str, work: Path) -> float:
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rev", default="HEAD", help="the commit to measure (default HEAD)")
     parser.add_argument("--baseline", metavar="REV", help="also time a full build at this commit")
     parser.add_argument("--keep", type=Path, help="work in this directory and keep it")
     args = parser.parse_args()
     work = args.keep or Path(tempfile.mkdtemp(prefix="hpcml-bench-"))
     work.mkdir(parents=True, exist_ok=True)
-    recipes, images, cache = work / "recipes", work / "images", work / "cache"
-    shutil.rmtree(recipes, ignore_errors=True)
-    shutil.copytree(ROOT / "recipes", recipes)
+    root = snapshot(args.rev, work / "current")
+    recipes, images, cache = root / "recipes", work / "images", work / "cache"
     before = baseline_build(args.baseline, work) if args.baseline else None
-    env = private_cache(cache, ROOT)
+    env = private_cache(cache, root)
 
     common = ("--recipes", recipes, "--images", images)
-    full, _ = builder("build", "cpu", *common, env=env)
+    full, _ = builder("build", "cpu", *common, env=env, root=root)
     if before:
         print(f"full build at {args.baseline}: {before:8.1f} s")
         print(f"full build now:    {full:8.1f} s   ratio {full / before:.3f}   (goal < 0.5)")
     else:
         print(f"full build:        {full:8.1f} s")
-    noop, out = builder("build", "cpu", *common, env=env)
+    noop, out = builder("build", "cpu", *common, env=env, root=root)
     assert "up to date" in out, out
     print(f"no-op rebuild:     {noop:8.2f} s   ratio {noop / full:.4f}  (goal < 0.01)")
 
@@ -95,7 +102,7 @@ def main():
         "python_packages:\n", f"python_packages:\n  {EXTRA[0]}: {EXTRA[1]}\n"))
     target = recipes / "targets" / "cpu.yaml"
     target.write_text(target.read_text().replace("packages: [numpy, matplotlib]", f"packages: [numpy, matplotlib, {EXTRA[0]}]"))
-    top, out = builder("build", "cpu", *common, env=env)
+    top, out = builder("build", "cpu", *common, env=env, root=root)
     assert "devel layer" in out and "up to date" in out, out
     print(f"top-layer rebuild: {top:8.1f} s   ratio {top / full:.3f}   (goal < 0.25)")
 
