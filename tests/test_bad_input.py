@@ -187,6 +187,8 @@ CASES = [
          replace("sha256: 12fd67f05872600c485d74b8e3c3a640d063322371170f3a9c17d67a5a2ca681",
                  "sha256: 12fd67f05872600c485d74b8e3c3a640"),
          line_with("sha256:"), "64 lower-case hex digits"),
+    Case("driver-as-number", "versions.yaml", replace('"13": 580.65.06', '"13": 580'),
+         line_with('"13": 580'), "expected a driver version such as 525.60.13, found the number 580"),
 
     # YAML syntax: the line to fix is the one with the unclosed bracket / the bad indent.
     Case("yaml-unclosed-bracket", "targets/cpu.yaml", replace("sites: [local]", "sites: [local"),

@@ -180,6 +180,19 @@ def test_an_ops_packages_come_in_the_top_layer_not_the_os_layers():
     assert "apt-get" not in section("cpu", "final", "post")   # no op of the CPU image needs one
 
 
+def image_json(name):
+    text = section(name, "build", "post")
+    return json.loads(text.split("<<'IMAGE_JSON'\n", 1)[1].split("\nIMAGE_JSON", 1)[0])
+
+
+def test_image_json_names_the_gpu_archs_and_the_driver_table_the_preflight_needs():
+    assert image_json("cpu")["gpu"] is None
+    assert image_json("csc-cuda")["gpu"] == {"archs": ["sm_70", "sm_80"],
+                                             "min_driver": {"12": "525.60.13", "13": "580.65.06"}}
+    assert image_json("lumi-rocm")["gpu"] == {"archs": ["gfx90a"]}    # no CUDA driver to compare
+    assert "python -m smoke preflight" in section("cpu", "final", "test")
+
+
 # --- kept steps: named by the hash of their inputs ---------------------------------------
 
 def kept_folders(tree_dir, name):

@@ -37,8 +37,8 @@ def test_builder_smoke_prints_the_table_and_verdicts_and_writes_json_and_plot(cp
     lines = result.stdout.splitlines()
     assert any(line.startswith("#        size        count      type") for line in lines)
     assert any(line.split()[:3] == ["67108864", "16777216", "float32"] for line in lines)
-    for check in ("allreduce sum", "allreduce busbw", "deepspeed ops", "deepspeed op loads",
-                  "deepspeed engine", "ddp"):
+    for check in ("preflight torch", "preflight gpu", "allreduce sum", "allreduce busbw",
+                  "deepspeed ops", "deepspeed op loads", "deepspeed engine", "ddp"):
         assert any(re.match(rf"{check} +PASS ", line) for line in lines), (check, result.stdout)
     report = _report(out)
     assert report["verdict"] == "pass"
@@ -56,6 +56,7 @@ def test_builder_smoke_prints_the_table_and_verdicts_and_writes_json_and_plot(cp
     assert (out / "smoke-busbw.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     # Rank 0 speaks; the other rank stays quiet.
     assert result.stdout.count("allreduce sum") == 1
+    assert report["checks"]["preflight torch"]["why"] == "torch 2.13.0+cpu, a cpu build as promised"
 
 
 def test_builder_smoke_without_an_image_is_a_one_line_error(tmp_path):

@@ -100,6 +100,7 @@ class Target:
     torch_flavour: str             # cpu | cuda | rocm
     torch_version: str
     torch_index: str               # extra index URL, or "" for the default index
+    cuda_min_driver: tuple         # (("12", "525.60.13"), ...) CUDA images only
     deepspeed: DeepSpeed
     comm_library: str              # gloo | nccl | rccl
     plugin: object                 # Source or None

@@ -176,6 +176,8 @@ class RecipeTree:
             venv=data["python"].get("venv", "/opt/venv"), build_tools=tools,
             python_packages=tuple(extras),
             torch_flavour=flavour, torch_version=torch_version, torch_index=index,
+            cuda_min_driver=tuple(sorted(versions.get("cuda_min_driver", {}).items()))
+            if flavour == "cuda" else (),
             deepspeed=deepspeed, comm_library=data["comm"]["library"], plugin=plugin,
             mpi_abi=data["mpi"]["abi"], mpi4py_version=mpi4py)
         return target

@@ -2,14 +2,17 @@
 
 import argparse
 import os
+import socket
 import sys
 from pathlib import Path
 
-from . import allreduce, bandwidth, config, ddp, dscheck, mpicheck, report, transport
+import launchenv
+
+from . import allreduce, bandwidth, config, ddp, dscheck, mpicheck, preflight, report, transport
 from .session import EXIT_FAILED, Session, fail
 from .sizes import SizeError, parse_sweep
 
-CHECKS = ("all", "allreduce", "deepspeed", "mpi", "ddp")
+CHECKS = ("all", "preflight", "allreduce", "deepspeed", "mpi", "ddp")
 EXIT_BAD_INPUT = 2
 
 
@@ -23,7 +26,8 @@ def parser():
                 epilog="Exit status: 0 every check passed or had nothing to judge, 1 a check "
                        "failed, 2 bad input, 3 the run timed out.")
     p.add_argument("check", nargs="?", default="all", choices=CHECKS,
-                   help="what to run (default: all)")
+                   help="what to run (default: all, which starts with the preflight: this node's "
+                        "driver and GPUs against the image, before any collective)")
     p.add_argument("--sizes", help="all-reduce sizes, MIN:MAX doubling or A,B,C "
                                    "(default 8:256M on GPUs, 8:64M on CPU)")
     p.add_argument("--dtypes", help="comma-separated: float32,bfloat16,float16 "
@@ -78,8 +82,15 @@ def main(argv=None):
         print(f"smoke: error: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
 
+    checks = {}
+    if args.check in ("all", "preflight"):
+        checks = preflight.check(preflight.probe(), facts)
+        failed = report.overall(checks) == "fail"
+        if args.check == "preflight" or failed:
+            _say_preflight(checks, failed and args.check == "all")
+            return EXIT_FAILED if failed else 0
     session = Session(out, args.op_timeout, args.timeout)
-    checks, rows = {}, []
+    rows = []
     try:
         session.join()
         session.say(f"smoke: {session.world} rank(s) on {session.nodes} node(s), {session.backend} "
@@ -120,6 +131,23 @@ def main(argv=None):
             _write_quietly(session, site_name, argv, checks, rows)
         return status
     return EXIT_FAILED if report.overall(checks) == "fail" else 0
+
+
+def _say_preflight(checks, stopped):
+    """The verdicts, once per node (a launcher starts one process per GPU)."""
+    try:
+        launch = launchenv.detect()
+    except launchenv.LaunchError:
+        launch = None
+    if launch and launch.local_rank != 0:
+        return
+    lines = report.verdict_lines(checks)
+    if launch and launch.world_size > launch.local_world_size:
+        host = socket.gethostname().split(".")[0]
+        lines = "\n".join(f"{host}: {line}" for line in lines.splitlines())
+    print(lines, flush=True)
+    if stopped:
+        print("smoke: the preflight failed, so no collective was started", flush=True)
 
 
 def _deepspeed(session, facts, op_timeout):

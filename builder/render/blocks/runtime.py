@@ -27,7 +27,13 @@ print("launchenv:", launchenv.__file__)
 
 
 def image_facts(target) -> dict:
-    return {"target": target.name,
+    gpu = None
+    if target.archs:
+        # the archs of its sites' GPUs, which torch must carry and the ops were compiled for
+        gpu = {"archs": list(target.archs)}
+        if target.cuda_min_driver:
+            gpu["min_driver"] = dict(target.cuda_min_driver)
+    return {"target": target.name, "gpu": gpu,
             "deepspeed": {"accelerator": target.deepspeed.accelerator,
                           "listed_ops": list(target.deepspeed.listed),
                           "promised_ops": list(target.deepspeed.promised)},
@@ -47,6 +53,9 @@ def parts(target):
             f"cat > {cmd(image_json)} <<'{END}'", *facts.splitlines(), END]
     test = [python_check("python", _LAUNCHENV_CHECK),
             cmd("python", "-m", "smoke", "--help") + " > /dev/null",
+            # the torch build the image promises; on a build host without a GPU the GPU checks
+            # say so and pass
+            cmd("python", "-m", "smoke", "preflight"),
             'smoke_out="$(mktemp -d)"',
             cmd("python", "-m", "smoke", "allreduce", "--sizes", "8:64K", "--warmup", "1",
                 "--iters", "2", "--timeout", "120") + ' --out "$smoke_out"',

@@ -1,0 +1,185 @@
+"""Preflight: does this node's GPU and driver suit the image? Asked before any collective.
+
+Each check gives one verdict; a failing one says in one line what is wrong and what to do.
+Only this node is read: the NVIDIA driver's version from /proc (visible in a container even
+without --nv), each GPU's compute capability from nvidia-smi (AMD: the kfd topology in /sys),
+and the arch list torch was compiled with, which needs no GPU. CUDA is never initialised, so
+a driver too old for the image is reported instead of crashing the first collective.
+
+The image's side comes from image.json: the archs it was built for (its sites' GPUs; the
+DeepSpeed ops were compiled for the same list) and the minimum driver per CUDA major.
+"""
+
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+NVIDIA_DRIVER = Path("/proc/driver/nvidia/version")
+KFD_NODES = Path("/sys/class/kfd/kfd/topology/nodes")
+
+
+@dataclass(frozen=True)
+class Host:
+    """What this node offers; tests build one by hand to simulate any GPU and driver."""
+    driver: str = None          # NVIDIA driver version, e.g. "550.54.15"; None: none loaded
+    gpus: tuple = ()            # ((name, arch), ...): ("NVIDIA A100-SXM4-40GB", "sm_80"), gfx90a
+    gpu_error: str = None       # why the GPUs could not be listed although a driver is there
+    torch: str = None           # torch's version; None: it does not import
+    torch_cuda: str = None      # CUDA runtime torch was built with ("12.8"); None: not CUDA
+    torch_hip: str = None
+    torch_archs: tuple = ()     # ("sm_70", "sm_80", "compute_90") or ("gfx90a",)
+
+
+def probe(timeout=30) -> Host:
+    driver = None
+    if NVIDIA_DRIVER.is_file():
+        match = re.search(r"Kernel Module\s+(?:for \S+\s+)?(\d+(?:\.\d+)+)", NVIDIA_DRIVER.read_text())
+        driver = match.group(1) if match else None
+    gpus, error = (), None
+    if driver:
+        gpus, error = _nvidia_gpus(timeout)
+    elif KFD_NODES.is_dir():
+        gpus = _amd_gpus()
+    version = cuda = hip = None
+    archs = ()
+    try:
+        import torch
+        version, cuda, hip = torch.__version__, torch.version.cuda, getattr(torch.version, "hip", None)
+        flags = getattr(torch._C, "_cuda_getArchFlags", lambda: "")()   # no CUDA initialisation
+        archs = tuple(flags.split()) if flags else ()
+    except ImportError:
+        pass
+    return Host(driver, gpus, error, version, cuda, hip, archs)
+
+
+def _nvidia_gpus(timeout):
+    if not shutil.which("nvidia-smi"):
+        return (), "nvidia-smi is not in the container: start it with --nv (the wrapper does on GPU sites)"
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name,compute_cap", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return (), f"nvidia-smi failed: {error}"
+    if out.returncode != 0:
+        return (), f"nvidia-smi failed: {(out.stdout + out.stderr).strip().splitlines()[-1:]}"
+    gpus = []
+    for line in out.stdout.strip().splitlines():
+        name, _, cap = line.rpartition(",")
+        gpus.append((name.strip(), "sm_" + cap.strip().replace(".", "")))
+    return tuple(gpus), None
+
+
+def _amd_gpus():
+    gpus = []
+    for properties in sorted(KFD_NODES.glob("*/properties")):
+        match = re.search(r"^gfx_target_version (\d+)$", properties.read_text(), re.M)
+        if match and int(match.group(1)):
+            version = int(match.group(1))     # 90010 -> gfx90a
+            major, minor, step = version // 10000, version // 100 % 100, version % 100
+            gpus.append((f"AMD GPU (kfd node {properties.parent.name})", f"gfx{major}{minor}{step:x}"))
+    return tuple(gpus)
+
+
+def runs_on(gpu_arch, archs) -> str:
+    """How code built for ``archs`` runs on ``gpu_arch``: "native", "ptx" (JIT-compiled at first
+    use from PTX) or "" (it does not). NVIDIA machine code runs on the same major and a newer
+    minor (sm_80 code on sm_86); PTX on any newer arch. AMD code runs on its exact arch."""
+    if gpu_arch in archs:
+        return "native"
+    if not gpu_arch.startswith("sm_"):
+        return ""
+    gpu = _capability(gpu_arch)
+    if any(a.startswith("sm_") and _capability(a)[0] == gpu[0] and _capability(a) <= gpu for a in archs):
+        return "native"
+    if any(a.startswith("compute_") and _capability(a) <= gpu for a in archs):
+        return "ptx"
+    return ""
+
+
+def _capability(arch):
+    digits = arch.split("_", 1)[1].rstrip("af")       # sm_90a, sm_100f: the same family
+    return int(digits[:-1]), int(digits[-1])
+
+
+def _version(text):
+    return tuple(int(part) for part in re.findall(r"\d+", text))
+
+
+def check(host: Host, facts: dict) -> dict:
+    """{check name: {"verdict", "why"}} for this node against the image's promises."""
+    if "gpu" not in facts:
+        return {"preflight": {"verdict": "none", "why": "not inside an image: nothing promised "
+                                                        "to check this node against"}}
+    gpu = facts["gpu"] or {}
+    archs = gpu.get("archs", [])
+    results = {"preflight torch": _torch_build(host, archs)}
+    if not archs:
+        results["preflight gpu"] = {"verdict": "pass", "why": "a CPU image: no GPU to check"}
+        return results
+    if not host.gpus and not host.gpu_error:
+        results["preflight gpu"] = {
+            "verdict": "none", "why": "no GPU on this node: the driver and arch checks run on a "
+                                      "GPU node (python -m smoke preflight in a GPU job)"}
+        return results
+    if archs[0].startswith("sm_"):
+        results["preflight driver"] = _driver(host, gpu.get("min_driver", {}))
+    if host.gpu_error:
+        results["preflight gpu"] = {"verdict": "fail", "why": host.gpu_error}
+        return results
+    results["preflight gpu arch"] = _arch(host.gpus, archs, "the image (and its DeepSpeed ops)",
+                                          "use the image built for {arch}, or rebuild this one "
+                                          "with {arch} in its sites' GPU archs")
+    results["preflight torch archs"] = _arch(host.gpus, host.torch_archs, "torch",
+                                             "rebuild with a torch build that carries {arch} "
+                                             "(recipes: the target's torch index)")
+    return results
+
+
+def _torch_build(host, archs):
+    if host.torch is None:
+        return {"verdict": "fail", "why": "torch does not import here: run inside the image "
+                                          "(singularity_wrapper exec python -m smoke preflight)"}
+    wanted = "cuda" if archs and archs[0].startswith("sm_") else "rocm" if archs else "cpu"
+    found = "cuda" if host.torch_cuda else "rocm" if host.torch_hip else "cpu"
+    if found != wanted:
+        return {"verdict": "fail", "why": f"torch is a {found} build where the image promises "
+                                          f"{wanted}: rebuild the image"}
+    detail = f" (CUDA {host.torch_cuda})" if host.torch_cuda else f" (HIP {host.torch_hip})" if host.torch_hip else ""
+    return {"verdict": "pass", "why": f"torch {host.torch}, a {found} build as promised{detail}"}
+
+
+def _driver(host, minimums):
+    major = (host.torch_cuda or "").split(".")[0]
+    needed = minimums.get(major)
+    if not host.driver:
+        return {"verdict": "fail", "why": "GPUs but no NVIDIA driver version in "
+                                          f"{NVIDIA_DRIVER}: ask the site's admins"}
+    if not needed:
+        return {"verdict": "none", "why": f"driver {host.driver}; the image names no minimum "
+                                          f"for CUDA {host.torch_cuda}"}
+    if _version(host.driver) < _version(needed):
+        return {"verdict": "fail", "why": f"driver {host.driver} is older than {needed}, which "
+                                          f"CUDA {host.torch_cuda} in this image needs: use an "
+                                          f"image built for an older CUDA, or ask the admins "
+                                          f"for a newer driver"}
+    return {"verdict": "pass", "why": f"driver {host.driver} >= {needed} (CUDA {host.torch_cuda})"}
+
+
+def _arch(gpus, archs, what, advice):
+    seen = {}
+    for name, arch in gpus:
+        seen.setdefault(arch, name)
+    slow = []
+    for arch, name in sorted(seen.items()):
+        how = runs_on(arch, archs)
+        if not how:
+            held = ", ".join(archs) or "none"
+            return {"verdict": "fail", "why": f"{name} ({arch}): {what} has no code for it (holds "
+                                              f"{held}); {advice.format(arch=arch)}"}
+        if how == "ptx":
+            slow.append(arch)
+    note = f"; {', '.join(slow)} through PTX, compiled at first use" if slow else ""
+    return {"verdict": "pass", "why": f"{what} runs on {', '.join(sorted(seen))} "
+                                      f"({len(gpus)} GPU(s)){note}"}

@@ -1,0 +1,175 @@
+"""The smoke suite's preflight with simulated nodes: drivers, GPUs and torch builds.
+
+No GPU is needed: a Host is what probe() would read on a node, written by hand. The probe
+itself runs on this machine (no GPU, no driver) and through the command line.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+
+sys.path.insert(0, str(ROOT / "runtime"))
+from smoke import preflight  # noqa: E402
+from smoke.preflight import Host  # noqa: E402
+
+MIN_DRIVER = {"12": "525.60.13", "13": "580.65.06"}
+V100_A100 = {"gpu": {"archs": ["sm_70", "sm_80"], "min_driver": MIN_DRIVER}}
+H100 = {"gpu": {"archs": ["sm_90"], "min_driver": MIN_DRIVER}}
+CU126_ARCHS = ("sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90")
+CU130_ARCHS = ("sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120", "compute_120")
+
+
+def a100(driver="550.54.15", cuda="12.6", archs=CU126_ARCHS, count=4):
+    return Host(driver=driver, gpus=(("NVIDIA A100-SXM4-40GB", "sm_80"),) * count, torch="2.13.0",
+                torch_cuda=cuda, torch_archs=archs)
+
+
+def verdicts(results):
+    return {name: result["verdict"] for name, result in results.items()}
+
+
+def test_a_matching_node_passes_every_check():
+    results = preflight.check(a100(), V100_A100)
+    assert verdicts(results) == {"preflight torch": "pass", "preflight driver": "pass",
+                                 "preflight gpu arch": "pass", "preflight torch archs": "pass"}
+    assert results["preflight driver"]["why"] == "driver 550.54.15 >= 525.60.13 (CUDA 12.6)"
+    assert "sm_80 (4 GPU(s))" in results["preflight gpu arch"]["why"]
+
+
+def test_a_driver_too_old_for_the_images_cuda_says_what_to_do():
+    results = preflight.check(a100(driver="570.124.06", cuda="13.0", archs=CU130_ARCHS), H100)
+    why = results["preflight driver"]["why"]
+    assert results["preflight driver"]["verdict"] == "fail"
+    assert why.startswith("driver 570.124.06 is older than 580.65.06, which CUDA 13.0")
+    assert "older CUDA" in why and "newer driver" in why
+    assert "\n" not in why
+
+
+def test_a_v100_under_a_torch_without_volta_kernels_fails_before_any_collective():
+    v100 = Host(driver="560.35.03", gpus=(("Tesla V100-SXM2-32GB", "sm_70"),), torch="2.13.0",
+                torch_cuda="13.0",
+                torch_archs=CU130_ARCHS)
+    results = preflight.check(v100, V100_A100)
+    assert results["preflight gpu arch"]["verdict"] == "pass"          # the image was built for it
+    torch_archs = results["preflight torch archs"]
+    assert torch_archs["verdict"] == "fail"
+    assert torch_archs["why"].startswith("Tesla V100-SXM2-32GB (sm_70): torch has no code for it")
+    assert "carries sm_70" in torch_archs["why"]
+
+
+def test_a_gpu_the_image_was_not_built_for_is_named_with_the_image_to_use():
+    results = preflight.check(a100(), H100)
+    assert results["preflight gpu arch"]["verdict"] == "fail"
+    assert "(sm_80): the image (and its DeepSpeed ops) has no code for it (holds sm_90)" in \
+        results["preflight gpu arch"]["why"]
+    assert "use the image built for sm_80" in results["preflight gpu arch"]["why"]
+
+
+@pytest.mark.parametrize("gpu, archs, how", [
+    ("sm_86", ("sm_80",), "native"),          # same major, newer minor
+    ("sm_80", ("sm_86",), ""),                # older minor: no
+    ("sm_90", ("sm_80",), ""),                # newer major without PTX: no
+    ("sm_90", ("sm_80", "compute_80"), "ptx"),
+    ("sm_90", ("sm_90a",), "native"),
+    ("gfx90a", ("gfx90a",), "native"),
+    ("gfx942", ("gfx90a",), ""),
+])
+def test_which_code_runs_on_which_gpu(gpu, archs, how):
+    assert preflight.runs_on(gpu, archs) == how
+
+
+def test_ptx_only_passes_with_a_note_that_the_first_use_compiles():
+    h100 = Host(driver="580.82.07", gpus=(("NVIDIA H100 80GB HBM3", "sm_90"),), torch="2.13.0",
+                torch_cuda="13.0",
+                torch_archs=("sm_80", "compute_80"))
+    result = preflight.check(h100, H100)["preflight torch archs"]
+    assert result["verdict"] == "pass" and "sm_90 through PTX, compiled at first use" in result["why"]
+
+
+def test_without_a_gpu_the_gpu_checks_wait_for_a_gpu_node_and_the_torch_check_runs():
+    results = preflight.check(Host(torch="2.13.0", torch_cuda="12.6", torch_archs=CU126_ARCHS), V100_A100)
+    assert verdicts(results) == {"preflight torch": "pass", "preflight gpu": "none"}
+    assert "GPU node" in results["preflight gpu"]["why"]
+
+
+def test_a_driver_without_nvidia_smi_means_the_container_lacks_nv():
+    host = Host(driver="550.54.15", gpu_error="nvidia-smi is not in the container: start it with --nv",
+                torch="2.13.0", torch_cuda="12.6", torch_archs=CU126_ARCHS)
+    results = preflight.check(host, V100_A100)
+    assert results["preflight gpu"] == {"verdict": "fail", "why": host.gpu_error}
+
+
+def test_a_cpu_torch_in_a_gpu_image_and_a_gpu_torch_in_the_cpu_image_fail():
+    assert preflight.check(Host(torch="2.13.0"), V100_A100)["preflight torch"]["verdict"] == "fail"
+    assert "does not import" in preflight.check(Host(), {"gpu": None})["preflight torch"]["why"]
+    assert preflight.check(Host(), {}) == {"preflight": {
+        "verdict": "none", "why": "not inside an image: nothing promised to check this node against"}}
+    cpu = preflight.check(Host(torch="2.13.0", torch_cuda="13.0"), {"gpu": None})
+    assert verdicts(cpu) == {"preflight torch": "fail", "preflight gpu": "pass"}
+    assert "a cuda build where the image promises cpu" in cpu["preflight torch"]["why"]
+
+
+def test_rocm_archs_come_from_the_kfd_topology(tmp_path, monkeypatch):
+    for node, version in (("0", "0"), ("1", "90010"), ("2", "90010")):
+        (tmp_path / node).mkdir()
+        (tmp_path / node / "properties").write_text(f"cpu_cores_count 0\ngfx_target_version {version}\n")
+    monkeypatch.setattr(preflight, "KFD_NODES", tmp_path)
+    monkeypatch.setattr(preflight, "NVIDIA_DRIVER", tmp_path / "absent")
+    host = preflight.probe()
+    assert [arch for _, arch in host.gpus] == ["gfx90a", "gfx90a"]
+    lumi = preflight.check(Host(gpus=host.gpus, torch="2.13.0", torch_hip="6.4", torch_archs=("gfx90a",)),
+                           {"gpu": {"archs": ["gfx90a"]}})
+    assert verdicts(lumi) == {"preflight torch": "pass", "preflight gpu arch": "pass",
+                              "preflight torch archs": "pass"}
+
+
+def test_the_driver_version_is_read_from_proc(tmp_path, monkeypatch):
+    proc = tmp_path / "version"
+    proc.write_text("NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.15  Tue Mar  5 "
+                    "22:23:56 UTC 2024\nGCC version:  gcc version 12.2.0\n")
+    monkeypatch.setattr(preflight, "NVIDIA_DRIVER", proc)
+    monkeypatch.setattr(preflight.shutil, "which", lambda name: None)
+    host = preflight.probe()
+    assert host.driver == "550.54.15" and "--nv" in host.gpu_error
+
+
+def run_smoke(*args, env=None):
+    return subprocess.run([sys.executable, "-m", "smoke", *args], cwd=ROOT / "runtime",
+                          capture_output=True, text=True, timeout=120, env=env)
+
+
+def test_the_command_line_on_a_node_without_a_gpu(tmp_path):
+    image = tmp_path / "image.json"
+    image.write_text(json.dumps({"target": "x", **V100_A100, "deepspeed": {"promised_ops": []}}))
+    result = run_smoke("preflight", "--image-facts", image)
+    # this machine's python has no torch: the torch check fails, the GPU checks wait
+    assert result.returncode == 1, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert any(line.startswith("preflight gpu") and "NONE" in line for line in lines)
+    assert any(line.startswith("preflight torch") and "FAIL" in line for line in lines)
+
+
+def test_all_stops_before_any_collective_when_the_preflight_fails(tmp_path):
+    image = tmp_path / "image.json"
+    image.write_text(json.dumps({"target": "x", **V100_A100, "deepspeed": {"promised_ops": []}}))
+    result = run_smoke("all", "--image-facts", image, "--out", tmp_path / "report", "--timeout", "30")
+    assert result.returncode == 1
+    assert result.stdout.splitlines()[-1] == "smoke: the preflight failed, so no collective was started"
+    assert "smoke: 1 rank(s)" not in result.stdout + result.stderr      # no session was joined
+
+
+def test_one_process_per_node_reports_the_preflight(tmp_path):
+    image = tmp_path / "image.json"
+    image.write_text(json.dumps({"target": "x", **V100_A100, "deepspeed": {"promised_ops": []}}))
+    ranks = {"RANK": "1", "LOCAL_RANK": "1", "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2",
+             "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}
+    second = run_smoke("preflight", "--image-facts", image, env={**os.environ, **ranks})
+    assert second.returncode == 1 and second.stdout == ""
+    first = run_smoke("preflight", "--image-facts", image,
+                      env={**os.environ, **ranks, "RANK": "0", "LOCAL_RANK": "0"})
+    assert "preflight torch" in first.stdout
