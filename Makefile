@@ -5,7 +5,7 @@ TARGET ?= cpu
 NAME   ?= pytorch
 PY     := $(VENV)/bin/python
 
-.PHONY: setup render check test build smoke publish doctor list show clean
+.PHONY: setup render check test build smoke jobscript publish doctor list show clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -39,6 +39,13 @@ build: setup
 # the plot in images/$(TARGET).smoke/.
 smoke: build
 	$(PY) -m builder smoke $(TARGET)
+
+# Prints the Slurm batch script that runs ARGS in the image on the target's site (SITE, NODES,
+# GPUS, LAUNCH=torchrun|srun|mpirun|deepspeed, TIME, ACCOUNT, OUT=FILE to write it).
+jobscript: setup
+	$(PY) -m builder jobscript $(TARGET) $(if $(SITE),--site "$(SITE)") $(if $(NODES),--nodes "$(NODES)") \
+		$(if $(GPUS),--gpus "$(GPUS)") $(if $(LAUNCH),--launch "$(LAUNCH)") $(if $(TIME),--time "$(TIME)") \
+		$(if $(ACCOUNT),--account "$(ACCOUNT)") $(if $(OUT),--out "$(OUT)") -- $(ARGS)
 
 # Installs images/$(TARGET).sif as the module $(NAME)/$(VERSION) under $(PREFIX) (version
 # default: <torch version>-<target>). Needs a passing smoke report of this very image (make

@@ -28,11 +28,27 @@ class _Parser(argparse.ArgumentParser):
         sys.exit(2)
 
 
+# Commands that hand everything after `--` on (argparse would let a positional list swallow
+# nothing and then refuse the rest): the attribute it goes to.
+AFTER_DASHES = {"smoke": "smoke_args", "jobscript": "program"}
+
+
 def main(argv=None):
     parser = _parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    tail = None
+    if "--" in argv:
+        cut = argv.index("--")
+        argv, tail = argv[:cut], argv[cut + 1:]
     args = parser.parse_args(argv)
+    if tail is not None:
+        dest = AFTER_DASHES.get(getattr(args, "command", None))
+        if dest is None:
+            parser.error(f"unrecognized arguments: -- {' '.join(tail)}")
+        setattr(args, dest, getattr(args, dest, []) + tail)
     if not getattr(args, "func", None):
-        parser.error("no command given; expected one of: list, show, render, check, build, smoke, publish, verify, default, doctor, toolbox")
+        parser.error("no command given; expected one of: list, show, render, check, build, smoke, "
+                     "jobscript, publish, verify, default, doctor, toolbox")
     try:
         return args.func(args) or 0
     except BuilderError as error:
@@ -53,7 +69,7 @@ def _parser():
     parser = _Parser(prog="python -m builder",
                                      description="Render PyTorch + DeepSpeed Apptainer images from YAML recipes.")
     parser.add_argument("--version", action="version", version=f"hpc-ml-containers {__version__}")
-    sub = parser.add_subparsers(metavar="COMMAND", parser_class=_Parser)
+    sub = parser.add_subparsers(metavar="COMMAND", parser_class=_Parser, dest="command")
 
     cmd = sub.add_parser("list", parents=[common], help="targets and sites, one line each")
     cmd.set_defaults(func=cmd_list)
@@ -84,9 +100,10 @@ def _parser():
 
     cmd = sub.add_parser("smoke", parents=[common],
                          help="run the image's smoke suite here: torchrun through the wrapper")
-    cmd.add_argument("target", nargs="?", default="cpu", help="default: cpu")
-    cmd.add_argument("smoke_args", nargs="*", metavar="-- SMOKE_ARGS",
-                     help="passed to `python -m smoke all` (after --), e.g. -- --sizes 8:1M")
+    cmd.add_argument("target", nargs="?", default="cpu",
+                     help="default: cpu; after --, arguments for `python -m smoke all`, e.g. "
+                          "-- --sizes 8:1M")
+    cmd.set_defaults(smoke_args=[])
     cmd.add_argument("--images", default="images", metavar="DIR",
                      help="where the image is (default: images)")
     cmd.add_argument("--out", metavar="DIR", help="report folder (default: IMAGES/<target>.smoke)")
@@ -96,6 +113,30 @@ def _parser():
     cmd.add_argument("--timeout", type=_positive, default=300,
                      help="the suite's time limit in seconds (default 300)")
     cmd.set_defaults(func=cmd_smoke)
+
+    cmd = sub.add_parser("jobscript", parents=[common],
+                         help="the Slurm batch script that runs a program in the image on a site")
+    cmd.add_argument("target", help="then -- and what the ranks run: train.py ARGS, or -m MODULE ARGS")
+    cmd.set_defaults(program=[])
+    cmd.add_argument("--site", help="default: the target's first site")
+    cmd.add_argument("--nodes", type=_positive, default=1, help="default: 1")
+    cmd.add_argument("--gpus", type=_positive, help="GPUs per node (default: all of a node)")
+    cmd.add_argument("--tasks-per-node", type=_positive,
+                     help="ranks per node on a site without GPUs (default: 1)")
+    cmd.add_argument("--launch", help="torchrun, srun, mpirun or deepspeed (default: the site's)")
+    cmd.add_argument("--time", default="01:00:00", help="wall time limit (default: 01:00:00)")
+    cmd.add_argument("--account", help="the project to bill (the site's form, e.g. abc@a100)")
+    cmd.add_argument("--partition", help="default: the first of the site's that fits")
+    cmd.add_argument("--bind", action="append", default=[], metavar="DIR",
+                     help="project data to bind into the container (repeatable)")
+    cmd.add_argument("--stage", action="append", default=[], metavar="DIR",
+                     help="data to copy to node-local disk first (repeatable)")
+    cmd.add_argument("--image", help="the image's path on the site (default: images/<target>.sif)")
+    cmd.add_argument("--wrapper", default="singularity_wrapper",
+                     help="how the script calls the wrapper (default: singularity_wrapper, on "
+                          "PATH once the site module is loaded)")
+    cmd.add_argument("--out", metavar="FILE", help="write the script here (default: stdout)")
+    cmd.set_defaults(func=cmd_jobscript)
 
     cmd = sub.add_parser("publish", parents=[common],
                          help="install a built, smoke-tested image as a site module under PREFIX")
@@ -156,7 +197,8 @@ def cmd_list(args):
     print("sites:")
     for name, site in sorted(tree.sites.items()):
         gpus = f"{site.gpus_per_node}x {site.gpu_model} ({','.join(site.archs)})" if site.archs else "no GPU"
-        print(f"  {name:<12} {gpus:<28} {site.runtime:<11} {site.description}")
+        retired = f" (retired {site.retired})" if site.retired else ""
+        print(f"  {name:<12} {gpus:<28} {site.runtime:<11} {site.description}{retired}")
 
 
 def cmd_show(args):
@@ -200,6 +242,26 @@ def cmd_smoke(args):
     from .run import smoke
     smoke.run(RecipeTree(args.recipes), args.target, images=Path(args.images), out=args.out,
               ranks=args.ranks, timeout=args.timeout, site=args.site, extra=args.smoke_args)
+
+
+def cmd_jobscript(args):
+    from .run import jobscript
+    request = jobscript.Request(
+        site=args.site or "", nodes=args.nodes, gpus=args.gpus or 0,
+        tasks_per_node=args.tasks_per_node or 0, launch=args.launch or "", time=args.time,
+        account=args.account or "", partition=args.partition or "", binds=tuple(args.bind),
+        stage=tuple(args.stage), image=args.image or "", wrapper=args.wrapper,
+        program=tuple(args.program))
+    plan = jobscript.plan(RecipeTree(args.recipes), args.target, request)
+    text = jobscript.script(plan)
+    if args.out:
+        write_atomic(Path(args.out), text)
+    else:
+        sys.stdout.write(text)
+    if plan.site.retired:
+        print(f"note: {plan.site.name}'s GPU nodes were shut down on {plan.site.retired}",
+              file=sys.stderr)
+    print(plan.summary(), file=sys.stderr)
 
 
 def cmd_publish(args):

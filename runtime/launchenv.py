@@ -20,7 +20,9 @@ Slurm runs around `srun torchrun` and `mpirun` inside an allocation):
 MASTER_ADDR, when not set already: the first host of SLURM_STEP_NODELIST (else
 SLURM_JOB_NODELIST), expanded here because `scontrol` is not inside the container; with every
 rank on one node, 127.0.0.1. MASTER_PORT, when not set already: HPCML_MASTER_PORT_BASE
-(default 10000) plus the job id modulo 20000, so two jobs sharing a node do not collide.
+(default 10000) plus a number from the job id and the step id (10 x job id modulo 2000, plus
+the step id modulo 10), so neither two jobs sharing a node nor two steps of one allocation
+running at once collide.
 Standard library only: it runs in any image.
 """
 
@@ -174,7 +176,9 @@ def detect(env=None):
     if not port:
         job = env.get("SLURM_JOB_ID") or env.get("OMPI_MCA_ess_base_jobid") or ""
         base = int(env.get("HPCML_MASTER_PORT_BASE", "10000"))
-        port = str(base + int(job) % 20000) if job.isdigit() else "29500"
+        step = env.get("SLURM_STEP_ID", "0")
+        step = int(step) % 10 if step.isdigit() else 0
+        port = str(base + int(job) % 2000 * 10 + step) if job.isdigit() else "29500"
     if not port.isdigit() or not 0 < int(port) < 65536:
         raise LaunchError(f"MASTER_PORT={port!r} is not a port number")
     return Launch(source, rank, local_rank, world, local_world, master, int(port))

@@ -37,7 +37,12 @@ def test_slurm_one_task_per_gpu():
     assert (launch.source, launch.rank, launch.local_rank, launch.world_size,
             launch.local_world_size) == ("slurm", 5, 1, 8, 4)
     assert launch.master_addr == "nid005"
-    assert launch.master_port == 10000 + 4567890 % 20000
+    assert launch.master_port == 10000 + 4567890 % 2000 * 10
+
+
+def test_two_steps_of_one_allocation_get_different_ports():
+    ports = {launchenv.detect(dict(SLURM, SLURM_STEP_ID=step)).master_port for step in ("0", "1", "2")}
+    assert ports == {10000 + 1890 * 10, 10000 + 1890 * 10 + 1, 10000 + 1890 * 10 + 2}
 
 
 def test_uneven_tasks_per_node_pick_this_nodes_count():
@@ -78,7 +83,7 @@ def test_open_mpi_on_one_host_without_slurm_uses_loopback():
     env = {"OMPI_COMM_WORLD_RANK": "1", "OMPI_COMM_WORLD_LOCAL_RANK": "1", "OMPI_COMM_WORLD_SIZE": "2",
            "OMPI_COMM_WORLD_LOCAL_SIZE": "2", "OMPI_MCA_ess_base_jobid": "3735879681"}
     launch = launchenv.detect(env)
-    assert launch.master_addr == "127.0.0.1" and launch.master_port == 10000 + 3735879681 % 20000
+    assert launch.master_addr == "127.0.0.1" and launch.master_port == 10000 + 3735879681 % 2000 * 10
 
 
 def test_open_mpi_across_hosts_without_a_master_is_an_error():
@@ -109,7 +114,7 @@ def test_nothing_means_one_process():
 
 
 def test_site_port_base_and_explicit_values_are_respected():
-    assert launchenv.detect(dict(SLURM, HPCML_MASTER_PORT_BASE="20000")).master_port == 20000 + 4567890 % 20000
+    assert launchenv.detect(dict(SLURM, HPCML_MASTER_PORT_BASE="20000")).master_port == 20000 + 4567890 % 2000 * 10
     assert launchenv.detect(dict(SLURM, MASTER_ADDR="login1", MASTER_PORT="4000")).master_addr == "login1"
 
 
@@ -128,7 +133,7 @@ def test_apply_exports_all_six_variables():
     launchenv.apply(env)
     assert {name: env[name] for name in launchenv.VARIABLES} == {
         "RANK": "5", "LOCAL_RANK": "1", "WORLD_SIZE": "8", "LOCAL_WORLD_SIZE": "4",
-        "MASTER_ADDR": "nid005", "MASTER_PORT": str(10000 + 4567890 % 20000)}
+        "MASTER_ADDR": "nid005", "MASTER_PORT": str(10000 + 4567890 % 2000 * 10)}
 
 
 def test_command_line_prints_exports_and_runs_commands():

@@ -27,11 +27,17 @@ FIELDS = {
     "launcher.default": lambda s: s.launcher_default,
     "launcher.master_port_base": lambda s: s.master_port_base,
     "slurm.account_hint": lambda s: s.account_hint,
-    "slurm.partitions": lambda s: {p.name: {k: v for k, v in (("max_nodes", p.max_nodes),
-                                   ("max_time", p.max_time), ("gres", p.gres), ("note", p.note)) if v}
-                                   for p in s.partitions},
+    "slurm.gpu_request": lambda s: s.gpu_request, "slurm.gres_type": lambda s: s.gres_type,
+    "slurm.mem": lambda s: s.mem_rule, "slurm.qos": lambda s: s.qos,
+    "slurm.constraint": lambda s: s.constraint, "slurm.sbatch": lambda s: list(s.sbatch_extra),
+    # as written: a partition's max_gpus defaults to the node's GPUs, the flags to false
+    "slurm.partitions": lambda s: {p.name: {k: v for k, v in (
+        ("max_nodes", p.max_nodes), ("max_time", p.max_time),
+        ("max_gpus", p.max_gpus if p.max_gpus != s.gpus_per_node else None),
+        ("whole_nodes", p.whole_nodes), ("test", p.test), ("note", p.note)) if v}
+        for p in s.partitions},
     "network": lambda s: s.network, "allreduce": lambda s: list(s.allreduce),
-    "notes": lambda s: list(s.notes),
+    "notes": lambda s: list(s.notes), "retired": lambda s: s.retired,
 }
 
 
@@ -64,7 +70,9 @@ def test_the_job_script_facts_are_there_for_lumi(tree):
     assert lumi.cpu_bind.startswith("mask_cpu:0x00fe000000000000,")
     assert (lumi.cores_per_gpu, lumi.mem_per_gpu_gb, lumi.launcher_default) == (7, 60, "srun")
     dev = next(p for p in lumi.partitions if p.name == "dev-g")
-    assert (dev.max_nodes, dev.max_time, dev.gres) == (32, "03:00:00", "gpu:8")
+    assert (dev.max_nodes, dev.max_time, dev.max_gpus, dev.test) == (32, "03:00:00", 8, True)
+    assert [p.name for p in lumi.partitions] == ["dev-g", "standard-g", "small-g"]   # preference
+    assert (lumi.gpu_request, lumi.mem_rule) == ("gpus-per-node", "per_gpu")
     assert lumi.account_hint == "project_465000000"
 
 

@@ -9,7 +9,9 @@ class Partition:
     name: str
     max_nodes: int
     max_time: str                  # Slurm's D-HH:MM:SS
-    gres: str                      # "" when the partition needs none
+    max_gpus: int                  # per node
+    whole_nodes: bool              # takes only jobs that use whole nodes
+    test: bool                     # short tests: chosen only when named
     note: str
 
 
@@ -43,10 +45,17 @@ class Site:
     launcher_default: str          # torchrun | srun | mpirun | deepspeed
     master_port_base: int
     account_hint: str
-    partitions: tuple              # (Partition, ...)
+    gpu_request: str               # gres | gpus-per-node
+    gres_type: str                 # the TYPE of --gres=gpu:TYPE:N ("" for --gres=gpu:N)
+    mem_rule: str                  # per_gpu | whole_node | none
+    qos: str
+    constraint: str                # sbatch --constraint ("" when none)
+    sbatch_extra: tuple            # sbatch options every job here carries
+    partitions: tuple              # (Partition, ...) in order of preference
     network: dict                  # {"transport": ..., "provider": ...} or {} when not said
     allreduce: tuple               # reference dicts, as the smoke suite reads them
     notes: tuple
+    retired: str                   # the date its GPU nodes were shut down; "" while in service
     data: dict                     # the file as written, for `show` only
 
     @property

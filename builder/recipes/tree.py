@@ -97,11 +97,16 @@ class RecipeTree:
             launcher_default=launcher.get("default", "torchrun"),
             master_port_base=launcher.get("master_port_base", 10000),
             account_hint=slurm.get("account_hint", ""),
-            partitions=tuple(Partition(name, p["max_nodes"], p["max_time"], p.get("gres", ""),
+            gpu_request=slurm.get("gpu_request", "gres"), gres_type=slurm.get("gres_type", ""),
+            mem_rule=slurm.get("mem", "none"), qos=slurm.get("qos", ""),
+            constraint=slurm.get("constraint", ""), sbatch_extra=tuple(slurm.get("sbatch", ())),
+            partitions=tuple(Partition(name, p["max_nodes"], p["max_time"],
+                                       p.get("max_gpus", gpu["per_node"]),
+                                       p.get("whole_nodes", False), p.get("test", False),
                                        p.get("note", ""))
                              for name, p in slurm.get("partitions", {}).items()),
             network=dict(data.get("network", {})), allreduce=tuple(data.get("allreduce", ())),
-            notes=tuple(data.get("notes", ())), data=data)
+            notes=tuple(data.get("notes", ())), retired=data.get("retired", ""), data=data)
 
     # --- targets -------------------------------------------------------------------------
     def _merged(self, name, chain=()):

@@ -1,4 +1,4 @@
-# mahti: CSC Mahti GPU partition - 4x NVIDIA A100 40 GB per node, HDR200 InfiniBand (being decommissioned in 2026)
+# mahti: CSC Mahti GPU partition - 4x NVIDIA A100 40 GB per node, HDR200 InfiniBand
 # Generated from recipes/sites/mahti.yaml by python -m builder render; do not edit.
 # shellcheck shell=bash disable=SC2034,SC2016  # read by singularity_wrapper; $VARS stay literal
 HPCML_SITE=mahti

@@ -1,4 +1,4 @@
-# puhti: CSC Puhti AI partition - 4x NVIDIA V100 32 GB per node, dual-rail HDR100 InfiniBand (compute retired 2026-07)
+# puhti: CSC Puhti AI partition - 4x NVIDIA V100 32 GB per node, dual-rail HDR100 InfiniBand
 # Generated from recipes/sites/puhti.yaml by python -m builder render; do not edit.
 # shellcheck shell=bash disable=SC2034,SC2016  # read by singularity_wrapper; $VARS stay literal
 HPCML_SITE=puhti

@@ -1,0 +1,307 @@
+"""`builder jobscript`: the Slurm batch script for a target on one of its sites.
+
+Everything comes from the site file: the GPU request in the site's own form (gres with a GPU
+type, or --gpus-per-node), the first partition in the site's order of preference that fits
+(test partitions only when named), cores per task from the cores per GPU, memory by the
+site's rule, its CPU masks, QoS, constraint and extra sbatch options. The training runs
+through singularity_wrapper, launched one of four ways:
+
+  torchrun   one task per node; torchrun starts a rank per GPU (c10d rendezvous on the
+             first node across nodes, --standalone on one)
+  srun       one task per GPU; launchenv turns Slurm's variables into torch's
+  mpirun     one task per GPU started by MPI: srun --mpi=<site's plugin> (the hybrid model),
+             or the host's mpirun where Slurm has no MPI plugin
+  deepspeed  DeepSpeed's launcher on one node; across nodes one task per GPU as srun (never
+             the launcher's ssh)
+"""
+
+import re
+from dataclasses import dataclass, field
+
+from .. import __version__
+from ..errors import RecipeError
+from ..render.templating import templates
+from ..shell import cmd, quote
+
+LAUNCHES = ("torchrun", "srun", "mpirun", "deepspeed")
+RDZV_PORT = 29400
+
+
+@dataclass(frozen=True)
+class Request:
+    """What the user asked for on the command line."""
+    site: str = ""                 # default: the target's first site
+    nodes: int = 1
+    gpus: int = 0                  # per node; 0: every GPU of a node
+    tasks_per_node: int = 0        # CPU sites: ranks per node (default 1)
+    launch: str = ""               # default: the site's launcher
+    time: str = "01:00:00"
+    account: str = ""
+    partition: str = ""
+    binds: tuple = ()
+    stage: tuple = ()
+    image: str = ""                # default: images/<target>.sif
+    wrapper: str = "singularity_wrapper"
+    program: tuple = ()            # train.py --epochs 10, or -m smoke all
+
+    def command_line(self, target) -> str:
+        """The jobscript command that asks for this, options in a fixed order."""
+        words = [target]
+        for option, value in (("--site", self.site), ("--nodes", self.nodes), ("--gpus", self.gpus),
+                              ("--tasks-per-node", self.tasks_per_node), ("--launch", self.launch),
+                              ("--time", self.time), ("--account", self.account),
+                              ("--partition", self.partition), ("--image", self.image)):
+            if value:
+                words += [option, str(value)]
+        for option, values in (("--bind", self.binds), ("--stage", self.stage)):
+            for value in values:
+                words += [option, value]
+        return cmd(*words, "--", *self.program)
+
+
+@dataclass
+class Plan:
+    target: object
+    site: object
+    request: Request
+    launch: str
+    partition: object = None       # Partition, or None for the cluster's default
+    gpus: int = 0                  # per node
+    ranks_per_node: int = 1
+    tasks_per_node: int = 1        # Slurm tasks: 1 under torchrun and the one-node launcher
+    cores_per_rank: int = 1
+    mem: str = ""                  # --mem value, "" for none
+    sbatch: list = field(default_factory=list)      # [(option, value), ...]
+    why: list = field(default_factory=list)         # the comment block: what was chosen, why
+    launch_lines: list = field(default_factory=list)
+
+    @property
+    def cpus_per_task(self):
+        return self.cores_per_rank * self.ranks_per_node // self.tasks_per_node
+
+    def summary(self) -> str:
+        part = self.partition.name if self.partition else "default partition"
+        gpus = f"{self.gpus} GPU(s)/node" if self.gpus else "no GPU"
+        mem = f", mem {self.mem}" if self.mem else ""
+        return (f"{self.site.name}: {part}, {self.request.nodes} node(s), {gpus}, "
+                f"{self.tasks_per_node} task(s)/node x {self.cpus_per_task} cores{mem}, "
+                f"launch {self.launch}")
+
+
+def _error(message):
+    return RecipeError(message, file="command line")
+
+
+def plan(tree, target_name, request: Request) -> Plan:
+    """Choose everything the script says; one clear error for a request the site cannot serve."""
+    target = tree.target(target_name)
+    sites = {site.name: site for site in target.sites}
+    site = sites.get(request.site or next(iter(sites)))
+    if site is None:
+        site = tree.sites.get(request.site)
+        if site is None:
+            raise _error(f"unknown site {request.site!r}; expected one of: {', '.join(sorted(tree.sites))}")
+        _check_archs(target, site)
+    launch = request.launch or site.launcher_default
+    if launch not in LAUNCHES:
+        raise _error(f"unknown launch mode {launch!r}; expected one of: {', '.join(LAUNCHES)}")
+    if request.nodes < 1:
+        raise _error(f"--nodes {request.nodes}: expected 1 or more")
+    result = Plan(target, site, request, launch)
+    _size(result)
+    _choose_partition(result)
+    _resources(result)
+    _launch(result)
+    return result
+
+
+def _check_archs(target, site):
+    """Another site than the target's own: fine when the image holds code for its GPUs."""
+    missing = [arch for arch in site.archs if arch not in target.archs]
+    if missing or (target.archs and not site.archs):
+        held = ", ".join(target.archs) or "no GPU code"
+        wanted = ", ".join(site.archs) or "no GPU"
+        raise _error(f"target {target.name} is built for {held}; site {site.name} has {wanted}")
+
+
+def _size(p: Plan):
+    site, request = p.site, p.request
+    if site.gpus_per_node:
+        if request.tasks_per_node:
+            raise _error(f"--tasks-per-node: on {site.name} ranks follow the GPUs (one per GPU); "
+                         f"use --gpus")
+        p.gpus = request.gpus or site.gpus_per_node
+        if not 1 <= p.gpus <= site.gpus_per_node:
+            raise _error(f"--gpus {request.gpus}: {site.name} has {site.gpus_per_node} GPUs per node")
+        p.ranks_per_node = p.gpus
+        cores = site.cores_per_gpu or site.cores_per_node // site.gpus_per_node
+        p.cores_per_rank = cores
+        p.why.append(f"{p.gpus} GPU(s) per node, one rank each, {cores} cores per rank "
+                     f"({'cpu.cores_per_gpu' if site.cores_per_gpu else 'the node shared out'})")
+    else:
+        if request.gpus:
+            raise _error(f"--gpus {request.gpus}: site {site.name} has no GPUs")
+        p.ranks_per_node = request.tasks_per_node or 1
+        if p.ranks_per_node > site.cores_per_node:
+            raise _error(f"--tasks-per-node {p.ranks_per_node}: {site.name} has "
+                         f"{site.cores_per_node} cores per node")
+        p.cores_per_rank = site.cores_per_node // p.ranks_per_node
+        p.why.append(f"{p.ranks_per_node} rank(s) per node on CPU, {p.cores_per_rank} cores each")
+    whole = p.gpus == site.gpus_per_node if site.gpus_per_node else True
+    if p.launch == "torchrun" and request.nodes > 1 and not whole:
+        raise _error(f"--gpus {p.gpus} on {request.nodes} nodes with torchrun: a multi-node "
+                     f"torchrun job takes whole nodes ({site.gpus_per_node} GPUs); use --launch srun "
+                     f"for part of each node")
+    single_task = p.launch == "torchrun" or (p.launch == "deepspeed" and request.nodes == 1)
+    p.tasks_per_node = 1 if single_task else p.ranks_per_node
+
+
+def _seconds(slurm_time, what):
+    match = re.fullmatch(r"(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+)", slurm_time)
+    if not match:
+        raise _error(f"{what} {slurm_time!r}: expected a Slurm time such as 2:00:00 or 1-12:00:00")
+    days, hours, minutes, seconds = (int(g) if g else 0 for g in match.groups())
+    return ((days * 24 + hours) * 60 + minutes) * 60 + seconds
+
+
+def _fits(p: Plan, partition):
+    """None when the job fits ``partition``, else why not."""
+    nodes, site = p.request.nodes, p.site
+    if nodes > partition.max_nodes:
+        return f"{nodes} nodes > {partition.max_nodes}"
+    if _seconds(p.request.time, "--time") > _seconds(partition.max_time, "max_time"):
+        return f"--time {p.request.time} > {partition.max_time}"
+    if site.gpus_per_node and p.gpus > partition.max_gpus:
+        return f"{p.gpus} GPUs per node > {partition.max_gpus}"
+    if partition.whole_nodes and site.gpus_per_node and p.gpus < site.gpus_per_node:
+        return "whole nodes only"
+    return None
+
+
+def _choose_partition(p: Plan):
+    site, request = p.site, p.request
+    _seconds(request.time, "--time")
+    partitions = {part.name: part for part in site.partitions}
+    if request.partition:
+        chosen = partitions.get(request.partition)
+        if chosen is None:
+            known = ", ".join(partitions) or "none (the cluster's default is used)"
+            raise _error(f"--partition {request.partition}: not a partition of {site.name}; "
+                         f"expected one of: {known}")
+        why_not = _fits(p, chosen)
+        if why_not:
+            raise _error(f"--partition {chosen.name} does not fit this job ({why_not})")
+        p.partition = chosen
+        p.why.append(f"partition {chosen.name}: as asked")
+        return
+    if not partitions:
+        p.why.append("partition: the cluster's default (the site file names none)")
+        return
+    refused = []
+    for part in site.partitions:
+        if part.test:
+            continue
+        why_not = _fits(p, part)
+        if why_not is None:
+            p.partition = part
+            skipped = f"; skipped {', '.join(refused)}" if refused else ""
+            note = f" ({part.note})" if part.note else ""
+            p.why.append(f"partition {part.name}{note}: the first of the site's that fits{skipped}")
+            return
+        refused.append(f"{part.name}: {why_not}")
+    raise _error(f"no partition of {site.name} fits {request.nodes} node(s) x {p.gpus or p.ranks_per_node} "
+                 f"{'GPUs' if p.gpus else 'ranks'} for {request.time} ({'; '.join(refused)})")
+
+
+def _resources(p: Plan):
+    site, request = p.site, p.request
+    sbatch = [("job-name", p.target.name)]
+    if request.account:
+        sbatch.append(("account", request.account))
+    if p.partition:
+        sbatch.append(("partition", p.partition.name))
+    sbatch += [("nodes", str(request.nodes)), ("ntasks-per-node", str(p.tasks_per_node)),
+               ("cpus-per-task", str(p.cpus_per_task))]
+    if p.gpus:
+        if site.gpu_request == "gpus-per-node":
+            sbatch.append(("gpus-per-node", str(p.gpus)))
+        else:
+            kind = f"{site.gres_type}:" if site.gres_type else ""
+            sbatch.append(("gres", f"gpu:{kind}{p.gpus}"))
+        p.why.append(f"GPUs asked as --{sbatch[-1][0]} (slurm.gpu_request: {site.gpu_request})")
+    if site.mem_rule == "per_gpu" and p.gpus and site.mem_per_gpu_gb:
+        p.mem = f"{site.mem_per_gpu_gb * p.gpus}G"
+        p.why.append(f"memory {p.mem}: {site.mem_per_gpu_gb} GB per GPU (slurm.mem: per_gpu)")
+    elif site.mem_rule == "whole_node" and (not site.gpus_per_node or p.gpus == site.gpus_per_node):
+        p.mem = "0"
+        p.why.append("memory: all of each node, --mem=0 (slurm.mem: whole_node)")
+    if p.mem:
+        sbatch.append(("mem", p.mem))
+    if site.qos:
+        sbatch.append(("qos", site.qos))
+    if site.constraint:
+        sbatch.append(("constraint", site.constraint))
+    for option in site.sbatch_extra:
+        name, _, value = option[2:].partition("=")
+        sbatch.append((name, value))
+    sbatch.append(("time", request.time))
+    p.sbatch = sbatch
+
+
+def _launch(p: Plan):
+    site, request = p.site, p.request
+    wrapper = [request.wrapper, "exec"]
+    program = list(request.program)
+    if not program:
+        raise _error("no program: give it after --, e.g. -- train.py --epochs 10")
+    # the site's masks give each GPU's task its nearest cores; they describe a whole node
+    masks = site.cpu_bind and p.gpus == site.gpus_per_node and p.tasks_per_node == p.ranks_per_node
+    bind = [f"--cpu-bind={site.cpu_bind}"] if masks else []
+    if masks:
+        p.why.append("CPU binding: the site's masks, nearest cores to each GPU (cpu.cpu_bind)")
+    ranks = ["python", "-m", "launchenv", "--", "python", *program]
+    nodes = request.nodes
+    if p.launch == "torchrun":
+        if nodes == 1:
+            line = cmd("srun", *wrapper, "torchrun", "--standalone", "--nnodes=1",
+                       f"--nproc-per-node={p.ranks_per_node}", *program)
+            p.why.append("launch torchrun: one task, --standalone, a rank per GPU")
+        else:
+            p.launch_lines.append('rdzv_host="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"')
+            line = (cmd("srun", *wrapper, "torchrun") + ' --nnodes="$SLURM_JOB_NUM_NODES" '
+                    + cmd(f"--nproc-per-node={p.ranks_per_node}") + ' --rdzv-id="$SLURM_JOB_ID" '
+                    + f'--rdzv-backend=c10d --rdzv-endpoint="$rdzv_host:{RDZV_PORT}" ' + cmd(*program))
+            p.why.append("launch torchrun: one task per node, c10d rendezvous on the first node")
+    elif p.launch == "srun" or (p.launch == "deepspeed" and nodes > 1):
+        line = cmd("srun", *bind, *wrapper, *ranks)
+        what = "DeepSpeed across nodes: one task per GPU, ranks from Slurm (no ssh)" \
+            if p.launch == "deepspeed" else "srun: one task per GPU, launchenv sets the ranks"
+        p.why.append(f"launch {what}")
+    elif p.launch == "mpirun":
+        if site.slurm_mpi != "none":
+            line = cmd("srun", f"--mpi={site.slurm_mpi}", *bind, *wrapper, *ranks)
+            p.why.append(f"launch mpirun: srun --mpi={site.slurm_mpi} starts the MPI ranks (hybrid model)")
+        else:
+            line = ('mpirun -np "$SLURM_NTASKS" ' + cmd("--map-by", f"ppr:{p.ranks_per_node}:node",
+                                                         *wrapper, *ranks))
+            p.why.append("launch mpirun: the host's mpirun (Slurm here has no MPI plugin)")
+    else:
+        module = ["--module", *program[1:]] if program[0] == "-m" else program
+        line = cmd("srun", *wrapper, "deepspeed", f"--num_gpus={p.ranks_per_node}", *module)
+        p.why.append("launch deepspeed: its launcher in one task, a rank per GPU")
+    p.launch_lines.append(line)
+
+
+def script(p: Plan) -> str:
+    site, request = p.site, p.request
+    exports = [("SING_IMAGE", request.image or f"images/{p.target.name}.sif"), ("HPCML_SITE", site.name)]
+    if request.binds:
+        exports.append(("SING_BIND", ",".join(request.binds)))
+    if request.stage:
+        exports.append(("SING_STAGE", ",".join(request.stage)))
+    exports.append(("OMP_NUM_THREADS", str(p.cores_per_rank)))
+    account_hint = "" if request.account else site.account_hint
+    return templates.get_template("job.sh.j2").render(
+        version=__version__, command=request.command_line(p.target.name), plan=p,
+        exports=[f"export {name}={quote(value)}" for name, value in exports],
+        account_hint=account_hint)

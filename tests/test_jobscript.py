@@ -1,0 +1,225 @@
+"""`builder jobscript`: what it chooses per site, size and launch mode (table-driven, from the
+site files), that every script it writes passes bash -n and shellcheck, that impossible
+requests are one-line errors, and that the local site's scripts run the smoke suite under
+the test suite's real Slurm cluster."""
+
+import itertools
+import json
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from builder.errors import RecipeError
+from builder.run import jobscript
+from builder.run.jobscript import LAUNCHES, Request
+from conftest import ROOT, run_builder
+
+WRAPPER = str(ROOT / "wrappers" / "singularity_wrapper")
+
+
+def make(tree, target, **asked):
+    asked.setdefault("program", ("train.py", "--epochs", "10"))
+    plan = jobscript.plan(tree, target, Request(**asked))
+    return plan, jobscript.script(plan)
+
+
+def sbatch_lines(text):
+    return dict(re.findall(r"^#SBATCH --([a-z-]+)(?:=(.*))?$", text, re.M))
+
+
+def launch_line(text):
+    return text.rstrip("\n").splitlines()[-1]
+
+
+# (target, request, the #SBATCH options expected, what the launch line must contain)
+CASES = [
+    # LUMI, as its guides write them: two GCDs under torchrun on small-g, 14 cores, 120 GB ...
+    ("lumi-rocm", dict(gpus=2, launch="torchrun"),
+     {"partition": "small-g", "gpus-per-node": "2", "ntasks-per-node": "1", "cpus-per-task": "14",
+      "mem": "120G"}, "torchrun --standalone --nnodes=1 --nproc-per-node=2 train.py"),
+    # ... a whole node on standard-g, one task per GCD with the site's CPU masks ...
+    ("lumi-rocm", dict(launch="srun"),
+     {"partition": "standard-g", "gpus-per-node": "8", "ntasks-per-node": "8", "cpus-per-task": "7",
+      "mem": "480G"}, "srun --cpu-bind=mask_cpu:0x00fe000000000000,"),
+    # ... and two nodes under torchrun use all 8 GCDs of each (CSC's example used 4)
+    ("lumi-rocm", dict(nodes=2, launch="torchrun"),
+     {"partition": "standard-g", "nodes": "2", "ntasks-per-node": "1", "cpus-per-task": "56"},
+     '--nnodes="$SLURM_JOB_NUM_NODES" --nproc-per-node=8 --rdzv-id="$SLURM_JOB_ID" '
+     '--rdzv-backend=c10d --rdzv-endpoint="$rdzv_host:29400" train.py'),
+    # DeepSpeed across nodes: a task per GPU and ranks from Slurm, never the launcher's ssh
+    ("lumi-rocm", dict(nodes=2, launch="deepspeed"),
+     {"ntasks-per-node": "8", "cpus-per-task": "7"},
+     "singularity_wrapper exec python -m launchenv -- python train.py"),
+    ("lumi-rocm", dict(gpus=4, launch="deepspeed"),
+     {"partition": "small-g", "ntasks-per-node": "1", "cpus-per-task": "28", "mem": "240G"},
+     "singularity_wrapper exec deepspeed --num_gpus=4 train.py"),
+    # Mahti: gpusmall up to 2 GPUs, gpumedium above; gres with the GPU type; no --mem
+    ("mahti-cuda", dict(gpus=2, launch="srun"),
+     {"partition": "gpusmall", "gres": "gpu:a100:2", "ntasks-per-node": "2", "cpus-per-task": "32"},
+     "srun singularity_wrapper exec python -m launchenv -- python train.py"),
+    ("mahti-cuda", dict(gpus=3, launch="srun"), {"partition": "gpumedium", "gres": "gpu:a100:3"}, "srun"),
+    ("mahti-cuda", dict(nodes=2, launch="torchrun"),
+     {"partition": "gpumedium", "gres": "gpu:a100:4", "ntasks-per-node": "1", "cpus-per-task": "128"},
+     "--nproc-per-node=4"),
+    # Puhti: the guide's one task of 40 cores under torchrun, --mem=0 on a whole node
+    ("puhti-cuda", dict(launch="torchrun"),
+     {"partition": "gpu", "gres": "gpu:v100:4", "ntasks-per-node": "1", "cpus-per-task": "40", "mem": "0"},
+     "torchrun --standalone --nnodes=1 --nproc-per-node=4 train.py"),
+    ("puhti-cuda", dict(gpus=1, launch="srun"), {"partition": "gpu", "gres": "gpu:v100:1", "cpus-per-task": "10"},
+     "srun"),
+    # Jean Zay: plain gres, one task per GPU, --hint=nomultithread, the A100 constraint
+    ("mahti-cuda", dict(site="jean-zay", launch="srun", account="abc@a100"),
+     {"partition": "gpu_p5", "gres": "gpu:8", "ntasks-per-node": "8", "cpus-per-task": "8",
+      "hint": "nomultithread", "constraint": "a100", "account": "abc@a100"}, "srun"),
+    # Karolina: --gpus-per-node, MPI ranks through Slurm's PMIx (the hybrid model)
+    ("mahti-cuda", dict(site="karolina", nodes=2, launch="mpirun"),
+     {"partition": "qgpu", "gpus-per-node": "8", "ntasks-per-node": "8", "cpus-per-task": "16"},
+     "srun --mpi=pmix singularity_wrapper exec python -m launchenv -- python train.py"),
+    # The local box: no partition, CPU ranks, the host's mpirun where Slurm has no MPI plugin
+    ("cpu", dict(tasks_per_node=2, launch="torchrun"),
+     {"ntasks-per-node": "1", "cpus-per-task": "2"}, "--nproc-per-node=2 train.py"),
+    ("cpu", dict(tasks_per_node=2, launch="mpirun"), {"ntasks-per-node": "2", "cpus-per-task": "1"},
+     'mpirun -np "$SLURM_NTASKS" --map-by ppr:2:node singularity_wrapper exec python -m launchenv'),
+]
+
+
+@pytest.mark.parametrize("target, asked, options, launch", CASES,
+                         ids=[f"{c[0]}-{c[1].get('site', '')}-{c[1]}" for c in CASES])
+def test_the_script_asks_in_the_sites_dialect_and_launches_right(tree, target, asked, options, launch):
+    plan, text = make(tree, target, **asked)
+    found = sbatch_lines(text)
+    assert {key: found.get(key) for key in options} == options, text
+    assert launch in text, text
+    assert "partition" in found or not plan.site.partitions
+    assert f"export OMP_NUM_THREADS={plan.cores_per_rank}" in text
+    assert f"export HPCML_SITE={plan.site.name}" in text
+
+
+def test_the_mem_line_follows_the_sites_rule(tree):
+    assert "mem" not in sbatch_lines(make(tree, "mahti-cuda")[1])                    # none
+    assert sbatch_lines(make(tree, "puhti-cuda", gpus=2)[1]).get("mem") is None      # not a whole node
+    assert sbatch_lines(make(tree, "lumi-rocm", gpus=1)[1])["mem"] == "60G"          # per GPU
+
+
+def test_options_and_the_reasons_are_in_the_script(tree):
+    plan, text = make(tree, "lumi-rocm", gpus=2, binds=("/scratch/p/data",), stage=("/scratch/p/ds",),
+                      image="/appl/images/lumi.sif", account="project_465000001")
+    assert "export SING_IMAGE=/appl/images/lumi.sif" in text
+    assert "export SING_BIND=/scratch/p/data" in text and "export SING_STAGE=/scratch/p/ds" in text
+    assert "#   - partition small-g (part of a node): the first of the site's that fits; skipped " \
+           "standard-g: whole nodes only" in text
+    assert "memory 120G: 60 GB per GPU (slurm.mem: per_gpu)" in text
+    assert "# Written by hpc-ml-containers" in text and "--account project_465000001" in text
+    assert "Your project" not in text          # the account is there
+    assert plan.summary() == ("lumi: small-g, 1 node(s), 2 GPU(s)/node, 2 task(s)/node x 7 cores, "
+                              "mem 120G, launch srun")          # srun: LUMI's own default
+
+
+def test_a_retired_site_says_so(tree):
+    _, text = make(tree, "puhti-cuda")
+    assert "# NOTE: puhti's GPU nodes were shut down on 2026-07-31" in text
+
+
+def every_script(tree):
+    """Every target on every site it may run on, every launch mode, one and two nodes."""
+    for target_name, target in sorted(tree.targets.items()):
+        for site_name, launch, nodes in itertools.product(sorted(tree.sites), LAUNCHES, (1, 2)):
+            try:
+                yield (f"{target_name}.{site_name}.{launch}.{nodes}",
+                       make(tree, target_name, site=site_name, launch=launch, nodes=nodes,
+                            program=("-m", "smoke", "all"))[1])
+            except RecipeError:
+                continue          # an arch the image lacks, a size the site refuses
+
+
+def test_every_script_passes_bash_n_and_shellcheck(tree, tmp_path):
+    written = []
+    for name, text in every_script(tree):
+        path = tmp_path / f"{name}.sh"
+        path.write_text(text)
+        written.append(path)
+        result = subprocess.run(["bash", "-n", str(path)], capture_output=True, text=True)
+        assert result.returncode == 0, (name, result.stderr)
+    assert len(written) >= 60
+    assert shutil.which("shellcheck"), "make setup installs shellcheck"
+    result = subprocess.run(["shellcheck", "--severity=style", *map(str, written)],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout[-3000:]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["lumi-rocm", "--gpus", "9"], "--gpus 9: lumi has 8 GPUs per node"),
+    (["cpu", "--gpus", "1"], "--gpus 1: site local has no GPUs"),
+    (["lumi-rocm", "--tasks-per-node", "2"], "on lumi ranks follow the GPUs (one per GPU); use --gpus"),
+    (["lumi-rocm", "--nodes", "5", "--gpus", "2", "--launch", "srun"],
+     "no partition of lumi fits 5 node(s) x 2 GPUs for 01:00:00 (standard-g: whole nodes only; "
+     "small-g: 5 nodes > 4)"),
+    (["lumi-rocm", "--time", "4-00:00:00"], "(standard-g: --time 4-00:00:00 > 2-00:00:00; small-g: "
+                                            "--time 4-00:00:00 > 3-00:00:00)"),
+    (["lumi-rocm", "--partition", "eap"], "--partition eap: not a partition of lumi; expected one of: "
+                                          "dev-g, standard-g, small-g"),
+    (["mahti-cuda", "--partition", "gpusmall"], "--partition gpusmall does not fit this job "
+                                                "(4 GPUs per node > 2)"),
+    (["lumi-rocm", "--nodes", "2", "--gpus", "4", "--launch", "torchrun"],
+     "a multi-node torchrun job takes whole nodes (8 GPUs); use --launch srun"),
+    (["lumi-rocm", "--launch", "ssh"], "unknown launch mode 'ssh'; expected one of: torchrun, srun, "
+                                       "mpirun, deepspeed"),
+    (["puhti-cuda", "--site", "mahti"], "target puhti-cuda is built for sm_70; site mahti has sm_80"),
+    (["puhti-cuda", "--site", "nowhere"], "unknown site 'nowhere'"),
+    (["lumi-rocm", "--time", "soon"], "--time 'soon': expected a Slurm time"),
+])
+def test_a_request_the_site_cannot_serve_is_one_line_and_writes_nothing(tmp_path, args, message):
+    out = tmp_path / "job.sh"
+    result = run_builder("jobscript", *args, "--out", out, "--", "train.py")
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.count("\n") == 1 and message in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr and result.stdout == ""
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_no_program_is_a_one_line_error():
+    result = run_builder("jobscript", "cpu")
+    assert result.returncode == 2 and "no program: give it after --" in result.stderr
+
+
+def test_out_writes_the_same_script_and_the_summary_goes_to_stderr(tmp_path):
+    args = ["jobscript", "mahti-cuda", "--gpus", "2", "--", "-m", "smoke", "all"]
+    printed = run_builder(*args)
+    assert printed.returncode == 0, printed.stderr
+    written = run_builder(*args[:-4], "--out", tmp_path / "job.sh", *args[-4:])
+    assert (tmp_path / "job.sh").read_text() == printed.stdout and written.stdout == ""
+    assert printed.stderr.splitlines() == [
+        "note: mahti's GPU nodes were shut down on 2026-08-31",
+        "mahti: gpusmall, 1 node(s), 2 GPU(s)/node, 1 task(s)/node x 64 cores, launch torchrun"]
+
+
+# --- the local site's scripts under the real Slurm cluster, with the CPU image -------------
+
+QUICK = ("-m", "smoke", "all", "--sizes", "8:1M", "--warmup", "2", "--iters", "5")
+
+
+@pytest.mark.parametrize("launch", LAUNCHES)
+def test_the_local_script_runs_the_smoke_suite_under_sbatch(tree, slurm, apptainer, cpu_image, tmp_path, launch):
+    out = tmp_path / "report"
+    _, text = make(tree, "cpu", tasks_per_node=2, launch=launch, time="00:10:00", image=str(cpu_image),
+                   wrapper=WRAPPER, program=(*QUICK, "--out", str(out)))
+    script = tmp_path / "job.sh"
+    script.write_text(text)
+    env = dict(slurm.env, HPCML_APPTAINER=apptainer, OMPI_ALLOW_RUN_AS_ROOT="1",
+               OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    for name in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "PYTHONPATH"):
+        env.pop(name, None)
+    log = tmp_path / "job.log"
+    result = subprocess.run(["sbatch", "--wait", f"--output={log}", str(script)], env=env, cwd=tmp_path,
+                            capture_output=True, text=True, timeout=600)
+    output = log.read_text() if log.exists() else ""
+    assert result.returncode == 0, result.stderr + output[-4000:]
+    report = json.loads((out / "smoke.json").read_text())
+    assert report["verdict"] == "pass", output[-4000:]
+    assert report["machine"]["ranks"] == 2
+    expected = {"torchrun": "torchrun", "srun": "slurm", "mpirun": "openmpi", "deepspeed": "env"}
+    assert report["machine"]["launcher"] == expected[launch]
+    if launch == "mpirun":
+        assert report["checks"]["mpi4py"]["verdict"] == "pass"
