@@ -32,6 +32,7 @@ import sys
 from dataclasses import dataclass
 
 VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+SOURCE_VARIABLE = "HPCML_LAUNCHED_BY"
 
 
 class LaunchError(RuntimeError):
@@ -132,7 +133,9 @@ def _ranks(env):
         world = _integer(env, "WORLD_SIZE")
         local_size = env.get("LOCAL_WORLD_SIZE") or env.get("LOCAL_SIZE")
         local_world = _integer({"n": local_size}, "n") if local_size else world
-        return "env", _integer(env, "RANK"), _integer(env, "LOCAL_RANK"), world, local_world
+        # set by `python -m launchenv --`, which found them: the launcher behind the variables
+        source = env.get(SOURCE_VARIABLE, "env")
+        return source, _integer(env, "RANK"), _integer(env, "LOCAL_RANK"), world, local_world
     if "OMPI_COMM_WORLD_RANK" in env:
         return ("openmpi", _integer(env, "OMPI_COMM_WORLD_RANK"),
                 _integer(env, "OMPI_COMM_WORLD_LOCAL_RANK"), _integer(env, "OMPI_COMM_WORLD_SIZE"),
@@ -200,6 +203,7 @@ def main(argv=None):
         print(f"error: launchenv: {error}", file=sys.stderr)
         return 2
     if argv[:1] == ["--"] and len(argv) > 1:
+        os.environ.setdefault(SOURCE_VARIABLE, launch.source)
         os.execvp(argv[1], argv[1:])
     for name, value in launch.variables().items():
         print(f"export {name}={value}")

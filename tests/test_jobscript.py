@@ -219,6 +219,7 @@ def test_the_local_script_runs_the_smoke_suite_under_sbatch(tree, slurm, apptain
     report = json.loads((out / "smoke.json").read_text())
     assert report["verdict"] == "pass", output[-4000:]
     assert report["machine"]["ranks"] == 2
+    # under srun and mpirun `python -m launchenv --` set the ranks, and says from what
     expected = {"torchrun": "torchrun", "srun": "slurm", "mpirun": "openmpi", "deepspeed": "env"}
     assert report["machine"]["launcher"] == expected[launch]
     if launch == "mpirun":

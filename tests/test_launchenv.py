@@ -148,3 +148,12 @@ def test_command_line_prints_exports_and_runs_commands():
                          env={"SLURM_PROCID": "9", "SLURM_LOCALID": "0", "SLURM_NTASKS": "2"},
                          capture_output=True, text=True)
     assert bad.returncode == 2 and bad.stderr.startswith("error: launchenv:")
+
+
+def test_the_command_wrapper_passes_on_which_launcher_set_the_ranks():
+    env = {"OMPI_COMM_WORLD_RANK": "1", "OMPI_COMM_WORLD_LOCAL_RANK": "1", "OMPI_COMM_WORLD_SIZE": "2",
+           "OMPI_COMM_WORLD_LOCAL_SIZE": "2", "PATH": "/usr/bin:/bin"}
+    result = subprocess.run([sys.executable, "-m", "launchenv", "--", sys.executable, "-c",
+                             "import launchenv; print(launchenv.detect().source)"],
+                            cwd=ROOT / "runtime", env=env, capture_output=True, text=True, timeout=60)
+    assert result.stdout.strip() == "openmpi", result.stderr
