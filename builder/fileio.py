@@ -34,11 +34,12 @@ def write_bytes_atomic(path: Path, data: bytes) -> bool:
 
 
 def link_or_copy(source, dest):
-    """A hard link where the file system allows it (same inode, no space), else a copy."""
+    """A hard link where the file system allows it (same inode, no space), else a copy that
+    keeps the mode and times, as the link would."""
     try:
         os.link(source, dest)
     except OSError:
-        shutil.copyfile(source, dest)
+        shutil.copy2(source, dest)
 
 
 CHUNK = 1 << 20

@@ -61,7 +61,7 @@ def fetch_kept(folder: str, dest: Path) -> bool:
     stored = _kept(folder)
     if not (stored / COMPLETE).is_file():
         return False
-    shutil.copytree(stored, dest, symlinks=True, copy_function=_link_or_copy2)
+    shutil.copytree(stored, dest, symlinks=True, copy_function=link_or_copy)
     return True
 
 
@@ -73,18 +73,10 @@ def store_kept(folder: str, made: Path):
     stored.parent.mkdir(parents=True, exist_ok=True)
     tmp = stored.with_name(f".{folder}.tmp-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
-    shutil.copytree(made, tmp, symlinks=True, copy_function=_link_or_copy2)
+    shutil.copytree(made, tmp, symlinks=True, copy_function=link_or_copy)
     os.replace(tmp, stored)
     step = folder.rsplit("-", 1)[0]
     older = sorted((p for p in stored.parent.glob(f"{step}-*") if p.name.rsplit("-", 1)[0] == step),
                    key=lambda p: p.stat().st_mtime, reverse=True)
     for old in older[KEEP_PER_STEP:]:
         shutil.rmtree(old, ignore_errors=True)
-
-
-def _link_or_copy2(source, dest):
-    # a hard link keeps the mode too; a copy across file systems must keep it by hand
-    try:
-        os.link(source, dest)
-    except OSError:
-        shutil.copy2(source, dest)

@@ -26,7 +26,7 @@ from ..render import runtime_wheel
 from ..render.blocks.build_host import SETTINGS
 from ..render.blocks.torch import DOWN_VARIABLE
 from ..render.definition import LAYERS, render_all
-from ..render.parts import HOST_MOUNT, KEPT_MOUNT
+from ..render.parts import HOST_MOUNT, KEPT_DIR, KEPT_MOUNT
 from . import cache, hostinfo, indexes
 from .images import find_runtime
 
@@ -49,7 +49,6 @@ LAYER_PARENTS = {"devel": (), "base": ("devel",), "image": ("devel", "base")}
 # them is time spent twice for nothing. Same content either way, so not part of the key.
 INTERMEDIATE = ("devel", "base")
 UNCOMPRESSED = "-noI -noD -noF -noX"      # no compression of inodes, data, fragments, xattrs
-KEPT_DIR = KEPT_MOUNT[len(HOST_MOUNT) + 1:]   # under the host mount
 _KEPT_FOLDER = re.compile(r"^kept=%s/([A-Za-z0-9_.-]+)$" % re.escape(KEPT_MOUNT), re.M)
 
 

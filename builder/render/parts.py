@@ -6,7 +6,8 @@ from typing import Optional
 # `python -m builder build` binds a folder of the build host here for %post only (settings,
 # local wheels, kept outputs); a plain `apptainer build` has nothing there and just builds.
 HOST_MOUNT = "/mnt"
-KEPT_MOUNT = f"{HOST_MOUNT}/kept"      # one folder per kept step and inputs
+KEPT_DIR = "kept"                      # one folder per kept step and inputs, under the mount
+KEPT_MOUNT = f"{HOST_MOUNT}/{KEPT_DIR}"
 
 
 @dataclass(frozen=True)

@@ -48,11 +48,10 @@ def extra_index(url) -> list:
 
 
 def parts(target):
-    install = [cmd("pip", "install", "--no-cache-dir", f"torch=={target.torch_version}")]
-    if target.torch_index:
-        # An extra index: the wheel's local tag (+cpu, +cu128, +rocm6.4) outranks the plain
-        # release on the default index, and dependencies still come from the default index.
-        install = [*extra_index(target.torch_index), install[0] + ' "$@"']
+    pip = cmd("pip", "install", "--no-cache-dir", f"torch=={target.torch_version}")
+    # An extra index: the wheel's local tag (+cpu, +cu128, +rocm6.4) outranks the plain
+    # release on the default index, and dependencies still come from the default index.
+    install = [*extra_index(target.torch_index), pip + ' "$@"'] if target.torch_index else [pip]
     return [
         Part(block="torch", stage="build", build_env=arch_env(target), post=tuple(install)),
         Part(block="torch", stage="final", env=arch_env(target),
