@@ -9,6 +9,7 @@ file beside it and renamed at the end; a failed, interrupted or killed build (a 
 cleans up even after SIGKILL) leaves the old image as it was.
 """
 
+import contextlib
 import fcntl
 import functools
 import hashlib
@@ -127,9 +128,10 @@ def build_layer(runtime, text, sif, key, args, log_path, progress, packed=True, 
     """Build one definition into ``sif`` atomically; record ``key`` beside it. ``packed``
     False writes the squashfs uncompressed, for a layer only the next layer reads. Kept step
     outputs come from the user's cache unless ``reuse_kept`` is False, and go back into it
-    after a successful build."""
+    once complete, whether or not the rest of the build succeeds."""
     work = Path(tempfile.mkdtemp(prefix="hpcml-build-"))
     tmp_sif = sif.with_name(f".{sif.name}.tmp-{os.getpid()}")
+    host, kept = work / "host", []
     try:
         definition = work / sif.name.replace(".sif", ".def")
         definition.write_text(text)
@@ -138,7 +140,6 @@ def build_layer(runtime, text, sif, key, args, log_path, progress, packed=True, 
             wheel = runtime_wheel.current()
             wheel.write(work)
             args = dict(args, **{runtime_wheel.BUILD_ARG: str(work / wheel.name)})
-        host = work / "host"
         _write_host_settings(host, text, progress)
         kept = _provide_kept(host, text, reuse_kept)
         argv = [runtime, "build"]
@@ -155,9 +156,12 @@ def build_layer(runtime, text, sif, key, args, log_path, progress, packed=True, 
                           note="; the previous image, if any, is unchanged",
                           cleanup=[tmp_sif, work], on_line=_progress_lines(progress))
         os.replace(tmp_sif, sif)
-        for folder in kept:
-            cache.store_kept(folder, host / KEPT_DIR / folder)
     finally:
+        # a step that finished is kept even when a later one (or %test) failed: the next
+        # build repeats only what broke (store_kept takes only outputs marked complete)
+        for folder in kept:
+            with contextlib.suppress(OSError):     # a cache that cannot grow hides no error
+                cache.store_kept(folder, host / KEPT_DIR / folder)
         tmp_sif.unlink(missing_ok=True)
         shutil.rmtree(work, ignore_errors=True)
     _write_meta(sif, key)

@@ -83,6 +83,14 @@ class Source:
 
 
 @dataclass(frozen=True)
+class CudaToolkit:
+    """Where the nvcc that compiles the DeepSpeed ops comes from (CUDA images only)."""
+    source: str                    # pypi: cuda-toolkit[nvcc,cccl,cudart]; debian: nvidia-cuda-toolkit
+    version: str                   # the PyPI release (pypi only)
+    gcc: str                       # the gcc major nvcc is given (debian: the newest it accepts)
+
+
+@dataclass(frozen=True)
 class DeepSpeed:
     version: str
     accelerator: str               # what DS_ACCELERATOR is set to while building
@@ -101,6 +109,7 @@ class Target:
     sites: tuple                   # (Site, ...)
     stages: tuple                  # (Stage build, Stage final)
     os_family: str
+    os_components: tuple           # Debian archive areas apt uses, ("main",) unless the recipe says
     packages_build: tuple
     packages_final: tuple
     venv: str
@@ -110,6 +119,7 @@ class Target:
     torch_version: str
     torch_index: str               # extra index URL, or "" for the default index
     cuda_min_driver: tuple         # (("12", "525.60.13"), ...) CUDA images only
+    cuda_toolkit: object           # CudaToolkit or None
     deepspeed: DeepSpeed
     comm_library: str              # gloo | nccl | rccl
     plugin: object                 # Source or None
@@ -139,7 +149,7 @@ class Target:
         Site facts that do not change the image (references, binds, notes) are left out, so
         correcting them rebuilds nothing; `show` prints them beside this."""
         ds = self.deepspeed
-        return {
+        resolved = {
             "target": self.name,
             "description": self.description,
             "sites": [site.name for site in self.sites],
@@ -162,3 +172,10 @@ class Target:
             "mpi": {"abi": self.mpi_abi, "mpi4py": self.mpi4py_version or None},
             "environment": dict(self.common_env),
         }
+        if self.os_components != ("main",):
+            resolved["os"]["components"] = list(self.os_components)
+        if self.cuda_toolkit:
+            kit = self.cuda_toolkit
+            resolved["cuda_toolkit"] = {"from": kit.source, "version": kit.version or None,
+                                        "gcc": kit.gcc or None}
+        return resolved

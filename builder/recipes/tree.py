@@ -6,7 +6,7 @@ from pathlib import Path
 from ..errors import RecipeError
 from . import validate, yamlsrc
 from .merge import Origin, merge
-from .model import DeepSpeed, Partition, Site, Source, Stage, Target
+from .model import CudaToolkit, DeepSpeed, Partition, Site, Source, Stage, Target
 
 NAME = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 FLAVOUR_VENDOR = {"cuda": "nvidia", "rocm": "amd"}
@@ -27,7 +27,9 @@ class RecipeTree:
         self.versions = self._load("versions.yaml", "versions")
         self.ds_ops = self._load("deepspeed-ops.yaml", "deepspeed-ops")
         self.sites = {name: self._site(doc) for name, doc in self._folder("sites", "site").items()}
-        self.target_docs = self._folder("targets", "target", partial=True)
+        docs = self._folder("targets", "target", partial=True)
+        self.target_docs = {name: doc for name, doc in docs.items() if "alias_of" not in doc.data}
+        self.aliases = {name: self._alias(doc) for name, doc in docs.items() if "alias_of" in doc.data}
         self.targets = {name: self._target(name) for name in self.target_docs}
 
     # --- files -------------------------------------------------------------------------
@@ -109,6 +111,19 @@ class RecipeTree:
             notes=tuple(data.get("notes", ())), retired=data.get("retired", ""), data=data)
 
     # --- targets -------------------------------------------------------------------------
+    def _alias(self, doc):
+        """Another name for a target's image (a retired machine's target, kept so that its
+        commands still build the image that now serves its GPUs)."""
+        extra = sorted(set(doc.data) - {"alias_of", "description"})
+        if extra:
+            raise doc.error((extra[0],), f"an alias takes only alias_of and description; "
+                                         f"found {extra[0]!r}")
+        real = doc.data["alias_of"]
+        if real not in self.target_docs:
+            raise doc.error(("alias_of",), f"unknown target {real!r}; expected one of the targets "
+                                           f"that are not aliases: {', '.join(sorted(self.target_docs))}")
+        return real
+
     def _merged(self, name, chain=()):
         doc = self.target_docs[name]
         own = {key: value for key, value in doc.data.items() if key != "extends"}
@@ -118,6 +133,9 @@ class RecipeTree:
         if base == name or base in chain:
             loop = " -> ".join(chain + (name, base))
             raise doc.error(("extends",), f"targets extend each other in a loop: {loop}")
+        if base in self.aliases:
+            raise doc.error(("extends",), f"{base!r} is an alias of {self.aliases[base]!r}; "
+                                          f"expected the target itself")
         if base not in self.target_docs:
             raise doc.error(("extends",), f"unknown target {base!r} (expected one of: "
                                           f"{', '.join(sorted(self.target_docs))})")
@@ -170,22 +188,47 @@ class RecipeTree:
         mpi4py = ""
         if data["mpi"].get("mpi4py", True):
             mpi4py = self._pin(origin, ("mpi", "mpi4py"), "mpi4py")
-        torch_version = self._pin(origin, ("torch",), "torch")
+        # a target may pin its own torch: the release whose wheels carry its GPUs' archs
+        torch_version = str(data["torch"].get("version") or self._pin(origin, ("torch",), "torch"))
         index = versions["torch_index"].get(flavour, "")
+        kit = self._cuda_toolkit(origin, data, flavour)
+        components = tuple(data["os"].get("components", ("main",)))
+        if components != ("main",) and data["os"]["family"] != "debian":
+            raise origin.error(("os", "components"), "archive areas are a Debian setting; "
+                                                     f"expected none for {data['os']['family']}")
 
         target = Target(
             name=name, description=data["description"], sites=tuple(sites), stages=stages,
-            os_family=data["os"]["family"],
+            os_family=data["os"]["family"], os_components=components,
             packages_build=tuple(data["os"].get("packages", {}).get("build", ())),
             packages_final=tuple(data["os"].get("packages", {}).get("final", ())),
             venv=data["python"].get("venv", "/opt/venv"), build_tools=tools,
             python_packages=tuple(extras),
             torch_flavour=flavour, torch_version=torch_version, torch_index=index,
             cuda_min_driver=tuple(sorted(versions.get("cuda_min_driver", {}).items()))
-            if flavour == "cuda" else (),
+            if flavour == "cuda" else (), cuda_toolkit=kit,
             deepspeed=deepspeed, comm_library=data["comm"]["library"], plugin=plugin,
             mpi_abi=data["mpi"]["abi"], mpi4py_version=mpi4py)
         return target
+
+    @staticmethod
+    def _cuda_toolkit(origin, data, flavour):
+        spec = data.get("cuda_toolkit")
+        if flavour != "cuda":
+            if spec:
+                raise origin.error(("cuda_toolkit",), f"a {flavour} image has no CUDA toolkit; "
+                                                      f"expected cuda_toolkit only with torch flavour cuda")
+            return None
+        if not spec:
+            raise origin.error(("torch",), "a cuda image needs cuda_toolkit (from: pypi with its "
+                                           "version, or from: debian) for the DeepSpeed ops")
+        if spec["from"] == "pypi" and not spec.get("version"):
+            raise origin.error(("cuda_toolkit",), "missing version; expected the cuda-toolkit "
+                                                  "release torch pins, such as 13.0.3")
+        if spec["from"] == "debian" and "non-free" not in data["os"].get("components", ()):
+            raise origin.error(("os",), "Debian's nvidia-cuda-toolkit is in non-free; expected "
+                                        "os.components to include non-free")
+        return CudaToolkit(spec["from"], spec.get("version", ""), spec.get("gcc", ""))
 
     def _pin(self, origin, path, package):
         pins = self.versions.data["python_packages"]
@@ -244,9 +287,11 @@ class RecipeTree:
             fix_master_address=spec.get("fix_master_address", True))
 
     def target(self, name):
+        name = self.aliases.get(name, name)
         if name not in self.targets:
             raise RecipeError(f"unknown target {name!r} (expected one of: "
-                              f"{', '.join(sorted(self.targets))})", file="command line")
+                              f"{', '.join(sorted({*self.targets, *self.aliases}))})",
+                              file="command line")
         return self.targets[name]
 
 

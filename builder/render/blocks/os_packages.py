@@ -11,8 +11,20 @@ def parts(target, wanted):
         if not packages:
             continue
         out.append(Part(block="os", stage=stage, build_env=(("DEBIAN_FRONTEND", "noninteractive"),),
-                        post=install(packages)))
+                        post=areas(target.os_components) + install(packages)))
     return out
+
+
+def areas(components) -> tuple:
+    """Lines that let apt use more of Debian's archive areas (non-free holds nvidia-cuda-toolkit)
+    than the main that debootstrap sets up, in either sources format."""
+    if tuple(components) == ("main",):
+        return ()
+    wanted = " ".join(components)
+    return (f"if [ -f /etc/apt/sources.list ]; then sed -i -E 's/^(deb .*) main$/\\1 {wanted}/' "
+            "/etc/apt/sources.list; fi",
+            "if [ -f /etc/apt/sources.list.d/debian.sources ]; then sed -i -E "
+            f"'s/^Components: main$/Components: {wanted}/' /etc/apt/sources.list.d/debian.sources; fi")
 
 
 def install(packages) -> tuple:

@@ -1,0 +1,44 @@
+"""The nvcc that compiles DeepSpeed's CUDA ops, from a package index instead of a CUDA base image.
+
+Two routes, chosen per target (recipes/targets/<t>.yaml, `cuda_toolkit`):
+
+  from: pypi, version: 13.0.3
+      `cuda-toolkit[nvcc,cccl,cudart]` from PyPI, the release the target's torch pins. pip puts
+      it under site-packages/nvidia/cu13 with no lib64 and only libcudart.so.13, and torch does
+      not look there, so the block links it to CUDA_HOME and adds the libcudart.so link.
+      CUDA 13 compiles for sm_75 and newer only.
+  from: debian, gcc: "13"
+      Debian's nvidia-cuda-toolkit from non-free (trixie: CUDA 12.4, sm_50 to sm_90, so V100
+      too). Its nvcc accepts gcc 13 at most, while trixie's default is 14, so the ops are
+      compiled with the gcc named here.
+
+Both live in the build stages only; the image runs on the CUDA libraries of torch's wheels.
+"""
+
+from ...shell import cmd
+from ..parts import Part
+
+PIP_HOME = "/opt/cuda"           # a fixed path for the pip toolkit, whatever Python's version
+_FIND_PIP_HOME = ("cuda_home=\"$(python -c 'import os, sys, nvidia; "
+                  "print(os.path.join(nvidia.__path__[0], sys.argv[1]))' {folder})\"")
+
+
+def parts(target):
+    kit = target.cuda_toolkit
+    if kit is None:
+        return []
+    if kit.source == "pypi":
+        major = kit.version.split(".")[0]
+        post = (cmd("pip", "install", "--no-cache-dir", f"cuda-toolkit[nvcc,cccl,cudart]=={kit.version}"),
+                _FIND_PIP_HOME.format(folder=f"cu{major}"),
+                f'ln -sfn "$cuda_home" {PIP_HOME}',
+                # torch's cpp_extension links -lcudart, which needs the unversioned name
+                cmd("ln", "-sf", f"libcudart.so.{major}", f"{PIP_HOME}/lib/libcudart.so"),
+                f"{PIP_HOME}/bin/nvcc --version")
+        return [Part(block="cuda_toolkit", stage="build", build_env=(("CUDA_HOME", PIP_HOME),),
+                     post=post)]
+    compilers = (("CC", f"gcc-{kit.gcc}"), ("CXX", f"g++-{kit.gcc}")) if kit.gcc else ()
+    return [Part(block="cuda_toolkit", stage="build",
+                 packages=("nvidia-cuda-toolkit", *(f"g++-{kit.gcc}",) * bool(kit.gcc)),
+                 build_env=(("CUDA_HOME", "/usr"), *compilers),
+                 post=("nvcc --version",))]
