@@ -5,7 +5,7 @@ TARGET ?= cpu
 NAME   ?= pytorch
 PY     := $(VENV)/bin/python
 
-.PHONY: setup render check test build smoke jobscript publish doctor list show clean
+.PHONY: setup render check test test-heavy build smoke jobscript publish doctor list show clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +26,12 @@ check: setup
 test: setup
 	$(PY) -m builder check
 	$(PY) -m pytest
+
+# The heavy checks left out of `make test`: every CUDA image built for real and examined
+# (hours on 2 cores; the layer and DeepSpeed-wheel caches make reruns short).
+# HEAVY=a100-cuda picks targets (pytest -k).
+test-heavy: setup
+	$(PY) -m pytest -m slow $(if $(HEAVY),-k "$(HEAVY)") tests/test_cuda_images.py
 
 # Renders the target's layers and builds images/$(TARGET).sif (running its %test); where no
 # apptainer or singularity is installed and we are root, provisions a toolbox first.

@@ -12,6 +12,7 @@ from pathlib import Path
 import yaml
 
 from . import __version__
+from .build.images import image_facts
 from .errors import BuilderError, CheckFailed, RecipeError
 from .fileio import write_atomic
 from .recipes.tree import RecipeTree
@@ -50,6 +51,7 @@ def main(argv=None):
         parser.error("no command given; expected one of: list, show, render, check, build, smoke, "
                      "jobscript, publish, verify, default, doctor, toolbox")
     try:
+        _resolve_aliases(args)
         return args.func(args) or 0
     except BuilderError as error:
         print(f"error: {error}", file=sys.stderr)
@@ -62,6 +64,21 @@ def main(argv=None):
         return 130
 
 
+def _resolve_aliases(args):
+    """A retired machine's target name (puhti-cuda) means the target that now builds its image."""
+    names = getattr(args, "targets", None) or ([args.target] if getattr(args, "target", None) else [])
+    if not names or not hasattr(args, "recipes"):
+        return
+    aliases = RecipeTree(args.recipes).aliases
+    for name in names:
+        if name in aliases:
+            print(f"note: {name} is an alias of {aliases[name]}; using {aliases[name]}", file=sys.stderr)
+    if getattr(args, "targets", None):
+        args.targets = list(dict.fromkeys(aliases.get(name, name) for name in args.targets))
+    else:
+        args.target = aliases.get(args.target, args.target)
+
+
 def _parser():
     common = _Parser(add_help=False)
     common.add_argument("--recipes", default="recipes", metavar="DIR",
@@ -71,10 +88,14 @@ def _parser():
     parser.add_argument("--version", action="version", version=f"hpc-ml-containers {__version__}")
     sub = parser.add_subparsers(metavar="COMMAND", parser_class=_Parser, dest="command")
 
-    cmd = sub.add_parser("list", parents=[common], help="targets and sites, one line each")
+    built = _Parser(add_help=False)
+    built.add_argument("--images", default="images", metavar="DIR",
+                       help="where built images are; their measured labels are shown (default: images)")
+    cmd = sub.add_parser("list", parents=[common, built], help="targets and sites, one line each")
     cmd.set_defaults(func=cmd_list)
 
-    cmd = sub.add_parser("show", parents=[common], help="the fully resolved recipe of a target, as YAML")
+    cmd = sub.add_parser("show", parents=[common, built],
+                         help="the fully resolved recipe of a target, as YAML")
     cmd.add_argument("target")
     cmd.set_defaults(func=cmd_show)
 
@@ -192,18 +213,26 @@ def cmd_list(args):
     print("targets:")
     for name, target in sorted(tree.targets.items()):
         final = target.stage("final")
-        print(f"  {name:<12} torch {target.torch_flavour:<4} arch {','.join(target.archs) or '-':<13} "
-              f"sites {','.join(s.name for s in target.sites):<12} base {final.bootstrap}:{final.image}")
+        print(f"  {name:<13} torch {target.torch_version} {target.torch_flavour:<4} "
+              f"arch {','.join(target.archs) or '-':<11} sites {','.join(s.name for s in target.sites)}")
+        measured = image_facts(target, Path(args.images))
+        if measured:
+            print(f"  {'':<13} built: " + ", ".join(f"{key} {value}" for key, value in measured.items()))
+    for name, real in sorted(tree.aliases.items()):
+        print(f"  {name:<13} alias of {real}")
     print("sites:")
     for name, site in sorted(tree.sites.items()):
         gpus = f"{site.gpus_per_node}x {site.gpu_model} ({','.join(site.archs)})" if site.archs else "no GPU"
         retired = f" (retired {site.retired})" if site.retired else ""
-        print(f"  {name:<12} {gpus:<28} {site.runtime:<11} {site.description}{retired}")
+        print(f"  {name:<13} {gpus:<28} {site.runtime:<11} {site.description}{retired}")
 
 
 def cmd_show(args):
     target = RecipeTree(args.recipes).target(args.target)
     shown = dict(target.resolved, site_facts={site.name: site.data for site in target.sites})
+    measured = image_facts(target, Path(args.images))
+    if measured:
+        shown["built_image"] = measured
     sys.stdout.write(yaml.safe_dump(shown, sort_keys=False, allow_unicode=True, width=100))
 
 

@@ -11,6 +11,9 @@ ROOT = Path(__file__).resolve().parent.parent
 RECIPES = ROOT / "recipes"
 CONTAINERS = ROOT / "containers"
 GOLDEN = Path(__file__).resolve().parent / "golden"
+# targets that render their own files; an alias (alias_of) names another target's image
+TARGETS = sorted(path.stem for path in (RECIPES / "targets").glob("*.yaml")
+                 if "alias_of:" not in path.read_text())
 
 
 def pytest_addoption(parser):

@@ -27,7 +27,7 @@ from builder.render import runtime_wheel
 
 REPO = Path(__file__).resolve().parent.parent
 RECIPES = REPO / "recipes"
-TARGETS = sorted(path.stem for path in (RECIPES / "targets").glob("*.yaml"))
+from conftest import TARGETS  # noqa: E402
 OLD_DEF = b"old\n"   # the one file --out holds before each run; it must survive untouched
 
 
@@ -175,7 +175,7 @@ CASES = [
          "missing required key 'mpi'"),
     Case("target-missing-comm", "targets/cpu.yaml", drop_block("comm:"), 1,
          "missing required key 'comm'"),
-    Case("extended-target-missing-mpi", "targets/puhti-cuda.yaml", drop_block("mpi:"), 1,
+    Case("extended-target-missing-mpi", "targets/v100-cuda.yaml", drop_block("mpi:"), 1,
          "missing required key 'mpi'"),
 
     # Enums and patterns.
@@ -232,16 +232,43 @@ CASES = [
     Case("skip-without-reason", "targets/cpu.yaml",
          replace("deepspeed_ccl_comm: needs Intel", "deepspeed_ccl_comm: false  # needs Intel"),
          line_with("deepspeed_ccl_comm: false"), "expected the reason this op is not prebuilt"),
-    Case("extends-unknown-target", "targets/mahti-cuda.yaml",
-         replace("extends: puhti-cuda", "extends: vista-cuda"),
+    Case("extends-unknown-target", "targets/h100-cuda.yaml",
+         replace("extends: a100-cuda", "extends: vista-cuda"),
          line_with("extends:"), "unknown target 'vista-cuda'"),
-    # csc-cuda already extends puhti-cuda; puhti-cuda extending csc-cuda closes the loop.
-    Case("extends-loop", "targets/puhti-cuda.yaml", prepend("extends: csc-cuda\n"),
+    # csc-cuda already extends v100-cuda; v100-cuda extending csc-cuda closes the loop.
+    Case("extends-loop", "targets/v100-cuda.yaml", prepend("extends: csc-cuda\n"),
          line_with("extends:"), "loop"),
+    Case("extends-an-alias", "targets/h100-cuda.yaml",
+         replace("extends: a100-cuda", "extends: mahti-cuda"),
+         line_with("extends:"), "'mahti-cuda' is an alias of 'a100-cuda'"),
+    Case("alias-of-unknown-target", "targets/puhti-cuda.yaml",
+         replace("alias_of: v100-cuda", "alias_of: v200-cuda"),
+         line_with("alias_of:"), "unknown target 'v200-cuda'"),
+    Case("alias-with-its-own-recipe", "targets/puhti-cuda.yaml",
+         lambda data: data + b"sites: [puhti]\n", line_with("sites:"),
+         "an alias takes only alias_of and description"),
     Case("unknown-image", "targets/cpu.yaml",
          replace("build: {bootstrap: debootstrap, image: debian-bookworm}",
-                 "build: {bootstrap: debootstrap, image: debian-trixie}"),
-         line_with("debian-trixie"), "unknown image 'debian-trixie'"),
+                 "build: {bootstrap: debootstrap, image: debian-sid}"),
+         line_with("debian-sid"), "unknown image 'debian-sid'"),
+    # the nvcc that compiles the ops: a route per CUDA target, checked against the OS
+    Case("cuda-target-without-toolkit", "targets/a100-cuda.yaml",
+         replace("cuda_toolkit: {from: pypi, version: 13.0.3}\n", ""),
+         line_with("torch:"), "a cuda image needs cuda_toolkit"),
+    Case("pypi-toolkit-without-version", "targets/a100-cuda.yaml",
+         replace("cuda_toolkit: {from: pypi, version: 13.0.3}", "cuda_toolkit: {from: pypi}"),
+         line_with("cuda_toolkit:"), "expected the cuda-toolkit release torch pins"),
+    Case("debian-toolkit-without-non-free", "targets/v100-cuda.yaml",
+         replace("  components: [main, contrib, non-free]     # nvidia-cuda-toolkit is in non-free\n", ""),
+         line_with("os:"), "expected os.components to include non-free"),
+    Case("toolkit-on-a-cpu-image", "targets/cpu.yaml",
+         replace("torch:\n  flavour: cpu\n", "torch:\n  flavour: cpu\ncuda_toolkit: {from: pypi, version: 13.0.3}\n"),
+         line_with("cuda_toolkit:"), "a cpu image has no CUDA toolkit"),
+    Case("gcc-as-number", "targets/v100-cuda.yaml",
+         replace('gcc: "13"', "gcc: 13"), line_with("gcc: 13"), "a gcc major version such as 13"),
+    Case("torch-version-as-number", "targets/v100-cuda.yaml",
+         replace("  version: 2.10.0\n", "  version: 2.10\n"), line_with("version: 2.10"),
+         "an exact torch release such as 2.10.0"),
     Case("unpinned-python-package", "targets/cpu.yaml",
          replace("packages: [numpy, matplotlib]", "packages: [numpy, matplotlib, scipy]"),
          line_with("scipy"), "no pinned version for 'scipy'"),
@@ -250,14 +277,14 @@ CASES = [
     Case("op-for-wrong-accelerator", "targets/lumi-rocm.yaml",
          replace("  skip:\n", "  skip:\n    gds: no cuFile on LUMI\n"),
          line_with("gds: no cuFile"), "'gds' is not built for rocm images anyway"),
-    # puhti is sm_70 (and csc-cuda, which extends puhti-cuda, covers it too).
-    Case("op-needs-newer-sm", "targets/puhti-cuda.yaml",
+    # jean-zay-v100 is sm_70 (and csc-cuda, which extends v100-cuda, covers it too).
+    Case("op-needs-newer-sm", "targets/v100-cuda.yaml",
          replace("    cutlass_ops: needs sm_80 and the deepspeed-kernels package\n", ""),
          line_with("deepspeed:"), "op 'cutlass_ops' needs sm_80 or newer"),
     Case("mpi-abi-mismatch", "targets/cpu.yaml", replace("abi: openmpi", "abi: mpich"),
          line_with("abi: mpich"), "site 'local' runs openmpi"),
-    Case("cuda-image-on-amd-site", "targets/mahti-cuda.yaml",
-         replace("sites: [mahti]", "sites: [lumi]"),
+    Case("cuda-image-on-amd-site", "targets/h100-cuda.yaml",
+         replace("sites: [jean-zay-h100]", "sites: [lumi]"),
          line_with("sites: [lumi]"), "a cuda image needs nvidia GPUs"),
     Case("comm-library-mismatch", "targets/cpu.yaml", replace("library: gloo", "library: nccl"),
          line_with("library: nccl"), "a cpu image uses gloo"),

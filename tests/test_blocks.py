@@ -9,9 +9,8 @@ import pytest
 from builder.render import blocks
 from builder.render.blocks import parts_by_layer
 from builder.render.parts import Part
-from conftest import GOLDEN, RECIPES, compare_golden
+from conftest import GOLDEN, TARGETS, compare_golden
 
-TARGETS = sorted(path.stem for path in (RECIPES / "targets").glob("*.yaml"))
 FIELDS = [name for name in Part.__dataclass_fields__ if name not in ("block", "stage")]
 
 

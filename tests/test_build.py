@@ -241,8 +241,9 @@ def test_a_failing_build_reports_its_log_and_keeps_the_previous_image(cpu_image,
 
 
 def test_a_kept_step_runs_once_and_a_silent_index_is_never_retried(cpu_image, tmp_path):
-    """Two builds of one small layer: the first runs the kept step and stores its output, the
-    second puts it back; pip is given an index on a closed loopback port each time."""
+    """Two builds of one small layer: the first runs the kept step, then fails later on, and
+    still stores the step's output; the second puts it back and succeeds. pip is given an
+    index on a closed loopback port each time."""
     from builder.build import cache
     from builder.render.blocks import build_host
     from builder.render.blocks.torch import extra_index
@@ -263,14 +264,16 @@ def test_a_kept_step_runs_once_and_a_silent_index_is_never_retried(cpu_image, tm
         (private / "hpc-ml-containers" / "toolbox").symlink_to(box)
     env = {"XDG_CACHE_HOME": str(private)}
     logs = []
-    for _ in range(2):
-        process, images, _previous = start_layer_build(tmp_path, post, "uncompressed", env=env)
+    for later, status in (("echo a-later-step-breaks; exit 3", 1), ("true", 0)):
+        process, images, _previous = start_layer_build(tmp_path, f"{post}\n{later}", "uncompressed",
+                                                       env=env)
         _, stderr = process.communicate(timeout=900)
-        assert process.returncode == 0, stderr
+        assert process.returncode == status, stderr
         assert f"pip index {silent} does not answer" in stderr
         logs.append((images / "x.build.log").read_text())
     first, second = logs
     assert f"made-by-{tmp_path.name}" in first and "reusing probe" not in first
+    assert "a-later-step-breaks" in first
     assert "reusing probe, kept from a build with the same inputs" in second
     for log in logs:
         assert f"leaving out {silent}" in log and "Retrying" not in log
@@ -333,7 +336,7 @@ def test_doctor_reports_runtime_and_fakeroot(cpu_image):
     assert "apptainer version" in result.stdout and "fakeroot" in result.stdout
 
 
-@pytest.mark.parametrize("accelerator, target", [("cpu", "cpu"), ("cuda", "puhti-cuda")])
+@pytest.mark.parametrize("accelerator, target", [("cpu", "cpu"), ("cuda", "v100-cuda")])
 def test_the_op_catalogue_is_deepspeeds_own_list(apptainer, cpu_image, accelerator, target):
     """recipes/deepspeed-ops.yaml against the op builders of the image's real DeepSpeed, for the
     CPU accelerator and the CUDA one (which ROCm images use too); no GPU is needed to list them."""

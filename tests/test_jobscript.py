@@ -56,25 +56,32 @@ CASES = [
      {"partition": "small-g", "ntasks-per-node": "1", "cpus-per-task": "28", "mem": "240G"},
      "singularity_wrapper exec deepspeed --num_gpus=4 train.py"),
     # Mahti: gpusmall up to 2 GPUs, gpumedium above; gres with the GPU type; no --mem
-    ("mahti-cuda", dict(gpus=2, launch="srun"),
+    ("a100-cuda", dict(site="mahti", gpus=2, launch="srun"),
      {"partition": "gpusmall", "gres": "gpu:a100:2", "ntasks-per-node": "2", "cpus-per-task": "32"},
      "srun singularity_wrapper exec python -m launchenv -- python train.py"),
-    ("mahti-cuda", dict(gpus=3, launch="srun"), {"partition": "gpumedium", "gres": "gpu:a100:3"}, "srun"),
-    ("mahti-cuda", dict(nodes=2, launch="torchrun"),
+    ("a100-cuda", dict(site="mahti", gpus=3, launch="srun"), {"partition": "gpumedium", "gres": "gpu:a100:3"}, "srun"),
+    ("a100-cuda", dict(site="mahti", nodes=2, launch="torchrun"),
      {"partition": "gpumedium", "gres": "gpu:a100:4", "ntasks-per-node": "1", "cpus-per-task": "128"},
      "--nproc-per-node=4"),
     # Puhti: the guide's one task of 40 cores under torchrun, --mem=0 on a whole node
-    ("puhti-cuda", dict(launch="torchrun"),
+    ("v100-cuda", dict(site="puhti", launch="torchrun"),
      {"partition": "gpu", "gres": "gpu:v100:4", "ntasks-per-node": "1", "cpus-per-task": "40", "mem": "0"},
      "torchrun --standalone --nnodes=1 --nproc-per-node=4 train.py"),
-    ("puhti-cuda", dict(gpus=1, launch="srun"), {"partition": "gpu", "gres": "gpu:v100:1", "cpus-per-task": "10"},
+    ("v100-cuda", dict(site="puhti", gpus=1, launch="srun"), {"partition": "gpu", "gres": "gpu:v100:1", "cpus-per-task": "10"},
      "srun"),
     # Jean Zay: plain gres, one task per GPU, --hint=nomultithread, the A100 constraint
-    ("mahti-cuda", dict(site="jean-zay", launch="srun", account="abc@a100"),
+    ("a100-cuda", dict(site="jean-zay", launch="srun", account="abc@a100"),
      {"partition": "gpu_p5", "gres": "gpu:8", "ntasks-per-node": "8", "cpus-per-task": "8",
       "hint": "nomultithread", "constraint": "a100", "account": "abc@a100"}, "srun"),
+    # ... its V100 partition (the default one, no constraint) and its H100 partition
+    ("v100-cuda", dict(site="jean-zay-v100", nodes=2, launch="srun"),
+     {"partition": "gpu_p13", "gres": "gpu:4", "ntasks-per-node": "4", "cpus-per-task": "10",
+      "hint": "nomultithread", "constraint": None}, "srun singularity_wrapper exec python -m launchenv"),
+    ("h100-cuda", dict(launch="srun"),
+     {"partition": "gpu_p6", "gres": "gpu:4", "ntasks-per-node": "4", "cpus-per-task": "24",
+      "constraint": "h100"}, "srun"),
     # Karolina: --gpus-per-node, MPI ranks through Slurm's PMIx (the hybrid model)
-    ("mahti-cuda", dict(site="karolina", nodes=2, launch="mpirun"),
+    ("a100-cuda", dict(site="karolina", nodes=2, launch="mpirun"),
      {"partition": "qgpu", "gpus-per-node": "8", "ntasks-per-node": "8", "cpus-per-task": "16"},
      "srun --mpi=pmix singularity_wrapper exec python -m launchenv -- python train.py"),
     # The local box: no partition, CPU ranks, the host's mpirun where Slurm has no MPI plugin
@@ -98,8 +105,8 @@ def test_the_script_asks_in_the_sites_dialect_and_launches_right(tree, target, a
 
 
 def test_the_mem_line_follows_the_sites_rule(tree):
-    assert "mem" not in sbatch_lines(make(tree, "mahti-cuda")[1])                    # none
-    assert sbatch_lines(make(tree, "puhti-cuda", gpus=2)[1]).get("mem") is None      # not a whole node
+    assert "mem" not in sbatch_lines(make(tree, "a100-cuda", site="mahti")[1])       # none
+    assert sbatch_lines(make(tree, "v100-cuda", site="puhti", gpus=2)[1]).get("mem") is None  # part
     assert sbatch_lines(make(tree, "lumi-rocm", gpus=1)[1])["mem"] == "60G"          # per GPU
 
 
@@ -118,7 +125,7 @@ def test_options_and_the_reasons_are_in_the_script(tree):
 
 
 def test_a_retired_site_says_so(tree):
-    _, text = make(tree, "puhti-cuda")
+    _, text = make(tree, "v100-cuda", site="puhti")
     assert "# NOTE: puhti's GPU nodes were shut down on 2026-07-31" in text
 
 
@@ -160,14 +167,15 @@ def test_every_script_passes_bash_n_and_shellcheck(tree, tmp_path):
                                             "--time 4-00:00:00 > 3-00:00:00)"),
     (["lumi-rocm", "--partition", "eap"], "--partition eap: not a partition of lumi; expected one of: "
                                           "dev-g, standard-g, small-g"),
-    (["mahti-cuda", "--partition", "gpusmall"], "--partition gpusmall does not fit this job "
+    (["a100-cuda", "--site", "mahti", "--partition", "gpusmall"], "--partition gpusmall does not fit this job "
                                                 "(4 GPUs per node > 2)"),
     (["lumi-rocm", "--nodes", "2", "--gpus", "4", "--launch", "torchrun"],
      "a multi-node torchrun job takes whole nodes (8 GPUs); use --launch srun"),
     (["lumi-rocm", "--launch", "ssh"], "unknown launch mode 'ssh'; expected one of: torchrun, srun, "
                                        "mpirun, deepspeed"),
-    (["puhti-cuda", "--site", "mahti"], "target puhti-cuda is built for sm_70; site mahti has sm_80"),
-    (["puhti-cuda", "--site", "nowhere"], "unknown site 'nowhere'"),
+    (["v100-cuda", "--site", "mahti"], "target v100-cuda is built for sm_70; site mahti has sm_80"),
+    (["h100-cuda", "--site", "jean-zay"], "target h100-cuda is built for sm_90; site jean-zay has sm_80"),
+    (["v100-cuda", "--site", "nowhere"], "unknown site 'nowhere'"),
     (["lumi-rocm", "--time", "soon"], "--time 'soon': expected a Slurm time"),
 ])
 def test_a_request_the_site_cannot_serve_is_one_line_and_writes_nothing(tmp_path, args, message):
@@ -185,7 +193,7 @@ def test_no_program_is_a_one_line_error():
 
 
 def test_out_writes_the_same_script_and_the_summary_goes_to_stderr(tmp_path):
-    args = ["jobscript", "mahti-cuda", "--gpus", "2", "--", "-m", "smoke", "all"]
+    args = ["jobscript", "a100-cuda", "--site", "mahti", "--gpus", "2", "--", "-m", "smoke", "all"]
     printed = run_builder(*args)
     assert printed.returncode == 0, printed.stderr
     written = run_builder(*args[:-4], "--out", tmp_path / "job.sh", *args[-4:])

@@ -42,29 +42,31 @@ def test_errors_point_at_the_file_that_set_the_value():
 
 
 def test_inherited_targets_resolve_like_their_base(tree):
-    puhti, mahti, csc = (tree.target(n).resolved for n in ("puhti-cuda", "mahti-cuda", "csc-cuda"))
-    for key in ("stages", "os", "python", "torch", "deepspeed", "comm", "mpi"):
-        assert puhti[key] == mahti[key] == csc[key], key
-    assert (puhti["gpu_archs"], mahti["gpu_archs"], csc["gpu_archs"]) == (["sm_70"], ["sm_80"], ["sm_70", "sm_80"])
+    v100, csc = (tree.target(n).resolved for n in ("v100-cuda", "csc-cuda"))
+    a100, h100 = (tree.target(n).resolved for n in ("a100-cuda", "h100-cuda"))
+    for key in ("stages", "os", "python", "torch", "cuda_toolkit", "deepspeed", "comm", "mpi"):
+        assert v100[key] == csc[key] and a100[key] == h100[key], key
+    assert (v100["gpu_archs"], csc["gpu_archs"]) == (["sm_70"], ["sm_70", "sm_80"])
+    assert (a100["gpu_archs"], h100["gpu_archs"]) == (["sm_80"], ["sm_90"])
 
 
 def test_chains_of_extends_resolve_to_the_root(tmp_path):
     recipes = tmp_path / "recipes"
     shutil.copytree(RECIPES, recipes)
-    (recipes / "targets" / "mahti-lean.yaml").write_text(
-        "extends: mahti-cuda\ndescription: lean\npython: {packages: []}\n")
+    (recipes / "targets" / "h100-lean.yaml").write_text(
+        "extends: h100-cuda\ndescription: lean\npython: {packages: []}\n")
     tree = RecipeTree(recipes)
-    lean = tree.target("mahti-lean").resolved
-    assert lean["sites"] == ["mahti"] and lean["python"]["packages"] == {}
-    assert lean["deepspeed"] == tree.target("puhti-cuda").resolved["deepspeed"]
+    lean = tree.target("h100-lean").resolved
+    assert lean["sites"] == ["jean-zay-h100"] and lean["python"]["packages"] == {}
+    assert lean["deepspeed"] == tree.target("a100-cuda").resolved["deepspeed"]
 
 
 def test_an_error_inherited_from_a_base_names_the_base_file(tmp_path):
     recipes = tmp_path / "recipes"
     shutil.copytree(RECIPES, recipes)
-    base = recipes / "targets" / "puhti-cuda.yaml"
+    base = recipes / "targets" / "v100-cuda.yaml"
     base.write_text(base.read_text().replace("  skip:\n", "  skip:\n    nosuch_op: not wanted\n"))
     result = run_builder("check", "--recipes", recipes)
     assert result.returncode == 2
-    assert f"{recipes}/targets/puhti-cuda.yaml:" in result.stderr
+    assert f"{recipes}/targets/v100-cuda.yaml:" in result.stderr
     assert "nosuch_op" in result.stderr

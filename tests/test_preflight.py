@@ -16,6 +16,7 @@ from conftest import ROOT
 sys.path.insert(0, str(ROOT / "runtime"))
 from smoke import preflight  # noqa: E402
 from smoke.preflight import Host  # noqa: E402
+from test_fatbin import elf, entry, fat_binary  # noqa: E402
 
 MIN_DRIVER = {"12": "525.60.13", "13": "580.65.06"}
 V100_A100 = {"gpu": {"archs": ["sm_70", "sm_80"], "min_driver": MIN_DRIVER}}
@@ -35,7 +36,8 @@ def verdicts(results):
 
 def test_a_matching_node_passes_every_check():
     results = preflight.check(a100(), V100_A100)
-    assert verdicts(results) == {"preflight torch": "pass", "preflight driver": "pass",
+    assert verdicts(results) == {"preflight torch": "pass", "preflight image torch archs": "pass",
+                                 "preflight image op archs": "none", "preflight driver": "pass",
                                  "preflight gpu arch": "pass", "preflight torch archs": "pass"}
     assert results["preflight driver"]["why"] == "driver 550.54.15 >= 525.60.13 (CUDA 12.6)"
     assert "sm_80 (4 GPU(s))" in results["preflight gpu arch"]["why"]
@@ -93,8 +95,76 @@ def test_ptx_only_passes_with_a_note_that_the_first_use_compiles():
 
 def test_without_a_gpu_the_gpu_checks_wait_for_a_gpu_node_and_the_torch_check_runs():
     results = preflight.check(Host(torch="2.13.0", torch_cuda="12.6", torch_archs=CU126_ARCHS), V100_A100)
-    assert verdicts(results) == {"preflight torch": "pass", "preflight gpu": "none"}
+    assert verdicts(results) == {"preflight torch": "pass", "preflight image torch archs": "pass",
+                                 "preflight image op archs": "none", "preflight gpu": "none"}
     assert "GPU node" in results["preflight gpu"]["why"]
+
+
+# What a build host without a GPU can prove in the image's %test: torch and every CUDA op
+# hold machine code for each arch the image promises.
+OPS_80 = (("fused_adam_op", ("sm_80",)), ("transformer_op", ("sm_80",)))
+DS_CUDA = {"deepspeed": {"accelerator": "cuda", "promised_ops": ["fused_adam", "transformer"]}}
+A100 = {"gpu": {"archs": ["sm_80"], "min_driver": MIN_DRIVER}, **DS_CUDA}
+
+
+def test_an_image_built_right_passes_its_own_arch_checks_without_a_gpu():
+    host = Host(torch="2.13.0", torch_cuda="13.0", torch_archs=CU130_ARCHS, op_archs=OPS_80)
+    results = preflight.check(host, A100)
+    assert verdicts(results)["preflight image torch archs"] == "pass"
+    assert results["preflight image op archs"] == {"verdict": "pass",
+                                                   "why": "DeepSpeed op holds code for sm_80 (2 files)"}
+
+
+def test_a_torch_without_the_images_arch_fails_the_build_not_the_first_job():
+    v100_image = {"gpu": {"archs": ["sm_70"], "min_driver": MIN_DRIVER}, **DS_CUDA}
+    host = Host(torch="2.13.0", torch_cuda="13.0", torch_archs=CU130_ARCHS,
+                op_archs=(("fused_adam_op", ("sm_70",)),))
+    result = preflight.check(host, v100_image)["preflight image torch archs"]
+    assert result["verdict"] == "fail"
+    assert result["why"].startswith("torch has no code for sm_70 (holds sm_75, sm_80")
+    assert "rebuild it with a torch build for those archs" in result["why"]
+
+
+def test_an_op_compiled_for_the_wrong_arch_is_named():
+    ops = (("fused_adam_op", ("sm_80",)), ("transformer_op", ("sm_75", "compute_75")))
+    host = Host(torch="2.13.0", torch_cuda="13.0", torch_archs=CU130_ARCHS, op_archs=ops)
+    result = preflight.check(host, A100)["preflight image op archs"]
+    assert result == {"verdict": "fail", "why": "transformer_op has no code for sm_80 (holds sm_75, "
+                                                "compute_75): the image does not keep its promise; "
+                                                "rebuild it with a DeepSpeed op build for those archs"}
+
+
+def test_cuda_ops_promised_but_none_compiled_for_cuda_fails():
+    host = Host(torch="2.13.0", torch_cuda="13.0", torch_archs=CU130_ARCHS)
+    result = preflight.check(host, A100)["preflight image op archs"]
+    assert result["verdict"] == "fail" and "DS_ACCELERATOR=cuda" in result["why"]
+
+
+def test_on_a_gpu_node_each_op_is_checked_against_the_gpus_arch():
+    h100 = Host(driver="580.95.05", gpus=(("NVIDIA H100 80GB HBM3", "sm_90"),), torch="2.13.0",
+                torch_cuda="13.0", torch_archs=CU130_ARCHS, op_archs=OPS_80)
+    result = preflight.check(h100, A100)["preflight op archs"]
+    assert result["verdict"] == "fail"
+    assert result["why"].startswith("NVIDIA H100 80GB HBM3 (sm_90): DeepSpeed's fused_adam_op has no "
+                                    "code for it (holds sm_80)")
+    a100_node = Host(driver="580.95.05", gpus=(("NVIDIA A100-SXM4-80GB", "sm_80"),) * 8,
+                     torch="2.13.0", torch_cuda="13.0", torch_archs=CU130_ARCHS, op_archs=OPS_80)
+    assert preflight.check(a100_node, A100)["preflight op archs"] == {
+        "verdict": "pass", "why": "all 2 CUDA ops of DeepSpeed run on sm_80"}
+
+
+def test_the_ops_are_found_by_path_without_importing_deepspeed(tmp_path, monkeypatch):
+    package = tmp_path / "deepspeed"
+    (package / "ops" / "adam").mkdir(parents=True)
+    (package / "__init__.py").write_text("raise RuntimeError('imported')\n")
+    (package / "ops" / "adam" / "cpu_adam_op.cpython-313-x86_64-linux-gnu.so").write_bytes(b"\x7fELF")
+    (package / "ops" / "adam" / "notes.so").write_text("x" * 100)
+    (package / "ops" / "transformer").mkdir()
+    (package / "ops" / "transformer" / "transformer_op.cpython-313-x86_64-linux-gnu.so").write_bytes(
+        elf([(b".nv_fatbin", fat_binary(entry(2, 80), entry(1, 80)))]))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    # unreadable or CPU-only files are left out; the module is never imported
+    assert preflight.deepspeed_op_archs() == (("transformer_op", ("sm_80", "compute_80")),)
 
 
 def test_a_driver_without_nvidia_smi_means_the_container_lacks_nv():

@@ -10,9 +10,8 @@ import pytest
 import deffile
 from builder.render import runtime_wheel
 from builder.render.definition import LAYERS, file_name, render_all
-from conftest import CONTAINERS, RECIPES, run_builder
+from conftest import CONTAINERS, RECIPES, TARGETS, run_builder
 
-TARGETS = sorted(path.stem for path in (RECIPES / "targets").glob("*.yaml"))
 WHEEL = runtime_wheel.current().name
 FILES = sorted(file_name(t, layer) for t in TARGETS for layer in LAYERS)
 
@@ -41,7 +40,9 @@ def test_committed_defs_match_recipes(tree, name):
 
 def test_every_target_has_its_committed_layers_and_no_extras():
     assert sorted(p.name for p in CONTAINERS.glob("*.def")) == FILES
-    assert {"cpu", "lumi-rocm", "puhti-cuda", "mahti-cuda", "csc-cuda"} <= set(TARGETS)
+    assert {"cpu", "lumi-rocm", "v100-cuda", "a100-cuda", "h100-cuda", "csc-cuda"} <= set(TARGETS)
+    # aliases render nothing of their own
+    assert not list(CONTAINERS.glob("puhti-cuda*")) and not list(CONTAINERS.glob("mahti-cuda*"))
 
 
 def test_layers_start_from_each_other_by_build_argument():
@@ -147,14 +148,56 @@ def test_lumi_carries_the_deepspeed_op_build_and_site_environment():
     assert "org.hpc-ml-containers.deepspeed.ops cpu_adagrad,cpu_adam,cpu_lion,fused_adam," in labels
 
 
-@pytest.mark.parametrize("name, arch_list", [("puhti-cuda", "7.0"), ("mahti-cuda", "8.0"),
-                                             ("csc-cuda", "'7.0;8.0'")])
+@pytest.mark.parametrize("name, arch_list", [("v100-cuda", "7.0"), ("a100-cuda", "8.0"),
+                                             ("h100-cuda", "9.0"), ("csc-cuda", "'7.0;8.0'")])
 def test_cuda_targets_carry_their_arch_list(name, arch_list):
     line = f"export TORCH_CUDA_ARCH_LIST={arch_list}"
     assert line in section(name, "devel", "post")          # torch
     assert line in section(name, "build", "post")          # DeepSpeed's ops
     assert line in section(name, "final", "environment")   # JIT builds at run time
-    assert "https://download.pytorch.org/whl/cu128" in section(name, "devel", "post")
+    # torch's CUDA build comes from PyPI itself: no index Docker-less machines cannot reach
+    assert "download.pytorch.org" not in section(name, "devel", "post")
+
+
+@pytest.mark.parametrize("name, torch_version", [("v100-cuda", "2.10.0"), ("csc-cuda", "2.10.0"),
+                                                 ("a100-cuda", "2.13.0"), ("h100-cuda", "2.13.0")])
+def test_cuda_targets_start_from_debootstrap_and_pick_a_torch_with_their_archs(name, torch_version):
+    stages = [stages_of(f"{name}.devel.def")[0], stages_of(f"{name}.base.def")[1]]
+    assert [(s.header["Bootstrap"], s.header["OSVersion"]) for s in stages] == [("debootstrap", "trixie")] * 2
+    assert f"pip install --no-cache-dir torch=={torch_version}" in section(name, "devel", "post")
+
+
+def test_the_volta_route_compiles_with_debians_cuda_12_nvcc_and_gcc_13():
+    devel = section("v100-cuda", "devel", "post").splitlines()
+    areas = next(line for line in devel if "sources.list;" in line)
+    assert "main contrib non-free" in areas and areas.index("sed") < len(areas)
+    assert devel.index(areas) < devel.index("apt-get update")         # non-free before apt reads
+    install = next(line for line in devel if line.startswith("apt-get install"))
+    assert {"nvidia-cuda-toolkit", "g++-13"} <= set(install.split())
+    for line in ("export CUDA_HOME=/usr", "export CC=gcc-13", "export CXX=g++-13"):
+        assert line in devel
+        assert line in section("v100-cuda", "build", "post").splitlines()   # the ops see it too
+    assert "nvidia-cuda-toolkit" not in section("v100-cuda", "base", "post")  # not in the image
+
+
+def test_the_hopper_and_ampere_route_takes_nvcc_from_pypi_at_torchs_cuda_release():
+    devel = section("a100-cuda", "devel", "post").splitlines()
+    assert "pip install --no-cache-dir 'cuda-toolkit[nvcc,cccl,cudart]==13.0.3'" in devel
+    assert 'ln -sfn "$cuda_home" /opt/cuda' in devel
+    assert "ln -sf libcudart.so.13 /opt/cuda/lib/libcudart.so" in devel
+    assert "export CUDA_HOME=/opt/cuda" in section("a100-cuda", "build", "post").splitlines()
+    assert "non-free" not in "\n".join(devel)
+
+
+@pytest.mark.parametrize("name", ["v100-cuda", "a100-cuda", "lumi-rocm"])
+def test_gpu_images_record_what_only_the_build_knows_as_labels(name):
+    post = section(name, "final", "post")
+    assert '"${APPTAINER_LABELS:-${SINGULARITY_LABELS:-/dev/null}}"' in post
+    # an assignment, so that a failure stops the build (runtime/smoke/labels.py measures)
+    assert 'measured="$(/opt/venv/bin/python -m smoke.labels org.hpc-ml-containers)"' in post
+    assert '"min_driver": {"12": "525.60.13", "13": "580.65.06"}' in section(name, "build", "post") \
+        or name == "lumi-rocm"
+    assert "APPTAINER_LABELS" not in section("cpu", "final", "post")
 
 
 def test_cpu_target_builds_every_cpu_op_but_oneccl_from_a_debootstrap_base():
@@ -171,12 +214,12 @@ def test_cpu_target_builds_every_cpu_op_but_oneccl_from_a_debootstrap_base():
 
 
 def test_an_ops_packages_come_in_the_top_layer_not_the_os_layers():
-    """libaio for async_io (puhti-cuda prebuilds it) at build and at run time."""
+    """libaio for async_io (v100-cuda prebuilds it) at build and at run time."""
     install = "apt-get install -y --no-install-recommends libaio-dev"
-    assert install in section("puhti-cuda", "build", "post")
-    assert install in section("puhti-cuda", "final", "post")
-    assert "libaio" not in (CONTAINERS / "puhti-cuda.devel.def").read_text()
-    assert "libaio" not in (CONTAINERS / "puhti-cuda.base.def").read_text()
+    assert install in section("v100-cuda", "build", "post")
+    assert install in section("v100-cuda", "final", "post")
+    assert "libaio" not in (CONTAINERS / "v100-cuda.devel.def").read_text()
+    assert "libaio" not in (CONTAINERS / "v100-cuda.base.def").read_text()
     assert "apt-get" not in section("cpu", "final", "post")   # no op of the CPU image needs one
 
 
@@ -312,6 +355,6 @@ def test_labels_carry_provenance_and_the_resolved_recipe(tree, name):
     labels = dict(line.split(" ", 1) for line in section(name, "final", "labels").splitlines() if line)
     prefix = "org.hpc-ml-containers."
     assert labels[prefix + "target"] == name
-    assert labels[prefix + "version.torch"] == "2.13.0"
+    assert labels[prefix + "version.torch"] == tree.target(name).torch_version
     assert re.fullmatch(r"[0-9a-f]{64}", labels[prefix + "recipe.sha256"])
     assert json.loads(labels[prefix + "recipe"]) == tree.target(name).resolved

@@ -12,7 +12,7 @@ from builder.render import runtime_wheel
 from builder.build.layers import layer_keys
 from builder.recipes.tree import RecipeTree
 from builder.render.definition import LAYERS, file_name, render_all
-from conftest import CONTAINERS, RECIPES, ROOT, run_builder
+from conftest import CONTAINERS, RECIPES, ROOT, TARGETS, run_builder
 
 
 @pytest.fixture
@@ -80,7 +80,7 @@ def test_correcting_a_sites_reference_changes_no_definition_and_rebuilds_nothing
     assert '"busbw_gbs":0.9' in (tmp_path / "sites" / "local.sh").read_text()
 
 
-@pytest.mark.parametrize("name", sorted(p.stem for p in (RECIPES / "targets").glob("*.yaml")))
+@pytest.mark.parametrize("name", TARGETS)
 def test_each_definition_is_a_page_an_admin_can_read(name):
     for layer in LAYERS:
         text = (CONTAINERS / file_name(name, layer)).read_text()

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from .. import runner
 from ..errors import RecipeError, ToolError
-from ..render.blocks.provenance import LABEL_PREFIX
+from ..render.blocks.provenance import LABEL_PREFIX, MEASURED
 from . import toolbox
 
 REPORT = "smoke.json"
@@ -53,15 +53,15 @@ class Built:
 def built_image(tree, target_name, images: Path, site_name=None) -> Built:
     """The target's image under ``images`` and its site (default: the target's first); one
     clear line when the image is missing or the site is not one of the target's."""
-    target = tree.target(target_name)
-    path = images / f"{target_name}.sif"
+    target = tree.target(target_name)     # an alias names its target's image
+    path = images / f"{target.name}.sif"
     if not path.is_file():
-        raise RecipeError(f"no image; build it first with: make build TARGET={target_name}",
+        raise RecipeError(f"no image; build it first with: make build TARGET={target.name}",
                           file=str(path))
     sites = {site.name: site for site in target.sites}
     site_name = site_name or next(iter(sites))
     if site_name not in sites:
-        raise RecipeError(f"site {site_name!r} is not one {target_name} is built for "
+        raise RecipeError(f"site {site_name!r} is not one {target.name} is built for "
                           f"(expected one of: {', '.join(sites)})", file="command line")
     return Built(target, sites[site_name], path)
 
@@ -76,3 +76,18 @@ def read_labels(runtime, image) -> dict:
     prefix = LABEL_PREFIX + "."
     return {key[len(prefix):] if key.startswith(prefix) else key: value
             for key, value in labels.items()}
+
+
+def image_facts(target, images: Path) -> dict:
+    """What the target's built image says about itself ({} when it is not built): its path and
+    the labels only a build could measure (NCCL, CUDA runtime, oldest driver), for list/show."""
+    path = images / f"{target.name}.sif"
+    if not path.is_file():
+        return {}
+    facts = {"image": str(path)}
+    try:
+        labels = read_labels(ready_runtime(target.sites[0]), path)
+    except ToolError as error:
+        return {**facts, "labels": f"not read ({error})"}
+    facts.update((key, labels[key]) for key in MEASURED if key in labels)
+    return facts

@@ -7,14 +7,19 @@ and the arch list torch was compiled with, which needs no GPU. CUDA is never ini
 a driver too old for the image is reported instead of crashing the first collective.
 
 The image's side comes from image.json: the archs it was built for (its sites' GPUs; the
-DeepSpeed ops were compiled for the same list) and the minimum driver per CUDA major.
+DeepSpeed ops were compiled for the same list) and the minimum driver per CUDA major. Two
+checks need no GPU and so also run in the image's %test: torch's arch list and the code in
+each compiled DeepSpeed op (read from its .nv_fatbin) cover every arch the image promises.
 """
 
+import importlib.util
 import re
 import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+
+from . import fatbin
 
 NVIDIA_DRIVER = Path("/proc/driver/nvidia/version")
 KFD_NODES = Path("/sys/class/kfd/kfd/topology/nodes")
@@ -30,6 +35,7 @@ class Host:
     torch_cuda: str = None      # CUDA runtime torch was built with ("12.8"); None: not CUDA
     torch_hip: str = None
     torch_archs: tuple = ()     # ("sm_70", "sm_80", "compute_90") or ("gfx90a",)
+    op_archs: tuple = ()        # (("fused_adam_op", ("sm_80",)), ...): DeepSpeed ops with CUDA code
 
 
 def probe(timeout=30) -> Host:
@@ -51,7 +57,25 @@ def probe(timeout=30) -> Host:
         archs = tuple(flags.split()) if flags else ()
     except ImportError:
         pass
-    return Host(driver, gpus, error, version, cuda, hip, archs)
+    return Host(driver, gpus, error, version, cuda, hip, archs, deepspeed_op_archs())
+
+
+def deepspeed_op_archs() -> tuple:
+    """(op file's name, its archs) for each compiled DeepSpeed op that holds CUDA code; found
+    by path, so DeepSpeed is not imported."""
+    spec = importlib.util.find_spec("deepspeed")
+    if spec is None or not spec.submodule_search_locations:
+        return ()
+    found = []
+    for folder in spec.submodule_search_locations:
+        for library in sorted(Path(folder, "ops").rglob("*.so")):
+            try:
+                archs = fatbin.archs(library)
+            except (OSError, fatbin.NotELF):
+                continue
+            if archs:
+                found.append((library.name.split(".")[0], archs))
+    return tuple(found)
 
 
 def _nvidia_gpus(timeout):
@@ -118,6 +142,10 @@ def check(host: Host, facts: dict) -> dict:
     if not archs:
         results["preflight gpu"] = {"verdict": "pass", "why": "a CPU image: no GPU to check"}
         return results
+    if archs[0].startswith("sm_"):
+        results["preflight image torch archs"] = _built_for(archs, [("torch", host.torch_archs)],
+                                                            "torch")
+        results["preflight image op archs"] = _ops_built_for(archs, host.op_archs, facts)
     if not host.gpus and not host.gpu_error:
         results["preflight gpu"] = {
             "verdict": "none", "why": "no GPU on this node: the driver and arch checks run on a "
@@ -133,8 +161,47 @@ def check(host: Host, facts: dict) -> dict:
                                           "with {arch} in its sites' GPU archs")
     results["preflight torch archs"] = _arch(host.gpus, host.torch_archs, "torch",
                                              "rebuild with a torch build that carries {arch} "
-                                             "(recipes: the target's torch index)")
+                                             "(recipes: the target's torch.version)")
+    for op, op_archs in host.op_archs:
+        verdict = _arch(host.gpus, op_archs, f"DeepSpeed's {op}",
+                        "rebuild the image with {arch} in its sites' GPU archs")
+        if verdict["verdict"] == "fail":
+            results["preflight op archs"] = verdict
+            break
+    else:
+        if host.op_archs:
+            results["preflight op archs"] = {
+                "verdict": "pass", "why": f"all {len(host.op_archs)} CUDA ops of DeepSpeed run on "
+                                          f"{', '.join(sorted({arch for _, arch in host.gpus}))}"}
     return results
+
+
+def _built_for(archs, holders, what):
+    """Every arch the image promises has machine code in each holder ((name, archs), ...)."""
+    short = {}
+    for name, held in holders:
+        lacking = [arch for arch in archs if runs_on(arch, held) != "native"]
+        if lacking:
+            short[name] = (lacking, held)
+    if short:
+        name, (lacking, held) = next(iter(sorted(short.items())))
+        more = f" (and {len(short) - 1} more)" if len(short) > 1 else ""
+        return {"verdict": "fail", "why": f"{name}{more} has no code for {', '.join(lacking)} "
+                                          f"(holds {', '.join(held) or 'none'}): the image does not "
+                                          f"keep its promise; rebuild it with a {what} build for "
+                                          f"those archs"}
+    return {"verdict": "pass", "why": f"{what} holds code for {', '.join(archs)}"
+                                      + (f" ({len(holders)} files)" if len(holders) > 1 else "")}
+
+
+def _ops_built_for(archs, op_archs, facts):
+    ds = facts.get("deepspeed") or {}
+    if not op_archs:
+        if ds.get("accelerator") == "cuda" and ds.get("promised_ops"):
+            return {"verdict": "fail", "why": "no compiled DeepSpeed op holds CUDA code, but the "
+                                              "image promises CUDA ops: rebuild it (DS_ACCELERATOR=cuda)"}
+        return {"verdict": "none", "why": "no DeepSpeed op with CUDA code here"}
+    return _built_for(archs, op_archs, "DeepSpeed op")
 
 
 def _torch_build(host, archs):

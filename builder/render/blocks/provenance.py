@@ -4,9 +4,16 @@ import hashlib
 import json
 
 from ... import __version__
+from ...shell import cmd
 from ..parts import Part
 
 LABEL_PREFIX = "org.hpc-ml-containers"
+# Labels only the built image knows: the NCCL (RCCL) and CUDA (HIP) that came with torch, and
+# the oldest driver that CUDA runs on (runtime/smoke/labels.py); %post appends them to the
+# labels Apptainer writes.
+MEASURED = ("nccl.version", "cuda.runtime", "cuda.min_driver", "rccl.version", "rocm.hip")
+# `apptainer build` names the file in APPTAINER_LABELS, SingularityCE in SINGULARITY_LABELS
+_LABELS_FILE = '"${APPTAINER_LABELS:-${SINGULARITY_LABELS:-/dev/null}}"'
 
 
 def recipe_json(target) -> str:
@@ -34,8 +41,13 @@ def parts(target):
     # what `ds_report` must show installed, no more and no less (checked by `smoke deepspeed`)
     labels.append(("deepspeed.ops", ",".join(target.deepspeed.promised)))
     labels.append(("recipe", recipe_json(target)))
+    post = ()
+    if target.torch_flavour != "cpu":
+        # an assignment, so that a failing measurement stops the build (no pipefail in sh)
+        post = (f'measured="$({cmd(f"{target.venv}/bin/python", "-m", "smoke.labels", LABEL_PREFIX)})"',
+                f'printf \'%s\\n\' "$measured" | tee -a {_LABELS_FILE}')
     return [Part(
-        block="provenance", stage="final",
+        block="provenance", stage="final", post=post,
         labels=tuple((f"{LABEL_PREFIX}.{key}", value) for key, value in labels),
         help=(f"{target.name}: {target.description}",
               f"Built for: {', '.join(s.name for s in target.sites)}; GPU arch: "
