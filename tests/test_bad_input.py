@@ -157,6 +157,9 @@ CASES = [
     Case("typo-nested-key-flavor", "targets/cpu.yaml",
          replace("torch:\n  flavour: cpu\n", "torch: {flavor: cpu}\n"),
          line_with("flavor"), "unknown key 'flavor'"),
+    Case("qos-tier-without-a-name", "sites/jean-zay.yaml",
+         replace('- {name: qos_gpu_a100-t4, max_time: "4-04:00:00"', '- {nam: qos_gpu_a100-t4, max_time: "4-04:00:00"'),
+         line_with("nam: qos_gpu_a100-t4"), "slurm.qos.1: missing required key 'name'"),
     Case("typo-site-key", "sites/lumi.yaml", replace("multi_node:", "multinode:"),
          line_with("multinode:"), "unknown key 'multinode'"),
 

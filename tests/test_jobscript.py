@@ -72,7 +72,10 @@ CASES = [
     # Jean Zay: plain gres, one task per GPU, --hint=nomultithread, the A100 constraint
     ("a100-cuda", dict(site="jean-zay", launch="srun", account="abc@a100"),
      {"partition": "gpu_p5", "gres": "gpu:8", "ntasks-per-node": "8", "cpus-per-task": "8",
-      "hint": "nomultithread", "constraint": "a100", "account": "abc@a100"}, "srun"),
+      "hint": "nomultithread", "constraint": "a100", "account": "abc@a100", "qos": "qos_gpu_a100-t3"},
+     "srun"),
+    # ... its QoS by length: t4 past 20 hours, up to 16 GPUs
+    ("a100-cuda", dict(site="jean-zay", nodes=2, time="30:00:00"), {"qos": "qos_gpu_a100-t4"}, "srun"),
     # ... its V100 partition (the default one, no constraint) and its H100 partition
     ("v100-cuda", dict(site="jean-zay-v100", nodes=2, launch="srun"),
      {"partition": "gpu_p13", "gres": "gpu:4", "ntasks-per-node": "4", "cpus-per-task": "10",
@@ -177,6 +180,9 @@ def test_every_script_passes_bash_n_and_shellcheck(tree, tmp_path):
     (["h100-cuda", "--site", "jean-zay"], "target h100-cuda is built for sm_90; site jean-zay has sm_80"),
     (["v100-cuda", "--site", "nowhere"], "unknown site 'nowhere'"),
     (["lumi-rocm", "--time", "soon"], "--time 'soon': expected a Slurm time"),
+    (["a100-cuda", "--site", "jean-zay", "--nodes", "3", "--time", "30:00:00"],
+     "no QoS of jean-zay fits 24 GPUs for 30:00:00 (qos_gpu_a100-t3: --time 30:00:00 > 20:00:00; "
+     "qos_gpu_a100-t4: 24 GPUs > 16)"),
 ])
 def test_a_request_the_site_cannot_serve_is_one_line_and_writes_nothing(tmp_path, args, message):
     out = tmp_path / "job.sh"

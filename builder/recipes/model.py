@@ -16,6 +16,13 @@ class Partition:
 
 
 @dataclass(frozen=True)
+class Qos:
+    name: str
+    max_time: str                  # "" when the QoS sets no time limit of its own
+    max_gpus: int                  # per job; 0 when it sets no limit
+
+
+@dataclass(frozen=True)
 class Site:
     """One machine, as recipes/sites/<name>.yaml describes it. Paths may start with a
     variable ($TMPDIR, $LOCAL_SCRATCH) that the wrapper looks up when it runs."""
@@ -48,7 +55,7 @@ class Site:
     gpu_request: str               # gres | gpus-per-node
     gres_type: str                 # the TYPE of --gres=gpu:TYPE:N ("" for --gres=gpu:N)
     mem_rule: str                  # per_gpu | whole_node | none
-    qos: str
+    qos: tuple                     # (Qos, ...) in order of preference; () when none is asked
     constraint: str                # sbatch --constraint ("" when none)
     sbatch_extra: tuple            # sbatch options every job here carries
     partitions: tuple              # (Partition, ...) in order of preference

@@ -6,7 +6,7 @@ from pathlib import Path
 from ..errors import RecipeError
 from . import validate, yamlsrc
 from .merge import Origin, merge
-from .model import CudaToolkit, DeepSpeed, Partition, Site, Source, Stage, Target
+from .model import CudaToolkit, DeepSpeed, Partition, Qos, Site, Source, Stage, Target
 
 NAME = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 FLAVOUR_VENDOR = {"cuda": "nvidia", "rocm": "amd"}
@@ -100,7 +100,7 @@ class RecipeTree:
             master_port_base=launcher.get("master_port_base", 10000),
             account_hint=slurm.get("account_hint", ""),
             gpu_request=slurm.get("gpu_request", "gres"), gres_type=slurm.get("gres_type", ""),
-            mem_rule=slurm.get("mem", "none"), qos=slurm.get("qos", ""),
+            mem_rule=slurm.get("mem", "none"), qos=_qos(slurm.get("qos", ())),
             constraint=slurm.get("constraint", ""), sbatch_extra=tuple(slurm.get("sbatch", ())),
             partitions=tuple(Partition(name, p["max_nodes"], p["max_time"],
                                        p.get("max_gpus", gpu["per_node"]),
@@ -293,6 +293,10 @@ class RecipeTree:
                               f"{', '.join(sorted({*self.targets, *self.aliases}))})",
                               file="command line")
         return self.targets[name]
+
+
+def _qos(spec) -> tuple:
+    return tuple(Qos(q["name"], q.get("max_time", ""), q.get("max_gpus", 0)) for q in spec)
 
 
 def _pairs(mapping) -> tuple:

@@ -83,7 +83,8 @@ class Plan:
         part = self.partition.name if self.partition else "default partition"
         gpus = f"{self.gpus} GPU(s)/node" if self.gpus else "no GPU"
         mem = f", mem {self.mem}" if self.mem else ""
-        return (f"{self.site.name}: {part}, {self.request.nodes} node(s), {gpus}, "
+        qos = next((f" (QoS {value})" for key, value in self.sbatch if key == "qos"), "")
+        return (f"{self.site.name}: {part}{qos}, {self.request.nodes} node(s), {gpus}, "
                 f"{self.tasks_per_node} task(s)/node x {self.cpus_per_task} cores{mem}, "
                 f"launch {self.launch}")
 
@@ -213,6 +214,25 @@ def _choose_partition(p: Plan):
                  f"{'GPUs' if p.gpus else 'ranks'} for {request.time} ({'; '.join(refused)})")
 
 
+def _choose_qos(p: Plan) -> str:
+    """The first of the site's QoS whose limits fit the job's time and GPU count."""
+    if not p.site.qos:
+        return ""
+    gpus = p.request.nodes * p.gpus
+    refused = []
+    for qos in p.site.qos:
+        if qos.max_time and _seconds(p.request.time, "--time") > _seconds(qos.max_time, "max_time"):
+            refused.append(f"{qos.name}: --time {p.request.time} > {qos.max_time}")
+        elif qos.max_gpus and gpus > qos.max_gpus:
+            refused.append(f"{qos.name}: {gpus} GPUs > {qos.max_gpus}")
+        else:
+            if len(p.site.qos) > 1:
+                skipped = f"; skipped {', '.join(refused)}" if refused else ""
+                p.why.append(f"QoS {qos.name}: the first of the site's that fits{skipped}")
+            return qos.name
+    raise _error(f"no QoS of {p.site.name} fits {gpus} GPUs for {p.request.time} ({'; '.join(refused)})")
+
+
 def _resources(p: Plan):
     site, request = p.site, p.request
     sbatch = [("job-name", p.target.name)]
@@ -237,8 +257,9 @@ def _resources(p: Plan):
         p.why.append("memory: all of each node, --mem=0 (slurm.mem: whole_node)")
     if p.mem:
         sbatch.append(("mem", p.mem))
-    if site.qos:
-        sbatch.append(("qos", site.qos))
+    qos = _choose_qos(p)
+    if qos:
+        sbatch.append(("qos", qos))
     if site.constraint:
         sbatch.append(("constraint", site.constraint))
     for option in site.sbatch_extra:
