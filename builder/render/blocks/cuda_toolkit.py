@@ -3,7 +3,8 @@
 Two routes, chosen per target (recipes/targets/<t>.yaml, `cuda_toolkit`):
 
   from: pypi, version: 13.0.3
-      `cuda-toolkit[nvcc,cccl,cudart]` from PyPI, the release the target's torch pins. pip puts
+      `cuda-toolkit[nvcc,cccl,cudart,profiler]` from PyPI, the release the target's torch pins
+      (profiler: cuda_profiler_api.h, which DeepSpeed's inference kernels include). pip puts
       it under site-packages/nvidia/cu13 with no lib64 and only libcudart.so.13, and torch does
       not look there, so the block links it to CUDA_HOME and adds the libcudart.so link.
       CUDA 13 compiles for sm_75 and newer only.
@@ -29,7 +30,7 @@ def parts(target):
         return []
     if kit.source == "pypi":
         major = kit.version.split(".")[0]
-        post = (cmd("pip", "install", "--no-cache-dir", f"cuda-toolkit[nvcc,cccl,cudart]=={kit.version}"),
+        post = (cmd("pip", "install", "--no-cache-dir", f"cuda-toolkit[nvcc,cccl,cudart,profiler]=={kit.version}"),
                 _FIND_PIP_HOME.format(folder=f"cu{major}"),
                 f'ln -sfn "$cuda_home" {PIP_HOME}',
                 # torch's cpp_extension links -lcudart, which needs the unversioned name

@@ -23,6 +23,16 @@ _FIND_COMM = ('comm_py="$(python -c \'import importlib.util, os; '
 
 
 
+# async_io links -lcuda (the driver) although it calls nothing in it. A build host has no
+# driver, so an empty stub stands in for the link, and --as-needed keeps libcuda.so.1 out of
+# the op's needs: otherwise the op would not load without a GPU (the image's %test).
+CUDA_STUBS = "/tmp/cuda-stubs"
+_CUDA_LINK = (cmd("mkdir", "-p", CUDA_STUBS),
+              f"gcc -shared -Wl,-soname,libcuda.so.1 -o {CUDA_STUBS}/libcuda.so -x c /dev/null",
+              f'export LIBRARY_PATH="{CUDA_STUBS}${{LIBRARY_PATH:+:$LIBRARY_PATH}}"',
+              "export LDFLAGS=-Wl,--as-needed")
+
+
 def compile_commands(version) -> list:
     """Shell lines that compile DeepSpeed ``version`` with its ops into a wheel in WHEELS
     (the DS_BUILD_* switches set already). From the sdist, so that build_ext can take -j:
@@ -48,6 +58,8 @@ def parts(target):
     compile_ops = compile_commands(ds.version)
     if target.torch_flavour == "rocm":
         compile_ops = _replace_arch_tools(target.archs[0]) + compile_ops + _restore_arch_tools()
+    if target.torch_flavour == "cuda":
+        compile_ops = [*_CUDA_LINK, *compile_ops, cmd("rm", "-rf", CUDA_STUBS)]
     # the ops' own packages (libaio) go in this layer, so an op change never rebuilds the OS
     needs = list(os_packages.install(ds.packages)) if ds.packages else []
     # kept between builds: the compile is the slowest step of the top layer
