@@ -182,11 +182,21 @@ def test_the_volta_route_compiles_with_debians_cuda_12_nvcc_and_gcc_13():
 
 def test_the_hopper_and_ampere_route_takes_nvcc_from_pypi_at_torchs_cuda_release():
     devel = section("a100-cuda", "devel", "post").splitlines()
-    assert "pip install --no-cache-dir 'cuda-toolkit[nvcc,cccl,cudart]==13.0.3'" in devel
+    assert "pip install --no-cache-dir 'cuda-toolkit[nvcc,cccl,cudart,profiler]==13.0.3'" in devel
     assert 'ln -sfn "$cuda_home" /opt/cuda' in devel
     assert "ln -sf libcudart.so.13 /opt/cuda/lib/libcudart.so" in devel
     assert "export CUDA_HOME=/opt/cuda" in section("a100-cuda", "build", "post").splitlines()
     assert "non-free" not in "\n".join(devel)
+
+
+@pytest.mark.parametrize("name", ["v100-cuda", "a100-cuda"])
+def test_cuda_ops_link_without_a_driver_and_need_none_to_load(name):
+    build = section(name, "build", "post").splitlines()
+    stub = "    gcc -shared -Wl,-soname,libcuda.so.1 -o /tmp/cuda-stubs/libcuda.so -x c /dev/null"
+    compile_at = next(i for i, line in enumerate(build) if "setup.py --quiet build_ext" in line)
+    assert build.index(stub) < compile_at < build.index("    rm -rf /tmp/cuda-stubs")
+    assert "    export LDFLAGS=-Wl,--as-needed" in build[:compile_at]
+    assert "cuda-stubs" not in section("cpu", "build", "post")
 
 
 @pytest.mark.parametrize("name", ["v100-cuda", "a100-cuda", "lumi-rocm"])
