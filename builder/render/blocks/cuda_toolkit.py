@@ -5,8 +5,9 @@ Two routes, chosen per target (recipes/targets/<t>.yaml, `cuda_toolkit`):
   from: pypi, version: 13.0.3
       `cuda-toolkit[nvcc,cccl,cudart,profiler]` from PyPI, the release the target's torch pins
       (profiler: cuda_profiler_api.h, which DeepSpeed's inference kernels include). pip puts
-      it under site-packages/nvidia/cu13 with no lib64 and only libcudart.so.13, and torch does
-      not look there, so the block links it to CUDA_HOME and adds the libcudart.so link.
+      it under site-packages/nvidia/cu13 with no lib64 and only versioned libraries
+      (libcudart.so.13, libcurand.so.10), and torch does not look there, so the block links it
+      to CUDA_HOME and adds the unversioned names that `-lcudart` and `-lcurand` look for.
       CUDA 13 compiles for sm_75 and newer only.
   from: debian, gcc: "13"
       Debian's nvidia-cuda-toolkit from non-free (trixie: CUDA 12.4, sm_50 to sm_90, so V100
@@ -20,6 +21,8 @@ from ...shell import cmd
 from ..parts import Part
 
 PIP_HOME = "/opt/cuda"           # a fixed path for the pip toolkit, whatever Python's version
+_UNVERSIONED = ('for so in {lib}/lib*.so.*; do [ -e "$so" ] || continue; name="${{so%%.so.*}}.so"; '
+                '[ -e "$name" ] || ln -s "${{so##*/}}" "$name"; done')
 _FIND_PIP_HOME = ("cuda_home=\"$(python -c 'import os, sys, nvidia; "
                   "print(os.path.join(nvidia.__path__[0], sys.argv[1]))' {folder})\"")
 
@@ -33,8 +36,8 @@ def parts(target):
         post = (cmd("pip", "install", "--no-cache-dir", f"cuda-toolkit[nvcc,cccl,cudart,profiler]=={kit.version}"),
                 _FIND_PIP_HOME.format(folder=f"cu{major}"),
                 f'ln -sfn "$cuda_home" {PIP_HOME}',
-                # torch's cpp_extension links -lcudart, which needs the unversioned name
-                cmd("ln", "-sf", f"libcudart.so.{major}", f"{PIP_HOME}/lib/libcudart.so"),
+                # -lcudart (torch's cpp_extension), -lcurand (DeepSpeed's ops) need these names
+                _UNVERSIONED.format(lib=f"{PIP_HOME}/lib"),
                 f"{PIP_HOME}/bin/nvcc --version")
         return [Part(block="cuda_toolkit", stage="build", build_env=(("CUDA_HOME", PIP_HOME),),
                      post=post)]
