@@ -192,11 +192,19 @@ def test_the_hopper_and_ampere_route_takes_nvcc_from_pypi_at_torchs_cuda_release
 @pytest.mark.parametrize("name", ["v100-cuda", "a100-cuda"])
 def test_cuda_ops_link_without_a_driver_and_need_none_to_load(name):
     build = section(name, "build", "post").splitlines()
-    stub = "    gcc -shared -Wl,-soname,libcuda.so.1 -o /tmp/cuda-stubs/libcuda.so -x c /dev/null"
+    stub = '    gcc -shared -Wl,-soname,libcuda.so.1 -o "$ds_tmp/stubs/libcuda.so" -x c /dev/null'
     compile_at = next(i for i, line in enumerate(build) if "setup.py --quiet build_ext" in line)
-    assert build.index(stub) < compile_at < build.index("    rm -rf /tmp/cuda-stubs")
+    assert build.index(stub) < compile_at < build.index('    rm -rf "$ds_tmp/stubs"')
     assert "    export LDFLAGS=-Wl,--as-needed" in build[:compile_at]
-    assert "cuda-stubs" not in section("cpu", "build", "post")
+    assert "stubs" not in section("cpu", "build", "post")
+
+
+def test_the_op_compile_works_in_a_folder_of_its_own():
+    """%post can see the host's /tmp: a fixed folder there would mix two builds' compiles."""
+    build = section("cpu", "build", "post").splitlines()
+    assert build.count('    ds_tmp="$(mktemp -d /tmp/hpcml-deepspeed-XXXXXX)"') == 2   # build, restore
+    assert not [line for line in build if "/tmp/deepspeed" in line]
+    assert build[-1] == 'rm -rf "$ds_tmp"' or 'rm -rf "$ds_tmp"' in build
 
 
 @pytest.mark.parametrize("name", ["v100-cuda", "a100-cuda", "lumi-rocm"])

@@ -4,8 +4,11 @@ from ...shell import cmd
 from ..parts import Kept, Part
 from . import os_packages
 
-WHEELS = "/tmp/deepspeed-wheel"
-SOURCE = "/tmp/deepspeed-src"
+# A folder of its own per build: %post may see the host's /tmp (Apptainer binds it), where
+# another build, or a failed one's leftovers, would mix into the compile.
+MAKE_TMP = ('ds_tmp="$(mktemp -d /tmp/hpcml-deepspeed-XXXXXX)"',)
+WHEELS = '"$ds_tmp/wheel"'
+SOURCE = '"$ds_tmp/src"'
 # Every core, but no more compiles than there are 2 GiB of free memory for (an nvcc or hipcc
 # op compile can take that much). setuptools builds that many ops at once; ninja builds each
 # op's files one at a time, so the compiles never multiply.
@@ -26,10 +29,9 @@ _FIND_COMM = ('comm_py="$(python -c \'import importlib.util, os; '
 # async_io links -lcuda (the driver) although it calls nothing in it. A build host has no
 # driver, so an empty stub stands in for the link, and --as-needed keeps libcuda.so.1 out of
 # the op's needs: otherwise the op would not load without a GPU (the image's %test).
-CUDA_STUBS = "/tmp/cuda-stubs"
-_CUDA_LINK = (cmd("mkdir", "-p", CUDA_STUBS),
-              f"gcc -shared -Wl,-soname,libcuda.so.1 -o {CUDA_STUBS}/libcuda.so -x c /dev/null",
-              f'export LIBRARY_PATH="{CUDA_STUBS}${{LIBRARY_PATH:+:$LIBRARY_PATH}}"',
+_CUDA_LINK = ('mkdir -p "$ds_tmp/stubs"',
+              'gcc -shared -Wl,-soname,libcuda.so.1 -o "$ds_tmp/stubs/libcuda.so" -x c /dev/null',
+              'export LIBRARY_PATH="$ds_tmp/stubs${LIBRARY_PATH:+:$LIBRARY_PATH}"',
               "export LDFLAGS=-Wl,--as-needed")
 
 
@@ -37,15 +39,15 @@ def compile_commands(version) -> list:
     """Shell lines that compile DeepSpeed ``version`` with its ops into a wheel in WHEELS
     (the DS_BUILD_* switches set already). From the sdist, so that build_ext can take -j:
     pip would build the ops one after another."""
-    return [cmd("pip", "download", "--no-deps", "--no-binary", ":all:", "--no-build-isolation",
-                "--no-cache-dir", "-d", SOURCE, f"deepspeed=={version}"),
-            cmd("tar", "-xzf", f"{SOURCE}/deepspeed-{version}.tar.gz", "-C", SOURCE),
-            cmd("cd", f"{SOURCE}/deepspeed-{version}"),
+    return [f"pip download --no-deps --no-binary :all: --no-build-isolation --no-cache-dir "
+            f"-d {SOURCE} deepspeed=={version}",
+            f"tar -xzf {SOURCE}/deepspeed-{version}.tar.gz -C {SOURCE}",
+            f'cd {SOURCE}/deepspeed-{version}',
             _JOBS,
             'echo "compiling the DeepSpeed ops, $jobs at a time"',
             f'MAX_JOBS=1 python setup.py --quiet build_ext -j "$jobs" bdist_wheel -d {WHEELS}',
             "cd /",
-            cmd("rm", "-rf", SOURCE)]
+            f"rm -rf {SOURCE}"]
 
 
 def parts(target):
@@ -59,14 +61,14 @@ def parts(target):
     if target.torch_flavour == "rocm":
         compile_ops = _replace_arch_tools(target.archs[0]) + compile_ops + _restore_arch_tools()
     if target.torch_flavour == "cuda":
-        compile_ops = [*_CUDA_LINK, *compile_ops, cmd("rm", "-rf", CUDA_STUBS)]
+        compile_ops = [*_CUDA_LINK, *compile_ops, 'rm -rf "$ds_tmp/stubs"']
     # the ops' own packages (libaio) go in this layer, so an op change never rebuilds the OS
     needs = list(os_packages.install(ds.packages)) if ds.packages else []
     # kept between builds: the compile is the slowest step of the top layer
-    kept = Kept(name="deepspeed-wheel", build=(*needs, *compile_ops),
-                save=(f'cp {WHEELS}/deepspeed-*.whl "$kept/"',),
-                restore=(cmd("mkdir", "-p", WHEELS), f'cp "$kept"/deepspeed-*.whl {WHEELS}/'))
-    post = [f'pip install --no-cache-dir {WHEELS}/deepspeed-*.whl', cmd("rm", "-rf", WHEELS)]
+    kept = Kept(name="deepspeed-wheel", build=(*MAKE_TMP, *needs, *compile_ops),
+                save=(f'cp "$ds_tmp"/wheel/deepspeed-*.whl "$kept/"',),
+                restore=(*MAKE_TMP, f"mkdir -p {WHEELS}", f'cp "$kept"/deepspeed-*.whl {WHEELS}/'))
+    post = [f'pip install --no-cache-dir "$ds_tmp"/wheel/deepspeed-*.whl', 'rm -rf "$ds_tmp"']
     final_post, test = list(needs), []
     if ds.fix_master_address:
         # DeepSpeed's MPI discovery takes rank 0's first `hostname -I` address, which on LUMI
