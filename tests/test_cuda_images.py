@@ -88,7 +88,7 @@ def test_each_op_holds_code_for_the_images_archs_as_cuobjdump_sees_it(built, app
     archs = CUDA_TARGETS[name][2]
     image = images / f"{name}.sif"
     listing = run_in(apptainer, image, "sh", "-c",
-                     "find /opt/venv/lib/python3*/site-packages/deepspeed/ops -name '*.so'")
+                     "find /opt/venv/lib/python3*/site-packages/deepspeed -name '*.so'")
     libraries = listing.stdout.split()
     assert libraries, listing.stderr
     tools = tmp_path / "tools"
@@ -109,4 +109,6 @@ def test_each_op_holds_code_for_the_images_archs_as_cuobjdump_sees_it(built, app
         if theirs:
             with_code += 1
             assert set(archs) <= theirs, (library, theirs)
-    assert with_code >= 10, libraries       # the CUDA ops, not only the CPU ones
+    # the CUDA ops (inference_core_ops and ragged_ops live in deepspeed/inference/v2), not
+    # only the CPU ones
+    assert with_code >= 11, libraries

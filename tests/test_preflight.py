@@ -162,9 +162,13 @@ def test_the_ops_are_found_by_path_without_importing_deepspeed(tmp_path, monkeyp
     (package / "ops" / "transformer").mkdir()
     (package / "ops" / "transformer" / "transformer_op.cpython-313-x86_64-linux-gnu.so").write_bytes(
         elf([(b".nv_fatbin", fat_binary(entry(2, 80), entry(1, 80)))]))
+    (package / "inference" / "v2").mkdir(parents=True)       # where ragged_ops lives
+    (package / "inference" / "v2" / "ragged_ops.cpython-313-x86_64-linux-gnu.so").write_bytes(
+        elf([(b".nv_fatbin", fat_binary(entry(2, 80)))]))
     monkeypatch.syspath_prepend(str(tmp_path))
     # unreadable or CPU-only files are left out; the module is never imported
-    assert preflight.deepspeed_op_archs() == (("transformer_op", ("sm_80", "compute_80")),)
+    assert preflight.deepspeed_op_archs() == (("ragged_ops", ("sm_80",)),
+                                              ("transformer_op", ("sm_80", "compute_80")))
 
 
 def test_a_driver_without_nvidia_smi_means_the_container_lacks_nv():

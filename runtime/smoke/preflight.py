@@ -68,7 +68,8 @@ def deepspeed_op_archs() -> tuple:
         return ()
     found = []
     for folder in spec.submodule_search_locations:
-        for library in sorted(Path(folder, "ops").rglob("*.so")):
+        # deepspeed/ops/ and deepspeed/inference/v2/ (inference_core_ops, ragged_ops)
+        for library in sorted(Path(folder).rglob("*.so")):
             try:
                 archs = fatbin.archs(library)
             except (OSError, fatbin.NotELF):
