@@ -318,7 +318,8 @@ def test_a_killed_build_leaves_the_previous_image_and_no_temp_files(cpu_image, t
 
 def test_build_of_an_unknown_target_lists_the_valid_ones(tmp_path):
     result = run_builder("build", "nosuch", "--images", tmp_path)
-    assert result.returncode == 2 and "expected one of: cpu, csc-cuda" in result.stderr
+    assert result.returncode == 2 and "expected one of: a100-cuda, cpu, csc-cuda" in result.stderr
+    assert "puhti-cuda" in result.stderr          # aliases are names too
 
 
 def test_an_unreachable_mirror_fails_with_the_log_and_writes_no_image(tmp_path):

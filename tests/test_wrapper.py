@@ -129,7 +129,7 @@ def test_apptainer_wrapper_is_the_same_program(env):
     (["exec", "true"], {"SING_IMAGE": "/no/such.sif"}, "image not found"),
     (["exec", "true"], {"SING_IMAGE": ""}, "no image"),
     (["exec", "true"], {"HPCML_SITE": "puhti", "SLURM_JOB_ID": ""}, "inside a Slurm job"),
-    (["exec", "true"], {"HPCML_SITE": "nosuch"}, "set HPCML_SITE to one of: jean-zay karolina local"),
+    (["exec", "true"], {"HPCML_SITE": "nosuch"}, "set HPCML_SITE to one of: jean-zay jean-zay-h100 jean-zay-v100 karolina local lumi mahti puhti"),
 ])
 def test_mistakes_get_one_line_and_exit_2(env, args, extra_env, message):
     result = wrap(*args, env=dict(env, **extra_env))
