@@ -5,7 +5,7 @@ TARGET ?= cpu
 NAME   ?= pytorch
 PY     := $(VENV)/bin/python
 
-.PHONY: setup render check test test-heavy build smoke jobscript publish doctor list show clean
+.PHONY: setup render check test test-heavy build smoke jobscript publish two-nodes doctor list show clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -59,6 +59,11 @@ jobscript: setup
 publish: setup
 	$(PY) -m builder publish $(TARGET) --prefix "$(PREFIX)" --name "$(NAME)" \
 		$(if $(VERSION),--version "$(VERSION)") $(PUBLISH_FLAGS)
+
+# A Slurm cluster of two nodes on this machine (network namespaces n1 and n2, as the tests
+# use it), up until Enter; root only. Submit the scripts of `make jobscript SITE=local NODES=2`.
+two-nodes: setup
+	$(PY) tests/twonode_cluster.py
 
 doctor: setup
 	$(PY) -m builder doctor

@@ -17,11 +17,11 @@ Slurm runs around `srun torchrun` and `mpirun` inside an allocation):
   5. Slurm, one task per GPU (SLURM_PROCID, SLURM_LOCALID, SLURM_NTASKS, tasks per node)
   6. nothing: a single process (rank 0 of 1)
 
-MASTER_ADDR, when not set already: the first host of SLURM_STEP_NODELIST (else
-SLURM_JOB_NODELIST), expanded here because `scontrol` is not inside the container; with every
+MASTER_ADDR, when not set already: the first host of SLURM_STEP_NODELIST (else, and always
+under Open MPI, whose ranks sit in several steps, SLURM_JOB_NODELIST), expanded here because `scontrol` is not inside the container; with every
 rank on one node, 127.0.0.1. MASTER_PORT, when not set already: HPCML_MASTER_PORT_BASE
 (default 10000) plus a number from the job id and the step id (10 x job id modulo 2000, plus
-the step id modulo 10), so neither two jobs sharing a node nor two steps of one allocation
+the step id, or Open MPI's job id, modulo 10), so neither two jobs sharing a node nor two steps of one allocation
 running at once collide.
 Standard library only: it runs in any image.
 """
@@ -165,9 +165,13 @@ def detect(env=None):
     if not (0 <= rank < world and 0 <= local_rank < local_world <= world):
         raise LaunchError(f"{source}: inconsistent ranks (rank {rank} of {world}, "
                           f"local {local_rank} of {local_world})")
+    # Open MPI's mpirun starts its ranks on the first node itself (in the batch step) and on
+    # the others through `srun` steps of one node each: there, only the job's node list and
+    # id are the same on every node. The other launchers' ranks are tasks of one step.
+    one_step = source != "openmpi"
     master = env.get("MASTER_ADDR")
     if not master:
-        nodelist = env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST")
+        nodelist = (one_step and env.get("SLURM_STEP_NODELIST")) or env.get("SLURM_JOB_NODELIST")
         if nodelist:
             master = expand_hostlist(nodelist)[0]
         elif local_world == world:
@@ -179,7 +183,7 @@ def detect(env=None):
     if not port:
         job = env.get("SLURM_JOB_ID") or env.get("OMPI_MCA_ess_base_jobid") or ""
         base = int(env.get("HPCML_MASTER_PORT_BASE", "10000"))
-        step = env.get("SLURM_STEP_ID", "0")
+        step = env.get("SLURM_STEP_ID", "0") if one_step else env.get("OMPI_MCA_ess_base_jobid", "0")
         step = int(step) % 10 if step.isdigit() else 0
         port = str(base + int(job) % 2000 * 10 + step) if job.isdigit() else "29500"
     if not port.isdigit() or not 0 < int(port) < 65536:

@@ -79,11 +79,24 @@ def test_open_mpi_inside_an_allocation_wins_over_slurm():
     assert (launch.source, launch.rank, launch.world_size, launch.master_addr) == ("openmpi", 2, 3, "nid005")
 
 
+def test_open_mpi_ranks_on_every_node_agree_on_master_and_port():
+    # mpirun's ranks on the first node live in the batch step; on the second, in the
+    # one-node step that mpirun's `srun` started for its daemon there
+    mpi = {"OMPI_COMM_WORLD_LOCAL_RANK": "0", "OMPI_COMM_WORLD_SIZE": "4",
+           "OMPI_COMM_WORLD_LOCAL_SIZE": "2", "OMPI_MCA_ess_base_jobid": "1888878593",
+           "SLURM_JOB_ID": "17", "SLURM_JOB_NODELIST": "n[1-2]"}
+    first = launchenv.detect(dict(mpi, OMPI_COMM_WORLD_RANK="0", SLURM_STEP_ID="batch"))
+    second = launchenv.detect(dict(mpi, OMPI_COMM_WORLD_RANK="2", SLURM_STEP_ID="0",
+                                   SLURM_STEP_NODELIST="n2"))
+    assert (first.master_addr, first.master_port) == (second.master_addr, second.master_port)
+    assert first.master_addr == "n1" and first.master_port == 10000 + 17 * 10 + 1888878593 % 10
+
+
 def test_open_mpi_on_one_host_without_slurm_uses_loopback():
     env = {"OMPI_COMM_WORLD_RANK": "1", "OMPI_COMM_WORLD_LOCAL_RANK": "1", "OMPI_COMM_WORLD_SIZE": "2",
            "OMPI_COMM_WORLD_LOCAL_SIZE": "2", "OMPI_MCA_ess_base_jobid": "3735879681"}
     launch = launchenv.detect(env)
-    assert launch.master_addr == "127.0.0.1" and launch.master_port == 10000 + 3735879681 % 2000 * 10
+    assert launch.master_addr == "127.0.0.1" and launch.master_port == 10000 + 3735879681 % 2000 * 10 + 3735879681 % 10
 
 
 def test_open_mpi_across_hosts_without_a_master_is_an_error():

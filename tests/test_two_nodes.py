@@ -1,0 +1,127 @@
+"""Two nodes for real (issue 16): a Slurm cluster of two nodes on this machine (network
+namespaces n1 and n2 on a bridge, tests/twonode_cluster.py), and the job scripts that
+`builder jobscript --site local --nodes 2` writes, submitted with sbatch, running the smoke
+suite in the CPU image with two ranks on each node."""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, run_builder
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("slurmd"),
+                                reason="namespaces, a bridge and slurmd need root and Debian's slurm-wlm")
+
+WRAPPER = str(ROOT / "wrappers" / "singularity_wrapper")
+QUICK = ("-m", "smoke", "all", "--sizes", "8:1M", "--warmup", "2", "--iters", "5")
+
+
+@pytest.fixture(scope="session")
+def two_nodes(tmp_path_factory):
+    from twonode_cluster import TwoNodes
+    cluster = TwoNodes(tmp_path_factory.mktemp("two-nodes"))
+    try:
+        yield cluster.start()
+    finally:
+        cluster.stop()
+
+
+def test_two_idle_nodes_with_their_own_names(two_nodes):
+    states = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %t"], env=two_nodes.env, capture_output=True,
+                            text=True, timeout=30)
+    assert states.stdout.split("\n")[:2] == ["n1 idle", "n2 idle"], states.stdout + states.stderr
+    names = subprocess.run(["srun", "-N2", "hostname"], env=two_nodes.env, capture_output=True, text=True,
+                           timeout=60)
+    assert names.returncode == 0, names.stderr
+    assert sorted(names.stdout.split()) == ["n1", "n2"]
+
+
+DONE = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL",
+        "DEADLINE", "PREEMPTED"}
+
+
+def wait_for(job, env, timeout=600):
+    """(state, exit code) once the job ends; polled (sbatch --wait sleeps ever longer between
+    its checks, which blurs the timings), and cancelled if it runs past the timeout."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        shown = subprocess.run(["scontrol", "-o", "show", "job", job], env=env, capture_output=True,
+                               text=True, timeout=30).stdout
+        fields = dict(field.split("=", 1) for field in shown.split() if "=" in field)
+        if fields.get("JobState") in DONE:
+            return fields["JobState"], fields.get("ExitCode")
+        time.sleep(0.5)
+    subprocess.run(["scancel", "--full", job], env=env, timeout=30)
+    pytest.fail(f"job {job} still running after {timeout} s")
+
+
+@pytest.mark.parametrize("launch", ["srun", "torchrun", "mpirun"])
+def test_the_two_node_script_runs_the_smoke_suite_on_both_nodes(two_nodes, apptainer, cpu_image, tmp_path, launch):
+    script = tmp_path / "job.sh"
+    written = run_builder("jobscript", "cpu", "--site", "local", "--nodes", "2", "--tasks-per-node", "2",
+                          "--launch", launch, "--time", "00:10:00", "--image", cpu_image, "--wrapper", WRAPPER,
+                          "--out", script, "--", *QUICK)
+    assert written.returncode == 0, written.stderr
+    # root runs these tests; Open MPI refuses root unless told twice
+    env = dict(two_nodes.env, HPCML_APPTAINER=apptainer, OMPI_ALLOW_RUN_AS_ROOT="1",
+               OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    for name in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "PYTHONPATH"):
+        env.pop(name, None)
+    log = tmp_path / "job.log"
+    started = time.monotonic()
+    submitted = subprocess.run(["sbatch", "--parsable", f"--output={log}", str(script)], env=env,
+                               cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert submitted.returncode == 0, submitted.stderr
+    state = wait_for(submitted.stdout.strip().split(";")[0], env)
+    took = time.monotonic() - started
+    print(f"\n{launch} on 2 nodes x 2 ranks: sbatch to job end {took:.1f} s", file=sys.stderr)
+    output = log.read_text() if log.exists() else ""
+    assert state == ("COMPLETED", "0:0"), output[-8000:]
+    # the smoke suite's default --out, relative to the job's working directory (sbatch's)
+    report = json.loads((tmp_path / "smoke-report" / "smoke.json").read_text())
+    machine = report["machine"]
+    assert (machine["hosts"], machine["nodes"], machine["ranks"], machine["ranks_per_node"]) == \
+        (["n1", "n2"], 2, 4, 2), output[-4000:]
+    assert machine["launcher"] == {"srun": "slurm", "torchrun": "torchrun", "mpirun": "openmpi"}[launch]
+    assert report["checks"]["allreduce sum"]["verdict"] == "pass", report["checks"]
+    assert all(row["wrong"] == 0 for row in report["allreduce"])
+    assert report["verdict"] == "pass", json.dumps(report["checks"], indent=1)[-4000:]
+
+
+def _traces(netns_prefix):
+    """The namespaces, links and daemons a cluster with this name prefix could leave."""
+    netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, timeout=30).stdout
+    links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True, timeout=30).stdout
+    daemons = subprocess.run(["pgrep", "-af", "slurm.conf"], capture_output=True, text=True, timeout=30).stdout
+    suffix = netns_prefix.split("-")[1]
+    return ([line for line in netns.splitlines() if line.startswith(netns_prefix)]
+            + [line for line in links.splitlines() if suffix in line]
+            + [line for line in daemons.splitlines() if "hpcml-two-nodes-" in line])
+
+
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])
+def test_the_make_target_cluster_leaves_nothing_behind_when_stopped(stop):
+    started = subprocess.Popen([sys.executable, str(ROOT / "tests" / "twonode_cluster.py")], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        first = started.stdout.readline()                  # blocks until up, or it failed
+        assert first.startswith("two nodes up: n1 198.1"), first + started.stdout.read()
+        conf = started.stdout.readline().split("SLURM_CONF=")[1].split(";")[0]
+        shown = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %t"], env=dict(os.environ, SLURM_CONF=conf),
+                               capture_output=True, text=True, timeout=30)
+        assert shown.stdout.split("\n")[:2] == ["n1 idle", "n2 idle"]
+        prefix = first.split("(netns ")[1].split(")")[0].rsplit("-", 1)[0]
+        assert _traces(prefix)
+        started.send_signal(stop)
+        assert started.wait(timeout=60) == 0
+        assert _traces(prefix) == [] and not Path(conf).parent.exists()
+    finally:
+        if started.poll() is None:
+            started.kill()

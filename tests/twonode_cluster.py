@@ -1,0 +1,195 @@
+"""A real two-node Slurm cluster on one machine: each node a network namespace (its own
+address on a bridge) with its own hostname (UTS namespace) and /etc/hosts (mount namespace),
+one slurmd in each; munged and slurmctld stay in the root namespace. Every file lives under
+a temporary directory, ports are private, addresses come from 198.18.0.0/15 (reserved for
+network tests), and the names carry a per-run suffix so that a crashed run cannot collide.
+
+Needs root. See the "Two Slurm nodes on one machine" notes for why each piece is as it is.
+"""
+
+import atexit
+import os
+import re
+import secrets
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+from slurm_cluster import Cluster, _free_port
+
+NODES = ("n1", "n2")
+
+
+def _ip(*args, check=True):
+    return subprocess.run(["ip", *args], capture_output=True, text=True, timeout=30, check=check)
+
+
+def _free_subnet():
+    """198.18.0 unless an interface holds an address there already (a crashed run's bridge,
+    a run beside this one): then the next /24 of 198.18.0.0/15 that none uses."""
+    used = set(re.findall(r"inet 198\.(1[89])\.(\d+)\.", _ip("-4", "-o", "addr", "show").stdout))
+    for index in range(2 * 256):
+        second, third = 18 + index // 256, index % 256
+        if (str(second), str(third)) not in used:
+            return f"198.{second}.{third}"
+    raise RuntimeError("no free /24 in 198.18.0.0/15")
+
+
+class TwoNodes(Cluster):
+    def __init__(self, root: Path):
+        super().__init__(root)
+        suffix = secrets.token_hex(3)                  # interface names: 15 characters at most
+        self.bridge = f"hmbr{suffix}"
+        self.netns = {node: f"hpcml-{suffix}-{node}" for node in NODES}
+        self.veths = {node: f"hmv{suffix}{i}" for i, node in enumerate(NODES)}
+        self.subnet = None
+        self.addresses = {}
+        self.stopped = False
+
+    def start(self, timeout=90):
+        atexit.register(self.stop)                     # an interrupted session still cleans up
+        try:
+            self._network()
+            self._daemons(timeout)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _network(self):
+        self.subnet = _free_subnet()
+        gateway = f"{self.subnet}.1"
+        _ip("link", "add", self.bridge, "type", "bridge")
+        _ip("addr", "add", f"{gateway}/24", "dev", self.bridge)
+        _ip("link", "set", self.bridge, "up")
+        for i, node in enumerate(NODES):
+            ns, veth, peer = self.netns[node], self.veths[node], self.veths[node] + "p"
+            self.addresses[node] = f"{self.subnet}.{11 + i}"
+            _ip("netns", "add", ns)
+            _ip("link", "add", veth, "type", "veth", "peer", "name", peer)
+            _ip("link", "set", veth, "master", self.bridge, "up")
+            _ip("link", "set", peer, "netns", ns)
+            _ip("-n", ns, "addr", "add", f"{self.addresses[node]}/24", "dev", peer)
+            _ip("-n", ns, "link", "set", peer, "up")
+            _ip("-n", ns, "link", "set", "lo", "up")     # no default route: the nodes reach
+                                                          # the subnet and nothing beyond
+
+    def _daemons(self, timeout):
+        root = self.root
+        host = socket.gethostname().split(".")[0]
+        gateway = f"{self.subnet}.1"
+        for folder in ("munge", "state", "log"):
+            (root / folder).mkdir(mode=0o700, parents=True, exist_ok=True)
+        key = root / "munge" / "munge.key"
+        key.write_bytes(os.urandom(1024))
+        key.chmod(0o400)
+        sock = root / "munge" / "munge.socket"      # a path socket: reachable from every netns
+        self._spawn("munged", ["munged", "--foreground", "--force", f"--key-file={key}",
+                               f"--socket={sock}", f"--pid-file={root / 'munge' / 'pid'}",
+                               f"--seed-file={root / 'munge' / 'seed'}",
+                               f"--log-file={root / 'log' / 'munged.log'}"])
+        self._wait(lambda: sock.exists(), 30, "munged socket")
+        # the nodes' view of names: each other and the controller, nothing of the host's
+        hosts = root / "hosts"
+        hosts.write_text("".join(f"{address} {name}\n" for name, address in
+                                 [("localhost", "127.0.0.1"), (host, gateway), *self.addresses.items()]))
+        self.conf.write_text("\n".join([
+            "ClusterName=hpcmltwo",
+            f"SlurmctldHost={host}({gateway})",     # slurmctld refuses a name not its own
+            f"SlurmctldPort={_free_port()}",
+            f"SlurmdPort={_free_port()}",
+            "AuthType=auth/munge",
+            "CredType=cred/munge",
+            f"AuthInfo=socket={sock}",
+            "SlurmUser=root",
+            "SlurmdUser=root",
+            "ProctrackType=proctrack/linuxproc",
+            "TaskPlugin=task/none",
+            "SelectType=select/cons_tres",
+            "SelectTypeParameters=CR_CPU",
+            "MpiDefault=none",
+            "ReturnToService=2",
+            "SchedulerType=sched/backfill",
+            f"StateSaveLocation={root / 'state'}",
+            f"SlurmdSpoolDir={root / 'spool-%n'}",
+            f"SlurmctldPidFile={root / 'slurmctld.pid'}",
+            f"SlurmdPidFile={root / 'slurmd-%n.pid'}",
+            f"SlurmctldLogFile={root / 'log' / 'slurmctld.log'}",
+            f"SlurmdLogFile={root / 'log' / 'slurmd-%n.log'}",
+            *(f"NodeName={node} NodeAddr={address} CPUs=2 State=UNKNOWN"
+              for node, address in self.addresses.items()),
+            "PartitionName=test Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES",
+        ]) + "\n")
+        self._spawn("slurmctld", ["slurmctld", "-D", "-i", "-f", str(self.conf)])
+        for node in NODES:
+            # nsenter, not `ip netns exec`: that remounts /sys, which hides /sys/fs/cgroup and
+            # slurmd fails "Unable to initialize cgroup plugin". unshare and sh exec, so the
+            # process we hold is slurmd itself.
+            self._spawn(f"slurmd-{node}", [
+                "nsenter", f"--net=/run/netns/{self.netns[node]}",
+                "unshare", "--uts", "--mount", "--propagation", "private",
+                "sh", "-c", 'hostname "$1" && mount --bind "$2" /etc/hosts && exec slurmd -D -N "$1" -f "$3"',
+                "sh", node, str(hosts), str(self.conf)])
+        self._wait(self._idle, timeout, "two idle nodes in sinfo")
+
+    def _idle(self):
+        result = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %t"], env=self.env, capture_output=True,
+                                text=True, timeout=30)
+        states = dict(line.split() for line in result.stdout.splitlines() if len(line.split()) == 2)
+        return result.returncode == 0 and all(states.get(node) == "idle" for node in NODES)
+
+    def stop(self):
+        """Daemons, what runs in the namespaces, the namespaces, links and files: all gone.
+        Safe to call twice and after a start() that failed halfway."""
+        if self.stopped:
+            return
+        self.stopped = True
+        super().stop()                                 # munged, slurmctld, slurmd, by pid
+        existing = set(_ip("netns", "list", check=False).stdout.split())
+        for ns in self.netns.values():
+            if ns not in existing:
+                continue
+            for _ in range(10):                        # job steps, ranks, stray sruns
+                pids = [int(p) for p in _ip("netns", "pids", ns, check=False).stdout.split()]
+                if not pids:
+                    break
+                for pid in pids:
+                    try:
+                        os.kill(pid, 9)
+                    except ProcessLookupError:
+                        pass
+                time.sleep(0.3)
+            _ip("netns", "del", ns, check=False)      # takes the veth peer inside with it
+        for link in (*self.veths.values(), self.bridge):
+            _ip("link", "del", link, check=False)
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def main():
+    """`make two-nodes`: start the cluster, say how to use it, stop it at Enter or Ctrl-C."""
+    import signal
+    import sys
+    import tempfile
+    if os.geteuid() != 0:
+        print("error: two-nodes: namespaces and a bridge need root; run it as root", file=sys.stderr)
+        return 2
+    cluster = TwoNodes(Path(tempfile.mkdtemp(prefix="hpcml-two-nodes-")))
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    cluster.start()
+    try:
+        print(f"two nodes up: {', '.join(f'{n} {a} (netns {cluster.netns[n]})' for n, a in cluster.addresses.items())}\n"
+              f"in another shell:  export SLURM_CONF={cluster.conf}; sinfo; srun -N2 hostname\n"
+              "press Enter (or Ctrl-C) to stop them and remove every trace", flush=True)
+        try:
+            sys.stdin.readline()
+        except KeyboardInterrupt:
+            pass
+    finally:
+        cluster.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
