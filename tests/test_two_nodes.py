@@ -43,6 +43,22 @@ def test_two_idle_nodes_with_their_own_names(two_nodes):
     assert sorted(names.stdout.split()) == ["n1", "n2"]
 
 
+def test_each_nodes_first_address_is_a_decoy_the_other_node_cannot_reach(two_nodes):
+    """The trap the launches below must miss: DeepSpeed's multi-node runner (and many hand-made
+    scripts) take the first address of `hostname -I` on the first node as the master."""
+    first = subprocess.run(["srun", "-N2", "--ntasks-per-node=1", "sh", "-c", 'echo "$(hostname) $(hostname -I)"'],
+                           env=two_nodes.env, capture_output=True, text=True, timeout=60)
+    assert first.returncode == 0, first.stderr
+    shown = {line.split()[0]: line.split()[1:] for line in first.stdout.splitlines()}
+    assert shown == {node: [two_nodes.decoys[node], two_nodes.addresses[node]] for node in ("n1", "n2")}
+    reach = 'exec 3<>"/dev/tcp/$1/$2" && echo reached'
+    port = str(two_nodes.slurmd_port)
+    for address, reached in ((two_nodes.decoys["n1"], False), (two_nodes.addresses["n1"], True)):
+        tried = subprocess.run(["srun", "-w", "n2", "-N1", "-n1", "timeout", "10", "bash", "-c", reach, "bash",
+                                address, port], env=two_nodes.env, capture_output=True, text=True, timeout=60)
+        assert ("reached" in tried.stdout) is reached, (address, tried.stdout, tried.stderr)
+
+
 DONE = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL",
         "DEADLINE", "PREEMPTED"}
 
@@ -62,7 +78,7 @@ def wait_for(job, env, timeout=600):
     pytest.fail(f"job {job} still running after {timeout} s")
 
 
-@pytest.mark.parametrize("launch", ["srun", "torchrun", "mpirun"])
+@pytest.mark.parametrize("launch", ["srun", "torchrun", "mpirun", "deepspeed"])
 def test_the_two_node_script_runs_the_smoke_suite_on_both_nodes(two_nodes, apptainer, cpu_image, tmp_path, launch):
     script = tmp_path / "job.sh"
     written = run_builder("jobscript", "cpu", "--site", "local", "--nodes", "2", "--tasks-per-node", "2",
@@ -89,7 +105,8 @@ def test_the_two_node_script_runs_the_smoke_suite_on_both_nodes(two_nodes, appta
     machine = report["machine"]
     assert (machine["hosts"], machine["nodes"], machine["ranks"], machine["ranks_per_node"]) == \
         (["n1", "n2"], 2, 4, 2), output[-4000:]
-    assert machine["launcher"] == {"srun": "slurm", "torchrun": "torchrun", "mpirun": "openmpi"}[launch]
+    assert machine["launcher"] == {"srun": "slurm", "torchrun": "torchrun", "mpirun": "openmpi",
+                                   "deepspeed": "slurm"}[launch]
     assert report["checks"]["allreduce sum"]["verdict"] == "pass", report["checks"]
     assert all(row["wrong"] == 0 for row in report["allreduce"])
     assert report["verdict"] == "pass", json.dumps(report["checks"], indent=1)[-4000:]

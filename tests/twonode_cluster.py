@@ -20,6 +20,7 @@ from pathlib import Path
 from slurm_cluster import Cluster, _free_port
 
 NODES = ("n1", "n2")
+DECOY_NET = "198.19.254"          # inside each namespace only, never on the bridge
 
 
 def _ip(*args, check=True):
@@ -46,6 +47,7 @@ class TwoNodes(Cluster):
         self.veths = {node: f"hmv{suffix}{i}" for i, node in enumerate(NODES)}
         self.subnet = None
         self.addresses = {}
+        self.decoys = {}
         self.stopped = False
 
     def start(self, timeout=90):
@@ -75,11 +77,20 @@ class TwoNodes(Cluster):
             _ip("-n", ns, "link", "set", peer, "up")
             _ip("-n", ns, "link", "set", "lo", "up")     # no default route: the nodes reach
                                                           # the subnet and nothing beyond
+            # The decoy: an interface made inside the namespace, so it comes first in
+            # `hostname -I` (as a blocked Ethernet port does on real nodes), with an address
+            # the other node has no route to. Launches must not pick it.
+            self.decoys[node] = f"{DECOY_NET}.{11 + i}"
+            _ip("-n", ns, "link", "add", "decoy0", "type", "veth", "peer", "name", "decoy0p")
+            _ip("-n", ns, "addr", "add", f"{self.decoys[node]}/32", "dev", "decoy0")
+            _ip("-n", ns, "link", "set", "decoy0", "up")
+            _ip("-n", ns, "link", "set", "decoy0p", "up")
 
     def _daemons(self, timeout):
         root = self.root
         host = socket.gethostname().split(".")[0]
         gateway = f"{self.subnet}.1"
+        self.slurmd_port = _free_port()                # every slurmd listens there, on its node
         for folder in ("munge", "state", "log"):
             (root / folder).mkdir(mode=0o700, parents=True, exist_ok=True)
         key = root / "munge" / "munge.key"
@@ -99,7 +110,7 @@ class TwoNodes(Cluster):
             "ClusterName=hpcmltwo",
             f"SlurmctldHost={host}({gateway})",     # slurmctld refuses a name not its own
             f"SlurmctldPort={_free_port()}",
-            f"SlurmdPort={_free_port()}",
+            f"SlurmdPort={self.slurmd_port}",
             "AuthType=auth/munge",
             "CredType=cred/munge",
             f"AuthInfo=socket={sock}",
