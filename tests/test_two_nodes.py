@@ -5,6 +5,7 @@ suite in the CPU image with two ranks on each node."""
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -31,6 +32,50 @@ def two_nodes(tmp_path_factory):
         yield cluster.start()
     finally:
         cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def site_file(two_nodes):
+    """The local site as the wrapper reads it, with multi-node settings for this cluster: the
+    subnet Open MPI's TCP transport may use (without it, it also tries the decoys and the
+    all-reduce dies), and a bind, a variable and a library path that are harmless to observe."""
+    text = (ROOT / "wrappers" / "sites" / "local.sh").read_text()
+    bind = two_nodes.root / "multi-node-bind"
+    bind.mkdir()
+    settings = {
+        "HPCML_MULTI_NODE_BINDS": f"({bind}:/hpcml-multi-node-bind)",   # /tmp is bound anyway
+        "HPCML_MULTI_NODE_ENV": f"('OMPI_MCA_btl_tcp_if_include={two_nodes.subnet}.0/24' 'HPCML_TEST_MULTI_NODE=applied')",
+        "HPCML_MULTI_NODE_LIBRARY_PATH": "(/opt/hpcml-test-lib)",
+    }
+    for name, value in settings.items():
+        text, count = re.subn(rf"^{name}=.*$", f"{name}={value}", text, flags=re.M)
+        assert count == 1, name
+    path = two_nodes.root / "two-nodes.sh"
+    path.write_text(text)
+    return path
+
+
+def job_env(two_nodes, site_file, apptainer):
+    # root runs these tests; Open MPI refuses root unless told twice
+    env = dict(two_nodes.env, HPCML_APPTAINER=apptainer, HPCML_SITE_FILE=str(site_file),
+               OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    for name in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "PYTHONPATH"):
+        env.pop(name, None)
+    return env
+
+
+@pytest.mark.parametrize("nodes", [1, 2])
+def test_the_sites_multi_node_settings_apply_on_two_nodes_only(two_nodes, site_file, apptainer, cpu_image, nodes):
+    show = ('echo "$HPCML_TEST_MULTI_NODE|$OMPI_MCA_btl_tcp_if_include|${LD_LIBRARY_PATH%%:*}|'
+            '$(test -d /hpcml-multi-node-bind && echo bound)"')
+    env = dict(job_env(two_nodes, site_file, apptainer), SING_IMAGE=str(cpu_image))
+    shown = subprocess.run(["srun", f"-N{nodes}", "--ntasks-per-node=1", WRAPPER, "exec", "sh", "-c", show],
+                           env=env, capture_output=True, text=True, timeout=120)
+    assert shown.returncode == 0, shown.stderr
+    # one node: the image's own library path ahead (Apptainer's), nothing of the site's
+    expected = (f"applied|{two_nodes.subnet}.0/24|/opt/hpcml-test-lib|bound" if nodes == 2 else
+                "||/.singularity.d/libs|")
+    assert shown.stdout.split("\n")[:-1] == [expected] * nodes
 
 
 def test_two_idle_nodes_with_their_own_names(two_nodes):
@@ -79,17 +124,14 @@ def wait_for(job, env, timeout=600):
 
 
 @pytest.mark.parametrize("launch", ["srun", "torchrun", "mpirun", "deepspeed"])
-def test_the_two_node_script_runs_the_smoke_suite_on_both_nodes(two_nodes, apptainer, cpu_image, tmp_path, launch):
+def test_the_two_node_script_runs_the_smoke_suite_on_both_nodes(two_nodes, site_file, apptainer, cpu_image, tmp_path,
+                                                                launch):
     script = tmp_path / "job.sh"
     written = run_builder("jobscript", "cpu", "--site", "local", "--nodes", "2", "--tasks-per-node", "2",
                           "--launch", launch, "--time", "00:10:00", "--image", cpu_image, "--wrapper", WRAPPER,
                           "--out", script, "--", *QUICK)
     assert written.returncode == 0, written.stderr
-    # root runs these tests; Open MPI refuses root unless told twice
-    env = dict(two_nodes.env, HPCML_APPTAINER=apptainer, OMPI_ALLOW_RUN_AS_ROOT="1",
-               OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-    for name in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "PYTHONPATH"):
-        env.pop(name, None)
+    env = job_env(two_nodes, site_file, apptainer)
     log = tmp_path / "job.log"
     started = time.monotonic()
     submitted = subprocess.run(["sbatch", "--parsable", f"--output={log}", str(script)], env=env,
