@@ -15,7 +15,8 @@ $(VENV)/.installed: pyproject.toml
 
 setup: $(VENV)/.installed
 	scripts/ensure-debian-packages shellcheck debootstrap slurmctld:slurm-wlm munged:munge \
-		mpirun:openmpi-bin /usr/share/lmod/lmod/libexec/lmod:lmod tclsh:tcl
+		mpirun:openmpi-bin /usr/share/lmod/lmod/libexec/lmod:lmod tclsh:tcl \
+		/usr/lib/x86_64-linux-gnu/libpmix.so:libpmix-dev
 
 render: setup
 	$(PY) -m builder render --all

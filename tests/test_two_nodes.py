@@ -123,14 +123,27 @@ def wait_for(job, env, timeout=600):
     pytest.fail(f"job {job} still running after {timeout} s")
 
 
-@pytest.mark.parametrize("launch", ["srun", "torchrun", "mpirun", "deepspeed"])
+def pmix_recipes(folder):
+    """The recipe tree with the local site's Slurm offering PMIx, as Debian's Slurm does (with
+    libpmix-dev): `--launch mpirun` then writes `srun --mpi=pmix` instead of the host's mpirun."""
+    shutil.copytree(ROOT / "recipes", folder)
+    site = folder / "sites" / "local.yaml"
+    text, count = re.subn(r"^  slurm_mpi: none$", "  slurm_mpi: pmix", site.read_text(), flags=re.M)
+    assert count == 1
+    site.write_text(text)
+    return folder
+
+
+@pytest.mark.parametrize("launch", ["srun", "torchrun", "mpirun", "mpirun-pmix", "deepspeed"])
 def test_the_two_node_script_runs_the_smoke_suite_on_both_nodes(two_nodes, site_file, apptainer, cpu_image, tmp_path,
                                                                 launch):
     script = tmp_path / "job.sh"
-    written = run_builder("jobscript", "cpu", "--site", "local", "--nodes", "2", "--tasks-per-node", "2",
-                          "--launch", launch, "--time", "00:10:00", "--image", cpu_image, "--wrapper", WRAPPER,
+    recipes = pmix_recipes(tmp_path / "recipes") if launch == "mpirun-pmix" else ROOT / "recipes"
+    written = run_builder("jobscript", "cpu", "--recipes", recipes, "--site", "local", "--nodes", "2",
+                          "--tasks-per-node", "2", "--launch", launch.split("-")[0], "--time", "00:10:00", "--image", cpu_image, "--wrapper", WRAPPER,
                           "--out", script, "--", *QUICK)
     assert written.returncode == 0, written.stderr
+    assert ("srun --mpi=pmix " in script.read_text()) is (launch == "mpirun-pmix")
     env = job_env(two_nodes, site_file, apptainer)
     log = tmp_path / "job.log"
     started = time.monotonic()
@@ -147,7 +160,7 @@ def test_the_two_node_script_runs_the_smoke_suite_on_both_nodes(two_nodes, site_
     machine = report["machine"]
     assert (machine["hosts"], machine["nodes"], machine["ranks"], machine["ranks_per_node"]) == \
         (["n1", "n2"], 2, 4, 2), output[-4000:]
-    assert machine["launcher"] == {"srun": "slurm", "torchrun": "torchrun", "mpirun": "openmpi",
+    assert machine["launcher"] == {"srun": "slurm", "torchrun": "torchrun", "mpirun": "openmpi", "mpirun-pmix": "pmix",
                                    "deepspeed": "slurm"}[launch]
     assert report["checks"]["allreduce sum"]["verdict"] == "pass", report["checks"]
     assert all(row["wrong"] == 0 for row in report["allreduce"])

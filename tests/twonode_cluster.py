@@ -133,6 +133,12 @@ class TwoNodes(Cluster):
               for node, address in self.addresses.items()),
             "PartitionName=test Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES",
         ]) + "\n")
+        # PMIx's per-step client folders are named by job and step only: nodes that share
+        # /tmp would collide, so each node sees a folder of its own at one path
+        pmix = root / "pmix"
+        for folder in (pmix, *(root / f"pmix-{node}" for node in NODES)):
+            folder.mkdir()
+        (root / "mpi.conf").write_text(f"PMIxCliTmpDirBase={pmix}\n")
         self._spawn("slurmctld", ["slurmctld", "-D", "-i", "-f", str(self.conf)])
         for node in NODES:
             # nsenter, not `ip netns exec`: that remounts /sys, which hides /sys/fs/cgroup and
@@ -141,8 +147,9 @@ class TwoNodes(Cluster):
             self._spawn(f"slurmd-{node}", [
                 "nsenter", f"--net=/run/netns/{self.netns[node]}",
                 "unshare", "--uts", "--mount", "--propagation", "private",
-                "sh", "-c", 'hostname "$1" && mount --bind "$2" /etc/hosts && exec slurmd -D -N "$1" -f "$3"',
-                "sh", node, str(hosts), str(self.conf)])
+                "sh", "-c", 'hostname "$1" && mount --bind "$2" /etc/hosts && mount --bind "$4" "$5" && '
+                            'exec slurmd -D -N "$1" -f "$3"',
+                "sh", node, str(hosts), str(self.conf), str(root / f"pmix-{node}"), str(pmix)])
         self._wait(self._idle, timeout, "two idle nodes in sinfo")
 
     def _idle(self):
