@@ -17,6 +17,13 @@ def _free_port():
         return probe.getsockname()[1]
 
 
+# What every test cluster shares: munge, root, no cgroups, CPUs as the unit.
+COMMON_SETTINGS = ("AuthType=auth/munge", "CredType=cred/munge", "SlurmUser=root", "SlurmdUser=root",
+                   "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none", "SelectType=select/cons_tres",
+                   "SelectTypeParameters=CR_CPU", "MpiDefault=none", "ReturnToService=2",
+                   "SchedulerType=sched/backfill")
+
+
 class Cluster:
     def __init__(self, root: Path):
         self.root = root
@@ -43,18 +50,8 @@ class Cluster:
             f"SlurmctldHost={host}",
             f"SlurmctldPort={_free_port()}",
             f"SlurmdPort={_free_port()}",
-            "AuthType=auth/munge",
-            "CredType=cred/munge",
             f"AuthInfo=socket={sock}",
-            "SlurmUser=root",
-            "SlurmdUser=root",
-            "ProctrackType=proctrack/linuxproc",
-            "TaskPlugin=task/none",
-            "SelectType=select/cons_tres",
-            "SelectTypeParameters=CR_CPU",
-            "MpiDefault=none",
-            "ReturnToService=2",
-            "SchedulerType=sched/backfill",
+            *COMMON_SETTINGS,
             f"StateSaveLocation={self.root / 'state'}",
             f"SlurmdSpoolDir={self.root / 'spool'}",
             f"SlurmctldPidFile={self.root / 'slurmctld.pid'}",

@@ -17,7 +17,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from slurm_cluster import Cluster, _free_port
+from slurm_cluster import COMMON_SETTINGS, Cluster, _free_port
 
 NODES = ("n1", "n2")
 DECOY_NET = "198.19.254"          # inside each namespace only, never on the bridge
@@ -111,18 +111,8 @@ class TwoNodes(Cluster):
             f"SlurmctldHost={host}({gateway})",     # slurmctld refuses a name not its own
             f"SlurmctldPort={_free_port()}",
             f"SlurmdPort={self.slurmd_port}",
-            "AuthType=auth/munge",
-            "CredType=cred/munge",
             f"AuthInfo=socket={sock}",
-            "SlurmUser=root",
-            "SlurmdUser=root",
-            "ProctrackType=proctrack/linuxproc",
-            "TaskPlugin=task/none",
-            "SelectType=select/cons_tres",
-            "SelectTypeParameters=CR_CPU",
-            "MpiDefault=none",
-            "ReturnToService=2",
-            "SchedulerType=sched/backfill",
+            *COMMON_SETTINGS,
             f"StateSaveLocation={root / 'state'}",
             f"SlurmdSpoolDir={root / 'spool-%n'}",
             f"SlurmctldPidFile={root / 'slurmctld.pid'}",
