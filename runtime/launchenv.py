@@ -18,16 +18,18 @@ Slurm runs around `srun torchrun` and `mpirun` inside an allocation):
   6. nothing: a single process (rank 0 of 1)
 
 MASTER_ADDR, when not set already: the first host of SLURM_STEP_NODELIST (else, and always
-under Open MPI, whose ranks sit in several steps, SLURM_JOB_NODELIST), expanded here because `scontrol` is not inside the container; with every
-rank on one node, 127.0.0.1. MASTER_PORT, when not set already: HPCML_MASTER_PORT_BASE
+under Open MPI, whose ranks sit in several steps, SLURM_JOB_NODELIST), expanded here because
+`scontrol` is not inside the container; with every rank on one node, 127.0.0.1. MASTER_PORT, when not set already: HPCML_MASTER_PORT_BASE
 (default 10000) plus a number from the job id and the step id (10 x job id modulo 2000, plus
 the step id, or Open MPI's job id, modulo 10), so neither two jobs sharing a node nor two steps of one allocation
-running at once collide.
+running at once collide. On more than one node, `python -m launchenv` stops with one line
+(exit status 2) when MASTER_ADDR does not resolve on this node.
 Standard library only: it runs in any image.
 """
 
 import os
 import re
+import socket
 import sys
 from dataclasses import dataclass
 
@@ -199,10 +201,24 @@ def apply(env=None):
     return launch
 
 
+def check_master_resolves(launch):
+    """Ranks on other nodes must find the master by name: say so here, at once and in one
+    line, rather than after the rendezvous timeout (minutes) with torch's retry messages."""
+    if launch.world_size == launch.local_world_size:
+        return                                     # one node: the master is this machine
+    try:
+        socket.getaddrinfo(launch.master_addr, launch.master_port, type=socket.SOCK_STREAM)
+    except socket.gaierror as error:
+        raise LaunchError(f"rank {launch.rank} on {socket.gethostname()}: MASTER_ADDR "
+                          f"{launch.master_addr!r} does not resolve here ({error.strerror}); every "
+                          "node must resolve it (DNS or /etc/hosts), or set MASTER_ADDR to an address")
+
+
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         launch = apply()
+        check_master_resolves(launch)
     except LaunchError as error:
         print(f"error: launchenv: {error}", file=sys.stderr)
         return 2

@@ -1,4 +1,5 @@
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -74,3 +75,34 @@ def slurm(tmp_path_factory):
     cluster = Cluster(tmp_path_factory.mktemp("slurm")).start()
     yield cluster
     cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def two_nodes(tmp_path_factory):
+    from twonode_cluster import TwoNodes
+    cluster = TwoNodes(tmp_path_factory.mktemp("two-nodes"))
+    try:
+        yield cluster.start()
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def site_file(two_nodes):
+    """The local site as the wrapper reads it, with multi-node settings for this cluster: the
+    subnet Open MPI's TCP transport may use (without it, it also tries the decoys and the
+    all-reduce dies), and a bind, a variable and a library path that are harmless to observe."""
+    text = (ROOT / "wrappers" / "sites" / "local.sh").read_text()
+    bind = two_nodes.root / "multi-node-bind"
+    bind.mkdir()
+    settings = {
+        "HPCML_MULTI_NODE_BINDS": f"({bind}:/hpcml-multi-node-bind)",   # /tmp is bound anyway
+        "HPCML_MULTI_NODE_ENV": f"('OMPI_MCA_btl_tcp_if_include={two_nodes.subnet}.0/24' 'HPCML_TEST_MULTI_NODE=applied')",
+        "HPCML_MULTI_NODE_LIBRARY_PATH": "(/opt/hpcml-test-lib)",
+    }
+    for name, value in settings.items():
+        text, count = re.subn(rf"^{name}=.*$", f"{name}={value}", text, flags=re.M)
+        assert count == 1, name
+    path = two_nodes.root / "two-nodes.sh"
+    path.write_text(text)
+    return path

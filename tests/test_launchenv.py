@@ -150,17 +150,31 @@ def test_apply_exports_all_six_variables():
 
 
 def test_command_line_prints_exports_and_runs_commands():
-    env = dict(SLURM, PATH="/usr/bin:/bin")
+    # the master must resolve here: the first node of this list is this machine
+    env = dict(SLURM, PATH="/usr/bin:/bin", SLURM_STEP_NODELIST="localhost,nid006")
     shown = subprocess.run([sys.executable, ROOT / "runtime" / "launchenv.py"], env=env,
                            capture_output=True, text=True)
     assert "export RANK=5" in shown.stdout and "# from slurm" in shown.stdout
     ran = subprocess.run([sys.executable, ROOT / "runtime" / "launchenv.py", "--", "sh", "-c",
                           'echo "$RANK/$WORLD_SIZE@$MASTER_ADDR"'], env=env, capture_output=True, text=True)
-    assert ran.stdout.strip() == "5/8@nid005"
+    assert ran.stdout.strip() == "5/8@localhost"
     bad = subprocess.run([sys.executable, ROOT / "runtime" / "launchenv.py"],
                          env={"SLURM_PROCID": "9", "SLURM_LOCALID": "0", "SLURM_NTASKS": "2"},
                          capture_output=True, text=True)
     assert bad.returncode == 2 and bad.stderr.startswith("error: launchenv:")
+
+
+def test_a_master_that_does_not_resolve_on_this_node_stops_the_rank_in_one_line():
+    env = dict(SLURM, PATH="/usr/bin:/bin", SLURM_STEP_NODELIST="nid005.invalid,nid006.invalid")
+    ran = subprocess.run([sys.executable, ROOT / "runtime" / "launchenv.py", "--", "true"], env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert ran.returncode == 2
+    assert ran.stderr.startswith("error: launchenv: rank 5 on ") and ran.stderr.count("\n") == 1
+    assert "MASTER_ADDR 'nid005.invalid' does not resolve here" in ran.stderr
+    # one node: the name is never looked up (the ranks meet on this machine)
+    alone = dict(env, SLURM_STEP_NODELIST="nid005.invalid", SLURM_STEP_TASKS_PER_NODE="8", SLURM_NODEID="0")
+    assert subprocess.run([sys.executable, ROOT / "runtime" / "launchenv.py", "--", "true"], env=alone,
+                          timeout=60).returncode == 0
 
 
 def test_the_command_wrapper_passes_on_which_launcher_set_the_ranks():

@@ -16,52 +16,13 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, run_builder
+from slurm_jobs import job_env, wait_for
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("slurmd"),
                                 reason="namespaces, a bridge and slurmd need root and Debian's slurm-wlm")
 
 WRAPPER = str(ROOT / "wrappers" / "singularity_wrapper")
 QUICK = ("-m", "smoke", "all", "--sizes", "8:1M", "--warmup", "2", "--iters", "5")
-
-
-@pytest.fixture(scope="session")
-def two_nodes(tmp_path_factory):
-    from twonode_cluster import TwoNodes
-    cluster = TwoNodes(tmp_path_factory.mktemp("two-nodes"))
-    try:
-        yield cluster.start()
-    finally:
-        cluster.stop()
-
-
-@pytest.fixture(scope="session")
-def site_file(two_nodes):
-    """The local site as the wrapper reads it, with multi-node settings for this cluster: the
-    subnet Open MPI's TCP transport may use (without it, it also tries the decoys and the
-    all-reduce dies), and a bind, a variable and a library path that are harmless to observe."""
-    text = (ROOT / "wrappers" / "sites" / "local.sh").read_text()
-    bind = two_nodes.root / "multi-node-bind"
-    bind.mkdir()
-    settings = {
-        "HPCML_MULTI_NODE_BINDS": f"({bind}:/hpcml-multi-node-bind)",   # /tmp is bound anyway
-        "HPCML_MULTI_NODE_ENV": f"('OMPI_MCA_btl_tcp_if_include={two_nodes.subnet}.0/24' 'HPCML_TEST_MULTI_NODE=applied')",
-        "HPCML_MULTI_NODE_LIBRARY_PATH": "(/opt/hpcml-test-lib)",
-    }
-    for name, value in settings.items():
-        text, count = re.subn(rf"^{name}=.*$", f"{name}={value}", text, flags=re.M)
-        assert count == 1, name
-    path = two_nodes.root / "two-nodes.sh"
-    path.write_text(text)
-    return path
-
-
-def job_env(two_nodes, site_file, apptainer):
-    # root runs these tests; Open MPI refuses root unless told twice
-    env = dict(two_nodes.env, HPCML_APPTAINER=apptainer, HPCML_SITE_FILE=str(site_file),
-               OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-    for name in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "PYTHONPATH"):
-        env.pop(name, None)
-    return env
 
 
 @pytest.mark.parametrize("nodes", [1, 2])
@@ -102,25 +63,6 @@ def test_each_nodes_first_address_is_a_decoy_the_other_node_cannot_reach(two_nod
         tried = subprocess.run(["srun", "-w", "n2", "-N1", "-n1", "timeout", "10", "bash", "-c", reach, "bash",
                                 address, port], env=two_nodes.env, capture_output=True, text=True, timeout=60)
         assert ("reached" in tried.stdout) is reached, (address, tried.stdout, tried.stderr)
-
-
-DONE = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL",
-        "DEADLINE", "PREEMPTED"}
-
-
-def wait_for(job, env, timeout=600):
-    """(state, exit code) once the job ends; polled (sbatch --wait sleeps ever longer between
-    its checks, which blurs the timings), and cancelled if it runs past the timeout."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        shown = subprocess.run(["scontrol", "-o", "show", "job", job], env=env, capture_output=True,
-                               text=True, timeout=30).stdout
-        fields = dict(field.split("=", 1) for field in shown.split() if "=" in field)
-        if fields.get("JobState") in DONE:
-            return fields["JobState"], fields.get("ExitCode")
-        time.sleep(0.5)
-    subprocess.run(["scancel", "--full", job], env=env, timeout=30)
-    pytest.fail(f"job {job} still running after {timeout} s")
 
 
 def pmix_recipes(folder):

@@ -8,6 +8,7 @@ Needs root. See the "Two Slurm nodes on one machine" notes for why each piece is
 """
 
 import atexit
+import contextlib
 import os
 import re
 import secrets
@@ -48,6 +49,7 @@ class TwoNodes(Cluster):
         self.subnet = None
         self.addresses = {}
         self.decoys = {}
+        self.slurmd_pids = {}
         self.stopped = False
 
     def start(self, timeout=90):
@@ -140,7 +142,24 @@ class TwoNodes(Cluster):
                 "sh", "-c", 'hostname "$1" && mount --bind "$2" /etc/hosts && mount --bind "$4" "$5" && '
                             'exec slurmd -D -N "$1" -f "$3"',
                 "sh", node, str(hosts), str(self.conf), str(root / f"pmix-{node}"), str(pmix)])
+            self.slurmd_pids[node] = self.processes[-1].pid
         self._wait(self._idle, timeout, "two idle nodes in sinfo")
+
+    @contextlib.contextmanager
+    def hosts_without(self, node, name):
+        """For the block, `node` cannot resolve `name`: a copy of the nodes' hosts file without
+        it, bound over /etc/hosts in that node's mount namespace (slurmd's, which its job steps
+        and the containers in them share), then unbound."""
+        hosts = self.root / "hosts"
+        view = self.root / f"hosts-{node}-without-{name}"
+        view.write_text("".join(line for line in hosts.read_text().splitlines(keepends=True)
+                                if line.split()[1:] != [name]))
+        enter = ["nsenter", "-t", str(self.slurmd_pids[node]), "-m"]
+        subprocess.run([*enter, "mount", "--bind", str(view), "/etc/hosts"], check=True, timeout=30)
+        try:
+            yield
+        finally:
+            subprocess.run([*enter, "umount", "/etc/hosts"], check=True, timeout=30)
 
     def _idle(self):
         result = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %t"], env=self.env, capture_output=True,

@@ -295,8 +295,8 @@ def _launch(p: Plan):
             p.why.append("launch torchrun: one task per node, c10d rendezvous on the first node")
     elif p.launch == "srun" or (p.launch == "deepspeed" and nodes > 1):
         line = cmd("srun", *bind, *wrapper, *ranks)
-        what = "DeepSpeed across nodes: one task per GPU, ranks from Slurm (no ssh)" \
-            if p.launch == "deepspeed" else "srun: one task per GPU, launchenv sets the ranks"
+        what = "DeepSpeed across nodes: one task per rank, ranks from Slurm (no ssh)" \
+            if p.launch == "deepspeed" else "srun: one task per rank, launchenv sets the ranks"
         p.why.append(f"launch {what}")
     elif p.launch == "mpirun":
         if site.slurm_mpi != "none":
