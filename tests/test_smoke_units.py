@@ -110,6 +110,12 @@ def test_errors_map_to_a_likely_cause(error, cause):
     assert cause in diagnose.likely_cause(error)
 
 
+def test_a_lost_peer_is_named_by_address_and_host():
+    error = "[../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer [127.0.0.1]:5511"
+    assert diagnose.likely_cause(error).startswith("the rank(s) at 127.0.0.1 (localhost) died or exited early")
+    assert diagnose.likely_cause("Connection reset by peer").startswith("another rank died")
+
+
 def test_a_missing_plugin_in_the_transport_lines_is_named():
     lines = (NCCL_LOGS / "lumi-no-plugin.log").read_text().splitlines()
     assert "plugin is missing" in diagnose.likely_cause("unhandled system error", lines)

@@ -3,6 +3,7 @@
 import re
 import socket
 
+DIED = "another rank died or exited early (look at the other ranks' messages above)"
 CAUSES = (
     (r"Name or service not known|gai error|Temporary failure in name resolution|nodename nor servname|"
      r"does not resolve",
@@ -15,7 +16,7 @@ CAUSES = (
      "the NCCL/RCCL network plugin is missing (its directory is not on LD_LIBRARY_PATH)"),
     (r"Connection closed by peer|Connection reset|Broken pipe|remote process exited|peer.*(closed|died)|"
      r"EOF|ProcessGroupNCCL.*(abort|Abort)",
-     "another rank died or exited early (look at the other ranks' messages above)"),
+     DIED),
     (r"Connection refused",
      "nothing listens at MASTER_ADDR:MASTER_PORT: rank 0 failed before it opened its store, or "
      "the ranks disagree on the address or port"),
@@ -25,10 +26,27 @@ CAUSES = (
 )
 
 
+# gloo and NCCL name the peer whose connection broke: "[198.18.0.12]:43215", "to 10.1.2.3<5678>"
+_PEER = re.compile(r"\[?((?:\d{1,3}\.){3}\d{1,3})\]?(?::\d+|<\d+>)")
+
+
+def lost_peers(text):
+    """'198.18.0.12 (n2)' for each peer address in an error, named as this node resolves it."""
+    named = []
+    for address in dict.fromkeys(_PEER.findall(text)):
+        try:
+            name = socket.gethostbyaddr(address)[0].split(".")[0]
+        except (OSError, UnicodeError):
+            name = "no name"
+        named.append(f"{address} ({name})")
+    return named
+
+
 def likely_cause(text, transport_lines=()):
     for pattern, cause in CAUSES:
         if re.search(pattern, text):
-            return cause
+            peers = lost_peers(text) if cause is DIED else []
+            return (cause.replace("another rank", "the rank(s) at " + ", ".join(peers), 1) if peers else cause)
     for pattern, cause in CAUSES[2:3]:
         if any(re.search(pattern, line) for line in transport_lines):
             return cause
