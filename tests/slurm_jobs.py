@@ -1,9 +1,17 @@
 """Submitting jobs to the test clusters and waiting for them, bounded in time."""
 
+import os
+import shutil
 import subprocess
 import time
 
 import pytest
+
+from conftest import ROOT
+
+WRAPPER = str(ROOT / "wrappers" / "singularity_wrapper")
+NEEDS_TWO_NODES = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("slurmd"),
+                                     reason="namespaces, a bridge and slurmd need root and Debian's slurm-wlm")
 
 
 def job_env(two_nodes, site_file, apptainer):

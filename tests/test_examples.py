@@ -4,7 +4,6 @@ launch mode they are shown with, and a job stopped part way (scancel, or Slurm's
 its time limit) and submitted again ends with the parameters of a job that ran straight
 through, bit for bit."""
 
-import os
 import re
 import shutil
 import subprocess
@@ -14,12 +13,9 @@ import time
 import pytest
 
 from conftest import ROOT, run_builder
-from slurm_jobs import job_env, wait_for
+from slurm_jobs import NEEDS_TWO_NODES, WRAPPER, job_env, wait_for
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("slurmd"),
-                                reason="namespaces, a bridge and slurmd need root and Debian's slurm-wlm")
-
-WRAPPER = str(ROOT / "wrappers" / "singularity_wrapper")
+pytestmark = NEEDS_TWO_NODES
 # about 1.5 s an epoch with 2 x 2 ranks on this kind of machine: long enough for Slurm's
 # signal (sent up to 30 s before the time asked for) to find the job still training
 TRAIN = ("examples/ddp_cnn.py", "--epochs", "40", "--samples", "8192", "--resume")

@@ -16,12 +16,9 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, run_builder
-from slurm_jobs import job_env, wait_for
+from slurm_jobs import NEEDS_TWO_NODES, WRAPPER, job_env, wait_for
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("slurmd"),
-                                reason="namespaces, a bridge and slurmd need root and Debian's slurm-wlm")
-
-WRAPPER = str(ROOT / "wrappers" / "singularity_wrapper")
+pytestmark = NEEDS_TWO_NODES
 QUICK = ("-m", "smoke", "all", "--sizes", "8:1M", "--warmup", "2", "--iters", "5")
 
 
