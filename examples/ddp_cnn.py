@@ -38,6 +38,9 @@ def arguments():
     parser.add_argument("--checkpoint-dir", default="checkpoints")
     parser.add_argument("--resume", action="store_true", help="go on from CHECKPOINT_DIR/last.pt if it exists")
     parser.add_argument("--timeout", type=float, default=300, help="seconds a collective may wait for a rank")
+    parser.add_argument("--step-pause", type=float, default=0.0,
+                        help="seconds to sleep after each step: a stand-in for a heavier model, to try "
+                             "Slurm's --signal on a machine where this small one trains in seconds")
     args = parser.parse_args()
     if args.epochs < 1 or args.samples < 1 or args.batch_size < 1:
         die("--epochs, --samples and --batch-size must be positive")
@@ -128,6 +131,7 @@ def train(args, rank, world, device, distributed):
             loss = torch.nn.functional.cross_entropy(output, labels)
             loss.backward()
             optimizer.step()
+            time.sleep(args.step_pause)
             totals += torch.tensor([loss.item() * len(labels), (output.argmax(1) == labels).sum().item(), len(labels)],
                                    dtype=torch.float64)
             if stop.agreed(distributed):

@@ -1,5 +1,4 @@
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -89,20 +88,10 @@ def two_nodes(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def site_file(two_nodes):
-    """The local site as the wrapper reads it, with multi-node settings for this cluster: the
-    subnet Open MPI's TCP transport may use (without it, it also tries the decoys and the
-    all-reduce dies), and a bind, a variable and a library path that are harmless to observe."""
-    text = (ROOT / "wrappers" / "sites" / "local.sh").read_text()
+    """The local site for this cluster (TwoNodes.site_file) with a bind, a variable and a
+    library path on multi-node jobs that are harmless to observe."""
     bind = two_nodes.root / "multi-node-bind"
     bind.mkdir()
-    settings = {
-        "HPCML_MULTI_NODE_BINDS": f"({bind}:/hpcml-multi-node-bind)",   # /tmp is bound anyway
-        "HPCML_MULTI_NODE_ENV": f"('OMPI_MCA_btl_tcp_if_include={two_nodes.subnet}.0/24' 'HPCML_TEST_MULTI_NODE=applied')",
-        "HPCML_MULTI_NODE_LIBRARY_PATH": "(/opt/hpcml-test-lib)",
-    }
-    for name, value in settings.items():
-        text, count = re.subn(rf"^{name}=.*$", f"{name}={value}", text, flags=re.M)
-        assert count == 1, name
-    path = two_nodes.root / "two-nodes.sh"
-    path.write_text(text)
-    return path
+    return two_nodes.site_file(HPCML_MULTI_NODE_BINDS=f"({bind}:/hpcml-multi-node-bind)",   # /tmp is bound anyway
+                               HPCML_MULTI_NODE_ENV="'HPCML_TEST_MULTI_NODE=applied'",
+                               HPCML_MULTI_NODE_LIBRARY_PATH="(/opt/hpcml-test-lib)")

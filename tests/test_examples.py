@@ -16,8 +16,7 @@ from conftest import ROOT, run_builder
 from slurm_jobs import NEEDS_TWO_NODES, WRAPPER, job_env, wait_for
 
 pytestmark = NEEDS_TWO_NODES
-# about 1.5 s an epoch with 2 x 2 ranks on this kind of machine: long enough for Slurm's
-# signal (sent up to 30 s before the time asked for) to find the job still training
+# 0.8 to 2.3 s an epoch with 2 x 2 ranks on this kind of machine, depending on what else runs
 TRAIN = ("examples/ddp_cnn.py", "--epochs", "40", "--samples", "8192", "--resume")
 DIGEST = re.compile(r"final parameters sha256 ([0-9a-f]{64})")
 
@@ -104,10 +103,17 @@ def test_a_job_killed_with_scancel_resumes_from_its_last_checkpoint_bit_for_bit(
 
 def test_slurms_signal_before_the_time_limit_checkpoints_mid_epoch_and_the_job_goes_on_bit_for_bit(
         straight, tmp_path, cpu_image, env):
-    folder = project(tmp_path / "signalled", cpu_image, "srun", *TRAIN, time_limit="00:02:00")
-    first = finished(folder, env, "--signal=USR1@60", timeout=240)
+    # Slurm checks time limits every 30 s or so and may signal up to a minute early: with 3
+    # minutes and USR1@60 the signal comes 60 to 120 s in, after the handler is set (a few
+    # seconds in) and, with a pause of 0.06 s after each of the 40 x 64 steps (154 s at
+    # least), before the training could end on its own
+    paced = (*TRAIN, "--step-pause", "0.06")
+    folder = project(tmp_path / "signalled", cpu_image, "srun", *paced, time_limit="00:03:00")
+    first = finished(folder, env, "--signal=USR1@60", timeout=300)
     stopped = re.search(r"checkpoint on SIGUSR1 at epoch (\d+) step (\d+) -> checkpoints/last.pt", first)
     assert stopped and not DIGEST.search(first), first[-3000:]
+    script = folder / "job.sh"                          # the rest at full speed
+    script.write_text(script.read_text().replace(" --step-pause 0.06", ""))
     text = finished(folder, env)
     epoch, step = stopped.groups()
     assert f"resumed from checkpoints/last.pt: epoch {epoch}, step {step}" in text, text[-3000:]
@@ -153,3 +159,36 @@ def test_a_master_the_second_node_cannot_resolve_stops_its_ranks_at_once_in_one_
     assert re.fullmatch(r"error: launchenv: rank [23] on n2: MASTER_ADDR 'n1' does not resolve here \(.+\); "
                         r"every node must resolve it \(DNS or /etc/hosts\), or set MASTER_ADDR to an address",
                         said[0]), text[-3000:]
+
+
+def test_a_job_whose_node_dies_is_queued_again_by_slurm_and_resumes_bit_for_bit(straight, two_nodes, tmp_path,
+                                                                                cpu_image, env):
+    """n2 dies after epoch 3: the job ends NODE_FAIL and Slurm queues it again (its default for
+    batch jobs); it waits for two nodes, starts when n2 is back and, with --resume in the script,
+    goes on from the last epoch checkpoint to the straight run's parameters. The log keeps the
+    first attempt (the script's --open-mode=append)."""
+    folder = project(tmp_path / "node-death", cpu_image, "srun", *TRAIN)
+    job, log = submit(folder, env)
+    wait_for_line(log, r"epoch 3/40: loss", timeout=300)
+    try:
+        two_nodes.kill_node("n2")
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline and not re.search(r"\bRestarts=[1-9]", job_fields(job, env)):
+            time.sleep(0.5)
+        queued_again = job_fields(job, env)
+    finally:
+        two_nodes.revive_node("n2")
+    assert re.search(r"\bRestarts=1\b", queued_again), queued_again
+    state = wait_for(job, env, timeout=400)
+    text = log.read_text()
+    assert state == ("COMPLETED", "0:0"), text[-6000:]
+    resumed = re.search(r"resumed from checkpoints/last.pt: epoch (\d+), step 0", text)
+    assert resumed and 3 <= int(resumed.group(1)) <= 40, text[-3000:]
+    assert DIGEST.search(text).group(1) == straight[1]
+    first_attempt = text[:resumed.start()]
+    assert "epoch 3/40: loss" in first_attempt and "epochs 1-40" in first_attempt, text[-6000:]
+
+
+def job_fields(job, env):
+    return subprocess.run(["scontrol", "-o", "show", "job", job], env=env, capture_output=True, text=True,
+                          timeout=30).stdout

@@ -42,7 +42,7 @@ CASES = [
     # ... a whole node on standard-g, one task per GCD with the site's CPU masks ...
     ("lumi-rocm", dict(launch="srun"),
      {"partition": "standard-g", "gpus-per-node": "8", "ntasks-per-node": "8", "cpus-per-task": "7",
-      "mem": "480G"}, "srun --cpu-bind=mask_cpu:0x00fe000000000000,"),
+      "mem": "480G"}, "srun --kill-on-bad-exit=1 --cpu-bind=mask_cpu:0x00fe000000000000,"),
     # ... and two nodes under torchrun use all 8 GCDs of each (CSC's example used 4)
     ("lumi-rocm", dict(nodes=2, launch="torchrun"),
      {"partition": "standard-g", "nodes": "2", "ntasks-per-node": "1", "cpus-per-task": "56"},
@@ -58,7 +58,7 @@ CASES = [
     # Mahti: gpusmall up to 2 GPUs, gpumedium above; gres with the GPU type; no --mem
     ("a100-cuda", dict(site="mahti", gpus=2, launch="srun"),
      {"partition": "gpusmall", "gres": "gpu:a100:2", "ntasks-per-node": "2", "cpus-per-task": "32"},
-     "srun singularity_wrapper exec python -m launchenv -- python train.py"),
+     "srun --kill-on-bad-exit=1 singularity_wrapper exec python -m launchenv -- python train.py"),
     ("a100-cuda", dict(site="mahti", gpus=3, launch="srun"), {"partition": "gpumedium", "gres": "gpu:a100:3"}, "srun"),
     ("a100-cuda", dict(site="mahti", nodes=2, launch="torchrun"),
      {"partition": "gpumedium", "gres": "gpu:a100:4", "ntasks-per-node": "1", "cpus-per-task": "128"},
@@ -79,14 +79,14 @@ CASES = [
     # ... its V100 partition (the default one, no constraint) and its H100 partition
     ("v100-cuda", dict(site="jean-zay-v100", nodes=2, launch="srun"),
      {"partition": "gpu_p13", "gres": "gpu:4", "ntasks-per-node": "4", "cpus-per-task": "10",
-      "hint": "nomultithread", "constraint": None}, "srun singularity_wrapper exec python -m launchenv"),
+      "hint": "nomultithread", "constraint": None}, "srun --kill-on-bad-exit=1 singularity_wrapper exec python -m launchenv"),
     ("h100-cuda", dict(launch="srun"),
      {"partition": "gpu_p6", "gres": "gpu:4", "ntasks-per-node": "4", "cpus-per-task": "24",
       "constraint": "h100"}, "srun"),
     # Karolina: --gpus-per-node, MPI ranks through Slurm's PMIx (the hybrid model)
     ("a100-cuda", dict(site="karolina", nodes=2, launch="mpirun"),
      {"partition": "qgpu", "gpus-per-node": "8", "ntasks-per-node": "8", "cpus-per-task": "16"},
-     "srun --mpi=pmix singularity_wrapper exec python -m launchenv -- python train.py"),
+     "srun --kill-on-bad-exit=1 --mpi=pmix singularity_wrapper exec python -m launchenv -- python train.py"),
     # The local box: no partition, CPU ranks, the host's mpirun where Slurm has no MPI plugin
     ("cpu", dict(tasks_per_node=2, launch="torchrun"),
      {"ntasks-per-node": "1", "cpus-per-task": "2"}, "--nproc-per-node=2 train.py"),

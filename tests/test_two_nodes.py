@@ -136,3 +136,40 @@ def test_the_make_target_cluster_leaves_nothing_behind_when_stopped(stop):
     finally:
         if started.poll() is None:
             started.kill()
+
+
+def test_a_node_that_dies_mid_job_ends_the_job_with_a_diagnosis_naming_it(
+        two_nodes, site_file, apptainer, cpu_image, tmp_path):
+    """n2 dies (slurmd, job step and ranks killed at once) in the middle of a long all-reduce:
+    the ranks on n1 see their connections to it broken within the collective timeout, say so
+    naming n2, and exit; the job ends as NODE_FAIL once slurmctld declares n2 down (this
+    cluster's SlurmdTimeout, 20 s) instead of hanging. --no-requeue: Slurm would otherwise
+    queue the job again, as test_examples shows for training that resumes."""
+    script = tmp_path / "job.sh"
+    endless_allreduce = ("-m", "smoke", "allreduce", "--sizes", "64K", "--iters", "1000000", "--op-timeout", "30")
+    written = run_builder("jobscript", "cpu", "--site", "local", "--nodes", "2", "--tasks-per-node", "2",
+                          "--launch", "srun", "--time", "00:10:00", "--image", cpu_image, "--wrapper", WRAPPER,
+                          "--out", script, "--", *endless_allreduce)
+    assert written.returncode == 0, written.stderr
+    env = job_env(two_nodes, site_file, apptainer)
+    log = tmp_path / "job.log"
+    submitted = subprocess.run(["sbatch", "--parsable", "--no-requeue", f"--output={log}", str(script)], env=env,
+                               cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert submitted.returncode == 0, submitted.stderr
+    job = submitted.stdout.strip().split(";")[0]
+    try:
+        deadline = time.monotonic() + 300
+        while "rank(s) on 2 node(s)" not in (log.read_text() if log.exists() else "") and time.monotonic() < deadline:
+            time.sleep(0.5)
+        time.sleep(3)                                   # well into the timed all-reduces
+        killed = time.monotonic()
+        two_nodes.kill_node("n2")
+        state, _ = wait_for(job, env, timeout=180)
+        took = time.monotonic() - killed
+    finally:
+        two_nodes.revive_node("n2")
+    text = log.read_text()
+    print(f"\nn2 killed mid all-reduce: job {state} {took:.1f} s later", file=sys.stderr)
+    said = [line for line in text.splitlines() if "likely cause" in line]
+    assert said and all(f"the rank(s) at {two_nodes.addresses['n2']} (n2) died" in line for line in said), text[-4000:]
+    assert state == "NODE_FAIL", text[-4000:]

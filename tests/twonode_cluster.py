@@ -20,6 +20,7 @@ from pathlib import Path
 
 from slurm_cluster import COMMON_SETTINGS, Cluster, _free_port
 
+ROOT = Path(__file__).resolve().parent.parent
 NODES = ("n1", "n2")
 DECOY_NET = "198.19.254"          # inside each namespace only, never on the bridge
 
@@ -115,6 +116,9 @@ class TwoNodes(Cluster):
             f"SlurmdPort={self.slurmd_port}",
             f"AuthInfo=socket={sock}",
             *COMMON_SETTINGS,
+            # a node that stops answering is declared down after 20 s (Slurm's default, 300 s,
+            # would make the node-death test wait five minutes for the same outcome)
+            "SlurmdTimeout=20",
             f"StateSaveLocation={root / 'state'}",
             f"SlurmdSpoolDir={root / 'spool-%n'}",
             f"SlurmctldPidFile={root / 'slurmctld.pid'}",
@@ -133,17 +137,48 @@ class TwoNodes(Cluster):
         (root / "mpi.conf").write_text(f"PMIxCliTmpDirBase={pmix}\n")
         self._spawn("slurmctld", ["slurmctld", "-D", "-i", "-f", str(self.conf)])
         for node in NODES:
-            # nsenter, not `ip netns exec`: that remounts /sys, which hides /sys/fs/cgroup and
-            # slurmd fails "Unable to initialize cgroup plugin". unshare and sh exec, so the
-            # process we hold is slurmd itself.
-            self._spawn(f"slurmd-{node}", [
-                "nsenter", f"--net=/run/netns/{self.netns[node]}",
-                "unshare", "--uts", "--mount", "--propagation", "private",
-                "sh", "-c", 'hostname "$1" && mount --bind "$2" /etc/hosts && mount --bind "$4" "$5" && '
-                            'exec slurmd -D -N "$1" -f "$3"',
-                "sh", node, str(hosts), str(self.conf), str(root / f"pmix-{node}"), str(pmix)])
-            self.slurmd_pids[node] = self.processes[-1].pid
+            self._slurmd(node)
         self._wait(self._idle, timeout, "two idle nodes in sinfo")
+
+    def _slurmd(self, node):
+        # nsenter, not `ip netns exec`: that remounts /sys, which hides /sys/fs/cgroup and
+        # slurmd fails "Unable to initialize cgroup plugin". unshare and sh exec, so the
+        # process we hold is slurmd itself.
+        root = self.root
+        self._spawn(f"slurmd-{node}", [
+            "nsenter", f"--net=/run/netns/{self.netns[node]}",
+            "unshare", "--uts", "--mount", "--propagation", "private",
+            "sh", "-c", 'hostname "$1" && mount --bind "$2" /etc/hosts && mount --bind "$4" "$5" && '
+                        'exec slurmd -D -N "$1" -f "$3"',
+            "sh", node, str(root / "hosts"), str(self.conf), str(root / f"pmix-{node}"), str(root / "pmix")])
+        self.slurmd_pids[node] = self.processes[-1].pid
+
+    def kill_node(self, node):
+        """The node dies: SIGKILL to everything in its network namespace (slurmd, job steps,
+        ranks), so its peers see their connections closed, as when a node panics."""
+        self._kill_all_in(self.netns[node])
+        self.processes = [p for p in self.processes if p.pid != self.slurmd_pids[node]]
+
+    def revive_node(self, node, timeout=90):
+        """Its slurmd again, until the node answers the controller (ReturnToService=2 takes
+        it back if it was marked down); a job still on it keeps it allocated."""
+        self._slurmd(node)
+        subprocess.run(["scontrol", "update", f"nodename={node}", "state=resume"], env=self.env,
+                       capture_output=True, timeout=30)
+        self._wait(lambda: self._states().get(node) in ("idle", "alloc", "mix", "comp"), timeout,
+                   f"{node} answering again")
+
+    def _kill_all_in(self, ns):
+        for _ in range(10):
+            pids = [int(p) for p in _ip("netns", "pids", ns, check=False).stdout.split()]
+            if not pids:
+                return
+            for pid in pids:
+                try:
+                    os.kill(pid, 9)
+                except ProcessLookupError:
+                    pass
+            time.sleep(0.3)
 
     @contextlib.contextmanager
     def hosts_without(self, node, name):
@@ -161,11 +196,30 @@ class TwoNodes(Cluster):
         finally:
             subprocess.run([*enter, "umount", "/etc/hosts"], check=True, timeout=30)
 
-    def _idle(self):
+    def site_file(self, **settings):
+        """The local site as the wrapper reads it (HPCML_SITE_FILE), with this cluster's subnet
+        as the one Open MPI's TCP transport may use (else it also tries the decoys and the
+        all-reduce dies) and any other `HPCML_...=value` settings given."""
+        text = (ROOT / "wrappers" / "sites" / "local.sh").read_text()
+        env = settings.pop("HPCML_MULTI_NODE_ENV", "")
+        settings["HPCML_MULTI_NODE_ENV"] = f"('OMPI_MCA_btl_tcp_if_include={self.subnet}.0/24' {env})".replace(" )", ")")
+        for name, value in settings.items():
+            text, count = re.subn(rf"^{name}=.*$", f"{name}={value}", text, flags=re.M)
+            if count != 1:
+                raise ValueError(f"{name} is not a setting of wrappers/sites/local.sh")
+        path = self.root / "two-nodes.sh"
+        path.write_text(text)
+        return path
+
+    def _states(self):
+        """Node name to sinfo's short state ("idle", "alloc", "idle*" when not responding)."""
         result = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %t"], env=self.env, capture_output=True,
                                 text=True, timeout=30)
-        states = dict(line.split() for line in result.stdout.splitlines() if len(line.split()) == 2)
-        return result.returncode == 0 and all(states.get(node) == "idle" for node in NODES)
+        return dict(line.split() for line in result.stdout.splitlines() if len(line.split()) == 2)
+
+    def _idle(self):
+        states = self._states()
+        return all(states.get(node) == "idle" for node in NODES)
 
     def stop(self):
         """Daemons, what runs in the namespaces, the namespaces, links and files: all gone.
@@ -178,16 +232,7 @@ class TwoNodes(Cluster):
         for ns in self.netns.values():
             if ns not in existing:
                 continue
-            for _ in range(10):                        # job steps, ranks, stray sruns
-                pids = [int(p) for p in _ip("netns", "pids", ns, check=False).stdout.split()]
-                if not pids:
-                    break
-                for pid in pids:
-                    try:
-                        os.kill(pid, 9)
-                    except ProcessLookupError:
-                        pass
-                time.sleep(0.3)
+            self._kill_all_in(ns)                      # job steps, ranks, stray sruns
             _ip("netns", "del", ns, check=False)      # takes the veth peer inside with it
         for link in (*self.veths.values(), self.bridge):
             _ip("link", "del", link, check=False)
@@ -207,7 +252,8 @@ def main():
     cluster.start()
     try:
         print(f"two nodes up: {', '.join(f'{n} {a} (netns {cluster.netns[n]})' for n, a in cluster.addresses.items())}\n"
-              f"in another shell:  export SLURM_CONF={cluster.conf}; sinfo; srun -N2 hostname\n"
+              f"in another shell:  export SLURM_CONF={cluster.conf} HPCML_SITE_FILE={cluster.site_file()}; "
+              "sinfo; srun -N2 hostname\n"
               "press Enter (or Ctrl-C) to stop them and remove every trace", flush=True)
         try:
             sys.stdin.readline()

@@ -24,6 +24,9 @@ from ..render.templating import templates
 from ..shell import cmd, quote
 
 LAUNCHES = ("torchrun", "srun", "mpirun", "deepspeed")
+# One task's failure ends the step: without it, the ranks that lost a peer exit but srun
+# waits for the tasks of a dead node until slurmctld marks it down (SlurmdTimeout, minutes).
+SRUN = ("srun", "--kill-on-bad-exit=1")
 RDZV_PORT = 29400
 
 
@@ -266,6 +269,9 @@ def _resources(p: Plan):
         name, _, value = option[2:].partition("=")
         sbatch.append((name, value))
     sbatch.append(("time", request.time))
+    # Slurm queues a batch job again when one of its nodes fails; appending keeps the first
+    # attempt's output (the error that says which node) in front of the second's
+    sbatch.append(("open-mode", "append"))
     p.sbatch = sbatch
 
 
@@ -284,23 +290,23 @@ def _launch(p: Plan):
     nodes = request.nodes
     if p.launch == "torchrun":
         if nodes == 1:
-            line = cmd("srun", *wrapper, "torchrun", "--standalone", "--nnodes=1",
+            line = cmd(*SRUN, *wrapper, "torchrun", "--standalone", "--nnodes=1",
                        f"--nproc-per-node={p.ranks_per_node}", *program)
             p.why.append("launch torchrun: one task, --standalone, a rank per GPU")
         else:
             p.launch_lines.append('rdzv_host="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"')
-            line = (cmd("srun", *wrapper, "torchrun") + ' --nnodes="$SLURM_JOB_NUM_NODES" '
+            line = (cmd(*SRUN, *wrapper, "torchrun") + ' --nnodes="$SLURM_JOB_NUM_NODES" '
                     + cmd(f"--nproc-per-node={p.ranks_per_node}") + ' --rdzv-id="$SLURM_JOB_ID" '
                     + f'--rdzv-backend=c10d --rdzv-endpoint="$rdzv_host:{RDZV_PORT}" ' + cmd(*program))
             p.why.append("launch torchrun: one task per node, c10d rendezvous on the first node")
     elif p.launch == "srun" or (p.launch == "deepspeed" and nodes > 1):
-        line = cmd("srun", *bind, *wrapper, *ranks)
+        line = cmd(*SRUN, *bind, *wrapper, *ranks)
         what = "DeepSpeed across nodes: one task per rank, ranks from Slurm (no ssh)" \
             if p.launch == "deepspeed" else "srun: one task per rank, launchenv sets the ranks"
         p.why.append(f"launch {what}")
     elif p.launch == "mpirun":
         if site.slurm_mpi != "none":
-            line = cmd("srun", f"--mpi={site.slurm_mpi}", *bind, *wrapper, *ranks)
+            line = cmd(*SRUN, f"--mpi={site.slurm_mpi}", *bind, *wrapper, *ranks)
             p.why.append(f"launch mpirun: srun --mpi={site.slurm_mpi} starts the MPI ranks (hybrid model)")
         else:
             line = ('mpirun -np "$SLURM_NTASKS" ' + cmd("--map-by", f"ppr:{p.ranks_per_node}:node",
@@ -308,8 +314,10 @@ def _launch(p: Plan):
             p.why.append("launch mpirun: the host's mpirun (Slurm here has no MPI plugin)")
     else:
         module = ["--module", *program[1:]] if program[0] == "-m" else program
-        line = cmd("srun", *wrapper, "deepspeed", f"--num_gpus={p.ranks_per_node}", *module)
+        line = cmd(*SRUN, *wrapper, "deepspeed", f"--num_gpus={p.ranks_per_node}", *module)
         p.why.append("launch deepspeed: its launcher in one task, a rank per GPU")
+    if line.startswith("srun"):
+        p.why.append("srun --kill-on-bad-exit=1: a rank that fails ends the step, none waits for a dead node")
     p.launch_lines.append(line)
 
 
