@@ -17,7 +17,7 @@ from .errors import BuilderError, CheckFailed, RecipeError
 from .fileio import write_atomic
 from .recipes.tree import RecipeTree
 from .render import runtime_wheel
-from .render.definition import file_name, render_all
+from .render.layer_sharing import render_layers
 from .render.sitefile import render_site
 
 
@@ -242,8 +242,8 @@ def cmd_render(args):
     tree = RecipeTree(args.recipes)
     names = sorted(tree.targets) if args.all else args.targets
     out = Path(args.out)
-    texts = {out / file_name(name, layer): text for name in names       # all of it, before writing
-             for layer, text in render_all(tree.target(name)).items()}
+    texts = {out / file: text for name in names                           # all of it, before writing
+             for file, text in render_layers(tree, name).values()}
     if args.all:
         texts.update(site_files(tree, Path(args.sites_out)))
     if out.exists() and not out.is_dir():
@@ -342,9 +342,11 @@ def cmd_check(args):
     out = Path(args.out)
     problems = []
     expected = set()
-    for name, target in sorted(tree.targets.items()):
-        for layer, text in render_all(target).items():
-            path = out / file_name(name, layer)
+    for name in sorted(tree.targets):
+        for file, text in render_layers(tree, name).values():
+            path = out / file
+            if path.name in expected:
+                continue                                # a shared layer, checked already
             expected.add(path.name)
             if not path.is_file():
                 problems.append(f"{path} is missing")

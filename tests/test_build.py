@@ -163,6 +163,15 @@ def test_nothing_of_the_build_host_stays_in_the_image(apptainer, cpu_image):
     assert "No such file or directory" in result.stdout       # the venv swap left no copy
 
 
+def test_no_label_names_a_path_of_the_build_machine(apptainer, cpu_image):
+    result = run([apptainer, "inspect", "--labels", "--json", cpu_image])
+    labels = json.loads(result.stdout)["data"]["attributes"]["labels"]
+    # Apptainer records the From: line; the parent layer goes by its file name
+    assert labels["org.label-schema.usage.singularity.deffile.from"] == "cpu.base.sif"
+    folders = {str(cpu_image.parent), str(cpu_image.parent.resolve()), str(ROOT), str(Path.home())}
+    assert not [(name, value) for name, value in labels.items() if any(f in value for f in folders)], labels
+
+
 def test_a_top_component_change_keeps_the_os_and_torch_layers(tmp_path):
     recipes = tmp_path / "recipes"
     shutil.copytree(RECIPES, recipes)

@@ -9,11 +9,17 @@ import pytest
 
 import deffile
 from builder.render import runtime_wheel
-from builder.render.definition import LAYERS, file_name, render_all
+from builder.recipes.tree import RecipeTree
+from builder.render.definition import LAYERS
+from builder.render.layer_sharing import render_layers
 from conftest import CONTAINERS, RECIPES, TARGETS, run_builder
 
 WHEEL = runtime_wheel.current().name
-FILES = sorted(file_name(t, layer) for t in TARGETS for layer in LAYERS)
+# a target that shares its parent's devel and base layers commits its image layer only
+_TREE = RecipeTree(RECIPES)
+LAYER_FILES = {t: {layer: file for layer, (file, _) in render_layers(_TREE, t).items()}
+               for t in TARGETS}
+FILES = sorted({file for files in LAYER_FILES.values() for file in files.values()})
 
 
 def stages_of(file):
@@ -24,7 +30,7 @@ def section(name, stage, kind):
     """A section of a target's stage, looked up across its layer files
     (stages: devel in .devel.def, base in .base.def, build and final in .def)."""
     for layer in LAYERS:
-        for found in stages_of(file_name(name, layer)):
+        for found in stages_of(LAYER_FILES[name][layer]):
             if found.header["Stage"] == stage and found.section(kind) is not None:
                 return found.section(kind).body
     raise AssertionError(f"{name}: no stage {stage} with a %{kind}")
@@ -33,9 +39,9 @@ def section(name, stage, kind):
 @pytest.mark.parametrize("name", TARGETS)
 def test_committed_defs_match_recipes(tree, name):
     # containers/*.def are the golden files for whole targets, one per layer
-    for layer, text in render_all(tree.target(name)).items():
-        assert text == (CONTAINERS / file_name(name, layer)).read_text(), \
-            f"containers/{file_name(name, layer)} is stale; run: python -m builder render --all"
+    for file, text in render_layers(tree, name).values():
+        assert text == (CONTAINERS / file).read_text(), \
+            f"containers/{file} is stale; run: python -m builder render --all"
 
 
 def test_every_target_has_its_committed_layers_and_no_extras():
@@ -152,7 +158,8 @@ def test_lumi_carries_the_deepspeed_op_build_and_site_environment():
                                              ("h100-cuda", "9.0"), ("csc-cuda", "'7.0;8.0'")])
 def test_cuda_targets_carry_their_arch_list(name, arch_list):
     line = f"export TORCH_CUDA_ARCH_LIST={arch_list}"
-    assert line in section(name, "devel", "post")          # torch
+    if LAYER_FILES[name]["devel"] == f"{name}.devel.def":  # not a devel layer shared with another
+        assert line in section(name, "devel", "post")      # torch
     assert line in section(name, "build", "post")          # DeepSpeed's ops
     assert line in section(name, "final", "environment")   # JIT builds at run time
     # torch's CUDA build comes from PyPI itself: no index Docker-less machines cannot reach
@@ -162,7 +169,7 @@ def test_cuda_targets_carry_their_arch_list(name, arch_list):
 @pytest.mark.parametrize("name, torch_version", [("v100-cuda", "2.10.0"), ("csc-cuda", "2.10.0"),
                                                  ("a100-cuda", "2.13.0"), ("h100-cuda", "2.13.0")])
 def test_cuda_targets_start_from_debootstrap_and_pick_a_torch_with_their_archs(name, torch_version):
-    stages = [stages_of(f"{name}.devel.def")[0], stages_of(f"{name}.base.def")[1]]
+    stages = [stages_of(LAYER_FILES[name]["devel"])[0], stages_of(LAYER_FILES[name]["base"])[1]]
     assert [(s.header["Bootstrap"], s.header["OSVersion"]) for s in stages] == [("debootstrap", "trixie")] * 2
     assert f"pip install --no-cache-dir torch=={torch_version}" in section(name, "devel", "post")
 
@@ -257,10 +264,9 @@ def test_image_json_names_the_gpu_archs_and_the_driver_table_the_preflight_needs
 # --- kept steps: named by the hash of their inputs ---------------------------------------
 
 def kept_folders(tree_dir, name):
-    from builder.recipes.tree import RecipeTree
-    texts = render_all(RecipeTree(tree_dir).target(name))
+    texts = [text for _, text in render_layers(RecipeTree(tree_dir), name).values()]
     return {m.group(1).rsplit("-", 1)[0]: m.group(1)
-            for text in texts.values() for m in re.finditer(r"^kept=/mnt/kept/(\S+)$", text, re.M)}
+            for text in texts for m in re.finditer(r"^kept=/mnt/kept/(\S+)$", text, re.M)}
 
 
 def edit(path, old, new):

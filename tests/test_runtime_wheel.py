@@ -11,7 +11,8 @@ from builder import resources
 from builder.render import runtime_wheel
 from builder.build.layers import layer_keys
 from builder.recipes.tree import RecipeTree
-from builder.render.definition import LAYERS, file_name, render_all
+from builder.render.definition import render_all
+from builder.render.layer_sharing import render_layers
 from conftest import CONTAINERS, RECIPES, ROOT, TARGETS, run_builder
 
 
@@ -82,8 +83,8 @@ def test_correcting_a_sites_reference_changes_no_definition_and_rebuilds_nothing
 
 @pytest.mark.parametrize("name", TARGETS)
 def test_each_definition_is_a_page_an_admin_can_read(name):
-    for layer in LAYERS:
-        text = (CONTAINERS / file_name(name, layer)).read_text()
+    for layer, (file, _) in render_layers(RecipeTree(RECIPES), name).items():
+        text = (CONTAINERS / file).read_text()
         assert len(text.splitlines()) < 250, (name, layer)
         # no source files pasted in (the runtime comes as a wheel): one heredoc, the JSON
         assert set(re.findall(r"<<'(\w+)'", text)) <= {"IMAGE_JSON"}, (name, layer)

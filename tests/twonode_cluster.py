@@ -41,8 +41,11 @@ def _free_subnet():
 
 
 class TwoNodes(Cluster):
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, cpus=2):
+        """cpus: what each node tells Slurm it has; more than this machine's (the growth
+        bench's 8 ranks a node) is taken as configured (config_overrides)."""
         super().__init__(root)
+        self.cpus = cpus
         suffix = secrets.token_hex(3)                  # interface names: 15 characters at most
         self.bridge = f"hmbr{suffix}"
         self.netns = {node: f"hpcml-{suffix}-{node}" for node in NODES}
@@ -125,7 +128,8 @@ class TwoNodes(Cluster):
             f"SlurmdPidFile={root / 'slurmd-%n.pid'}",
             f"SlurmctldLogFile={root / 'log' / 'slurmctld.log'}",
             f"SlurmdLogFile={root / 'log' / 'slurmd-%n.log'}",
-            *(f"NodeName={node} NodeAddr={address} CPUs=2 State=UNKNOWN"
+            *(["SlurmdParameters=config_overrides"] if self.cpus > (os.cpu_count() or 2) else []),
+            *(f"NodeName={node} NodeAddr={address} CPUs={self.cpus} State=UNKNOWN"
               for node, address in self.addresses.items()),
             "PartitionName=test Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES",
         ]) + "\n")

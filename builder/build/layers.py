@@ -26,19 +26,23 @@ from ..fileio import link_or_copy, write_atomic
 from ..render import runtime_wheel
 from ..render.blocks.build_host import SETTINGS
 from ..render.blocks.torch import DOWN_VARIABLE
-from ..render.definition import LAYERS, render_all
+from ..render.definition import FILE_SUFFIX, LAYERS, file_name
+from ..render.layer_sharing import render_layers
 from ..render.parts import HOST_MOUNT, KEPT_DIR, KEPT_MOUNT
 from . import cache, hostinfo, indexes
 from .images import find_runtime
 
 
-def build_key(text, args, parent_keys=()):
+def build_key(text, args, parent_keys=(), shipped=False):
     """What a layer is made of: its definition, its build arguments (less the paths of the
-    layers it starts from) and the keys of those layers."""
-    material = json.dumps({"builder": __version__, "definition": text, "parents": list(parent_keys),
-                           "build_args": {k: v for k, v in args.items() if k not in PATH_ARGS}},
-                          sort_keys=True)
-    return hashlib.sha256(material.encode()).hexdigest()
+    layers it starts from) and the keys of those layers. A shipped layer's key also says that
+    its parent is named by file name in its labels (images built before named it by absolute
+    path, a fact of the build machine, and must not be taken from the cache)."""
+    material = {"builder": __version__, "definition": text, "parents": list(parent_keys),
+                "build_args": {k: v for k, v in args.items() if k not in PATH_ARGS}}
+    if shipped:
+        material["from_label"] = "file name"
+    return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
 
 
 PARENTS = {"DEVEL": "devel", "BASE": "base"}          # build argument -> layer
@@ -73,13 +77,13 @@ def layer_keys(texts: dict, args: dict) -> dict:
     keys = {}
     for layer in LAYERS:
         keys[layer] = build_key(texts[layer], used_args(texts[layer], args),
-                                [keys[p] for p in LAYER_PARENTS[layer]])
+                                [keys[p] for p in LAYER_PARENTS[layer]], shipped=layer not in INTERMEDIATE)
     return keys
 
 
-def layer_paths(images: Path, name: str) -> dict:
-    return {"devel": images / f"{name}.devel.sif", "base": images / f"{name}.base.sif",
-            "image": images / f"{name}.sif"}
+def layer_paths(images: Path, owners: dict) -> dict:
+    """{layer: image file}; owners: {layer: the target whose layer it is}."""
+    return {layer: images / file_name(owners[layer], layer).replace(".def", ".sif") for layer in LAYERS}
 
 
 def build(tree, name, *, images: Path, force=None, progress):
@@ -88,37 +92,49 @@ def build(tree, name, *, images: Path, force=None, progress):
     force: None, "top" (rebuild the image layer on the layers below as they are) or "all"."""
     forced = {None: (), "top": ("image",), "all": LAYERS}[force]
     target = tree.target(name)
-    texts = render_all(target)
+    name = target.name                                  # an alias builds its target's image
+    rendered = render_layers(tree, name)
+    texts = {layer: text for layer, (_, text) in rendered.items()}
+    # devel and base may be another target's (layer_sharing): built, cached and locked as its
+    owners = {layer: file[:-len(FILE_SUFFIX[layer])] for layer, (file, _) in rendered.items()}
     mirror = {"MIRROR": hostinfo.debian_mirror()} if any("{{ MIRROR }}" in t for t in texts.values()) else {}
-    paths = layer_paths(images, name)
+    paths = layer_paths(images, owners)
     keys = layer_keys(texts, mirror)
     if not forced and is_current(paths["image"], keys["image"]):
         cache.store(name, "image", keys["image"], paths["image"])
         print(f"{paths['image']} is up to date")
         return paths["image"]
     images.mkdir(parents=True, exist_ok=True)
-    with _lock(images, name):
-        _remove_stale_temps(images, name)
+    with contextlib.ExitStack() as locks:
+        for owner in dict.fromkeys(owners.values()):
+            locks.enter_context(_lock(images, owner))
+            _remove_stale_temps(images, owner)
         runtime, label = find_runtime(target.sites[0], progress, images)
+        if owners["devel"] != name:
+            progress.step(f"{name} builds on the devel and base layers of {owners['devel']} "
+                          "(they differ only in the GPU archs, which the image layer compiles for)")
         for layer in LAYERS:
             sif = paths[layer]
+            owner = owners[layer]
             if layer not in forced and is_current(sif, keys[layer]):
-                cache.store(name, layer, keys[layer], sif)
+                cache.store(owner, layer, keys[layer], sif)
                 progress.step(f"{layer} layer {sif} is up to date")
                 continue
-            if layer not in forced and cache.fetch(name, layer, keys[layer], sif):
+            if layer not in forced and cache.fetch(owner, layer, keys[layer], sif):
                 _write_meta(sif, keys[layer])
                 progress.step(f"{layer} layer {sif} taken from the cache ({cache.cache_dir()})")
                 continue
+            # parents by file name, the build running in their folder: Apptainer records the
+            # From: line in a label, and an absolute path there is a fact of this machine
             args = dict(mirror)
-            args.update({arg: str(paths[parent].resolve()) for arg, parent in PARENTS.items()
+            args.update({arg: paths[parent].name for arg, parent in PARENTS.items()
                          if parent in LAYER_PARENTS[layer]})
             args = used_args(texts[layer], args)
-            log_path = images / f"{name}.{layer}.build.log"
+            log_path = images / f"{owner}.{layer}.build.log"
             progress.step(f"building the {layer} layer {sif} with {label} (log: {log_path})")
             build_layer(runtime, texts[layer], sif, keys[layer], args, log_path, progress,
                         packed=layer not in INTERMEDIATE, reuse_kept=force != "all")
-            cache.store(name, layer, keys[layer], sif)
+            cache.store(owner, layer, keys[layer], sif)
     stat = paths["image"].stat()
     progress.step(f"built {paths['image']} ({stat.st_size / 1e6:.0f} MB); its %test passed")
     return paths["image"]
@@ -149,10 +165,10 @@ def build_layer(runtime, text, sif, key, args, log_path, progress, packed=True, 
             argv.append("--fakeroot")
         for arg, value in sorted(args.items()):
             argv += ["--build-arg", f"{arg}={value}"]
-        argv += ["--bind", f"{host}:{HOST_MOUNT}", str(tmp_sif), str(definition)]
+        argv += ["--bind", f"{host}:{HOST_MOUNT}", str(tmp_sif.absolute()), str(definition)]
         env = dict(os.environ, HPCML_TOOLBOX_BINDS=f"{sif.parent.resolve()}:{work}")
         log_path.write_text("")
-        runner.run_logged(argv, log_path, env=env, what="apptainer build",
+        runner.run_logged(argv, log_path, cwd=sif.parent.resolve(), env=env, what="apptainer build",
                           note="; the previous image, if any, is unchanged",
                           cleanup=[tmp_sif, work], on_line=_progress_lines(progress))
         os.replace(tmp_sif, sif)

@@ -294,6 +294,10 @@ class RecipeTree:
                               file="command line")
         return self.targets[name]
 
+    def parent(self, name):
+        """The target `name` extends, or None."""
+        return self.target_docs[self.target(name).name].data.get("extends")
+
 
 def _qos(spec) -> tuple:
     return tuple(Qos(q["name"], q.get("max_time", ""), q.get("max_gpus", 0)) for q in spec)

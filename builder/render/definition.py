@@ -8,7 +8,8 @@ A target renders as three layered files, built in this order, each from the one 
   <t>.def        the image: DeepSpeed and extras built on devel, copied onto base, with the
                  environment, %test, runscript, labels and help of every block
 
-Each stage gets at most one section of each kind, with an echoed banner per block.
+Each stage gets at most one section of each kind, with an echoed banner per block. A target
+may build on another's devel and base layers (layer_sharing.py).
 """
 
 import hashlib
@@ -43,8 +44,9 @@ def file_name(target_name, layer):
     return target_name + FILE_SUFFIX[layer]
 
 
-def render_all(target) -> dict:
-    """{layer: definition text} for the three layers of a target."""
+def render_all(target, devel_text=None) -> dict:
+    """{layer: definition text} for the three layers of a target. devel_text: the devel layer
+    the image layer builds on when it is another target's (layer_sharing)."""
     layers = parts_by_layer(target)
     base_parts, top_parts = layers["base"], layers["top"]
     build, final = target.stage("build"), target.stage("final")
@@ -62,8 +64,8 @@ def render_all(target) -> dict:
     top_build.post = ["echo '--- build: devel environment'", *inherited]
     top_build.files = [file for p in top_parts if p.stage == "build" for file in p.files]
     stages = {"devel": [devel]}
-    devel_text = _render(target, "devel", stages)
-    _add_post(top_build, top_parts, "build", starts_from=devel_text)
+    own_devel = _render(target, "devel", stages)
+    _add_post(top_build, top_parts, "build", starts_from=devel_text or own_devel)
     image = StageText("final", "localimage", "{{ BASE }}", files_from="build")
     # the venv gains DeepSpeed and the extras in the build stage; swap it in whole
     image.files = [(target.venv, f"{target.venv}.new")]
@@ -83,7 +85,7 @@ def render_all(target) -> dict:
 
     stages.update(base=[StageText("devel", "localimage", "{{ DEVEL }}"), base],
                   image=[top_build, image])
-    return {"devel": devel_text, **{layer: _render(target, layer, stages) for layer in LAYERS[1:]}}
+    return {"devel": own_devel, **{layer: _render(target, layer, stages) for layer in LAYERS[1:]}}
 
 
 def _render(target, layer, stages):
