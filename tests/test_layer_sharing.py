@@ -3,6 +3,7 @@ h100-cuda on a100-cuda's, csc-cuda on v100-cuda's, and a child of the CPU target
 real on the CPU image's layers."""
 
 import json
+import secrets
 import shutil
 import subprocess
 
@@ -54,8 +55,11 @@ def test_a_child_of_the_cpu_target_is_built_on_the_cpu_images_layers(apptainer, 
     or the cache) and builds only its image layer."""
     recipes = tmp_path / "recipes"
     shutil.copytree(RECIPES, recipes)
+    # a description of its own each run, so that its image layer is never in the user's cache
+    # from an earlier run (the kept DeepSpeed wheel still is: it builds in a few minutes)
     (recipes / "targets" / "cpu-child.yaml").write_text(
-        "description: the CPU image under another name, to prove layer sharing\nextends: cpu\n")
+        f"description: the CPU image under another name, to prove layer sharing ({secrets.token_hex(4)})\n"
+        "extends: cpu\n")
     images = cpu_image.parent
     built = run_builder("build", "cpu-child", "--recipes", recipes, "--images", images, timeout=1800)
     assert built.returncode == 0, built.stderr[-3000:]
