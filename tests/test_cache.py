@@ -47,8 +47,24 @@ def test_only_the_newest_outputs_of_a_step_stay(tmp_path):
         stored = cache.cache_dir() / "kept" / f"plugin-{digest}"
         os.utime(stored, (1000 + n, 1000 + n))
     cache.store_kept("deepspeed-wheel-dddd", made(tmp_path, "deepspeed-wheel-dddd"))
-    kept = sorted(p.name for p in (cache.cache_dir() / "kept").iterdir())
+    kept = sorted(p.name for p in (cache.cache_dir() / "kept").iterdir() if not p.name.startswith("."))
     assert kept == ["deepspeed-wheel-dddd", "plugin-bbbb", "plugin-cccc"]
+
+
+def test_building_one_target_never_evicts_another_targets_output(tmp_path):
+    # h100-cuda's op wheel, then csc-cuda's and cpu's (two each): h100-cuda's is still there
+    cache.store_kept("deepspeed-wheel-h100", made(tmp_path, "deepspeed-wheel-h100"), owner="h100-cuda")
+    for n, (digest, owner) in enumerate((("c1", "csc-cuda"), ("p1", "cpu"), ("c2", "csc-cuda"), ("p2", "cpu"),
+                                         ("c3", "csc-cuda"))):
+        cache.store_kept(f"deepspeed-wheel-{digest}", made(tmp_path, f"deepspeed-wheel-{digest}"), owner=owner)
+        os.utime(cache.cache_dir() / "kept" / f"deepspeed-wheel-{digest}", (2000 + n, 2000 + n))
+    kept = sorted(p.name for p in (cache.cache_dir() / "kept").iterdir() if not p.name.startswith("."))
+    assert kept == ["deepspeed-wheel-c2", "deepspeed-wheel-c3", "deepspeed-wheel-h100",
+                    "deepspeed-wheel-p1", "deepspeed-wheel-p2"]
+    owners = sorted(p.name for p in (cache.cache_dir() / "kept" / ".owners").iterdir())
+    assert owners == ["deepspeed-wheel-" + d for d in ("c2", "c3", "h100", "p1", "p2")]   # c1's went with it
+    dest = tmp_path / "host" / "deepspeed-wheel-h100"
+    assert cache.fetch_kept("deepspeed-wheel-h100", dest) and (dest / cache.COMPLETE).is_file()
 
 
 DEFINITION = """%post

@@ -11,10 +11,10 @@ import os
 import shutil
 from pathlib import Path
 
-from ..fileio import link_or_copy
+from ..fileio import link_or_copy, write_atomic
 
 KEEP_PER_LAYER = 2      # the newest keys of each target layer; older ones are pruned
-KEEP_PER_STEP = 2       # the newest outputs of each kept step, likewise
+KEEP_PER_STEP = 2       # the newest outputs of each kept step for each target, likewise
 COMPLETE = "complete"   # written last by the step's save commands
 
 
@@ -65,8 +65,11 @@ def fetch_kept(folder: str, dest: Path) -> bool:
     return True
 
 
-def store_kept(folder: str, made: Path):
-    """Keep a step's whole output (one with the completion mark) under ``folder``, atomically."""
+def store_kept(folder: str, made: Path, owner: str = ""):
+    """Keep a step's whole output (one with the completion mark) under ``folder``, atomically.
+    ``owner``: the target whose build made it. Older outputs of the same step are pruned per
+    owner, so building one target never evicts another's (h100-cuda's op wheel is not
+    compiled again for an hour because csc-cuda and cpu were built after it)."""
     stored = _kept(folder)
     if stored.is_dir() or not (made / COMPLETE).is_file():
         return
@@ -74,9 +77,30 @@ def store_kept(folder: str, made: Path):
     tmp = stored.with_name(f".{folder}.tmp-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     shutil.copytree(made, tmp, symlinks=True, copy_function=link_or_copy)
+    write_atomic(_owner_file(folder), owner + "\n")
     os.replace(tmp, stored)
     step = folder.rsplit("-", 1)[0]
-    older = sorted((p for p in stored.parent.glob(f"{step}-*") if p.name.rsplit("-", 1)[0] == step),
-                   key=lambda p: p.stat().st_mtime, reverse=True)
+    older = sorted((p for p in stored.parent.glob(f"{step}-*")
+                    if p.name.rsplit("-", 1)[0] == step and _owner(p.name) == owner),
+                   key=_mtime, reverse=True)
     for old in older[KEEP_PER_STEP:]:
         shutil.rmtree(old, ignore_errors=True)
+        _owner_file(old.name).unlink(missing_ok=True)
+
+
+def _owner_file(folder) -> Path:
+    return cache_dir() / "kept" / ".owners" / folder
+
+
+def _owner(folder) -> str:
+    try:
+        return _owner_file(folder).read_text().strip()
+    except OSError:                     # stored before owners were recorded
+        return ""
+
+
+def _mtime(path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:                     # pruned by a concurrent build: oldest of all
+        return 0.0

@@ -177,7 +177,7 @@ def build_layer(runtime, text, sif, key, args, log_path, progress, packed=True, 
         # build repeats only what broke (store_kept takes only outputs marked complete)
         for folder in kept:
             with contextlib.suppress(OSError):     # a cache that cannot grow hides no error
-                cache.store_kept(folder, host / KEPT_DIR / folder)
+                cache.store_kept(folder, host / KEPT_DIR / folder, owner=sif.name.split(".", 1)[0])
         tmp_sif.unlink(missing_ok=True)
         shutil.rmtree(work, ignore_errors=True)
     _write_meta(sif, key)
