@@ -24,7 +24,7 @@ import torch
 import torch.distributed as dist
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import (CheckpointSignal, die, hosts, log, make_dataset, make_model,  # noqa: E402
+from common import (CheckpointSignal, die, hosts, leave, log, make_dataset, make_model,  # noqa: E402
                     parameters_digest, save_atomically)
 
 
@@ -151,4 +151,4 @@ def train(args, rank, world, device, distributed):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    leave(main())

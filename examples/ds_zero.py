@@ -25,7 +25,8 @@ import torch.distributed as dist
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from common import CheckpointSignal, die, hosts, log, make_dataset, make_model, parameters_digest  # noqa: E402
+from common import (CheckpointSignal, die, hosts, leave, log, make_dataset, make_model,  # noqa: E402
+                    parameters_digest)
 
 
 def arguments():
@@ -108,4 +109,4 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    leave(main())
