@@ -26,8 +26,8 @@ from ..fileio import link_or_copy, write_atomic
 from ..render import runtime_wheel
 from ..render.blocks.build_host import SETTINGS
 from ..render.blocks.torch import DOWN_VARIABLE
-from ..render.definition import FILE_SUFFIX, LAYERS, file_name
-from ..render.layer_sharing import render_layers
+from ..render.definition import LAYERS, file_name
+from ..render.layer_sharing import LOWER, layer_owner, render_layers
 from ..render.parts import HOST_MOUNT, KEPT_DIR, KEPT_MOUNT
 from . import cache, hostinfo, indexes
 from .images import find_runtime
@@ -93,10 +93,9 @@ def build(tree, name, *, images: Path, force=None, progress):
     forced = {None: (), "top": ("image",), "all": LAYERS}[force]
     target = tree.target(name)
     name = target.name                                  # an alias builds its target's image
-    rendered = render_layers(tree, name)
-    texts = {layer: text for layer, (_, text) in rendered.items()}
+    texts = {layer: text for layer, (_, text) in render_layers(tree, name).items()}
     # devel and base may be another target's (layer_sharing): built, cached and locked as its
-    owners = {layer: file[:-len(FILE_SUFFIX[layer])] for layer, (file, _) in rendered.items()}
+    owners = {layer: layer_owner(tree, name) if layer in LOWER else name for layer in LAYERS}
     mirror = {"MIRROR": hostinfo.debian_mirror()} if any("{{ MIRROR }}" in t for t in texts.values()) else {}
     paths = layer_paths(images, owners)
     keys = layer_keys(texts, mirror)
@@ -133,18 +132,18 @@ def build(tree, name, *, images: Path, force=None, progress):
             log_path = images / f"{owner}.{layer}.build.log"
             progress.step(f"building the {layer} layer {sif} with {label} (log: {log_path})")
             build_layer(runtime, texts[layer], sif, keys[layer], args, log_path, progress,
-                        packed=layer not in INTERMEDIATE, reuse_kept=force != "all")
+                        packed=layer not in INTERMEDIATE, reuse_kept=force != "all", owner=owner)
             cache.store(owner, layer, keys[layer], sif)
     stat = paths["image"].stat()
     progress.step(f"built {paths['image']} ({stat.st_size / 1e6:.0f} MB); its %test passed")
     return paths["image"]
 
 
-def build_layer(runtime, text, sif, key, args, log_path, progress, packed=True, reuse_kept=True):
+def build_layer(runtime, text, sif, key, args, log_path, progress, packed=True, reuse_kept=True, owner=""):
     """Build one definition into ``sif`` atomically; record ``key`` beside it. ``packed``
     False writes the squashfs uncompressed, for a layer only the next layer reads. Kept step
     outputs come from the user's cache unless ``reuse_kept`` is False, and go back into it
-    once complete, whether or not the rest of the build succeeds."""
+    once complete, whether or not the rest of the build succeeds, recorded as ``owner``'s."""
     work = Path(tempfile.mkdtemp(prefix="hpcml-build-"))
     tmp_sif = sif.with_name(f".{sif.name}.tmp-{os.getpid()}")
     host, kept = work / "host", []
@@ -177,7 +176,7 @@ def build_layer(runtime, text, sif, key, args, log_path, progress, packed=True, 
         # build repeats only what broke (store_kept takes only outputs marked complete)
         for folder in kept:
             with contextlib.suppress(OSError):     # a cache that cannot grow hides no error
-                cache.store_kept(folder, host / KEPT_DIR / folder, owner=sif.name.split(".", 1)[0])
+                cache.store_kept(folder, host / KEPT_DIR / folder, owner=owner)
         tmp_sif.unlink(missing_ok=True)
         shutil.rmtree(work, ignore_errors=True)
     _write_meta(sif, key)
