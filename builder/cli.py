@@ -117,6 +117,9 @@ def _parser():
                           "every layer (--force=all)")
     cmd.add_argument("--images", default="images", metavar="DIR",
                      help="where images go (default: images)")
+    cmd.add_argument("--no-space-check", dest="space_check", action="store_false",
+                     help="start even when the layers seem not to fit on the disks (the check "
+                          "estimates from the sizes of earlier builds)")
     cmd.set_defaults(func=cmd_build)
 
     cmd = sub.add_parser("smoke", parents=[common],
@@ -264,7 +267,7 @@ def cmd_build(args):
     from .build.layers import build
     from .build.progress import Progress
     build(RecipeTree(args.recipes), args.target, images=Path(args.images), force=args.force,
-          progress=Progress())
+          progress=Progress(), space_check=args.space_check)
 
 
 def cmd_smoke(args):

@@ -19,14 +19,23 @@ Slurm runs around `srun torchrun` and `mpirun` inside an allocation):
 
 MASTER_ADDR, when not set already: the first host of SLURM_STEP_NODELIST (else, and always
 under Open MPI, whose ranks sit in several steps, SLURM_JOB_NODELIST), expanded here because
-`scontrol` is not inside the container; with every rank on one node, 127.0.0.1. MASTER_PORT, when not set already: HPCML_MASTER_PORT_BASE
-(default 10000) plus a number from the job id and the step id (10 x job id modulo 2000, plus
-the step id, or Open MPI's job id, modulo 10), so neither two jobs sharing a node nor two steps of one allocation
-running at once collide. On more than one node, `python -m launchenv` stops with one line
-(exit status 2) when MASTER_ADDR does not resolve on this node.
+`scontrol` is not inside the container; with every rank on one node, 127.0.0.1.
+MASTER_PORT, when not set already: HPCML_MASTER_PORT_BASE (default 10000) plus a number from
+the job id and the step id (10 x job id modulo 2000, plus the step id, or Open MPI's job id,
+modulo 10; the steps named batch, extern and interactive count as 0), so neither two jobs
+sharing a node nor two steps of one allocation running at once collide; with no job id, 29500.
+
+Bad input stops `python -m launchenv` (and `-- CMD`, before CMD starts) with one line on stderr,
+`error: launchenv: ...`, and exit status 2: a variable it reads that is not as a launcher sets
+it (it names the variable, its value and what was expected: a rank that is not a whole number
+or not below the world size, a node list it cannot read, a port out of range), or, on more
+than one node, a MASTER_ADDR that does not resolve on this node. detect() and apply() raise
+LaunchError for the same. A CMD that cannot be started: one line, exit status 127 (not found)
+or 126, as env(1) does.
 Standard library only: it runs in any image.
 """
 
+import itertools
 import os
 import re
 import socket
@@ -57,11 +66,15 @@ class Launch:
                 "MASTER_ADDR": self.master_addr, "MASTER_PORT": str(self.master_port)}
 
 
+MAX_HOSTS = 1_000_000            # more than any machine has: garbage, not a node list
+STEP_NAMES = ("batch", "extern", "interactive")   # Slurm's steps without a number
+
+
 def expand_hostlist(expression):
     """Slurm hostlist syntax: 'nid[005-007,012],gpu-x1' -> nid005 nid006 nid007 nid012 gpu-x1."""
     hosts = []
     for item in _split_top_level(expression.strip()):
-        hosts += _expand_item(item)
+        hosts += _expand_item(item, MAX_HOSTS - len(hosts))
     return hosts
 
 
@@ -75,122 +88,206 @@ def _split_top_level(text):
         depth += {"[": 1, "]": -1}.get(char, 0)
         if depth < 0:
             raise LaunchError(f"bad hostlist {text!r}: ']' without '['")
+        if depth > 1:
+            raise LaunchError(f"bad hostlist {text!r}: '[' inside '[...]'")
         current += char
     if depth:
         raise LaunchError(f"bad hostlist {text!r}: '[' without ']'")
     return [item for item in items + [current] if item]
 
 
-def _expand_item(item):
-    match = re.search(r"\[([^\]]*)\]", item)
-    if not match:
-        return [item]
-    head, tail = item[: match.start()], item[match.end():]
-    out = []
-    for part in match.group(1).split(","):
+def _expand_item(item, room):
+    """The hosts of one item, at most ``room``; the last bracket group varies fastest."""
+    pieces = re.split(r"\[([^\]]*)\]", item)       # text, group, text, group, ..., text
+    choices, count = [], 1
+    for index, piece in enumerate(pieces):
+        numbers = _numbers(piece, item, room // count) if index % 2 else [piece]
+        count *= len(numbers)
+        choices.append(numbers)
+    if count > room:
+        raise LaunchError(f"hostlist names more than {MAX_HOSTS} hosts (at {item!r})")
+    return ["".join(parts) for parts in itertools.product(*choices)]
+
+
+def _numbers(group, item, limit):
+    """The numbers of one bracket group such as '005-007,012', at most ``limit`` of them."""
+    numbers = []
+    for part in group.split(","):
         bounds = part.split("-")
-        if len(bounds) == 1 and bounds[0].isdigit():
-            numbers = [bounds[0]]
-        elif len(bounds) == 2 and all(b.isdigit() for b in bounds) and int(bounds[0]) <= int(bounds[1]):
-            width = len(bounds[0])
-            numbers = [str(n).zfill(width) for n in range(int(bounds[0]), int(bounds[1]) + 1)]
-        else:
-            raise LaunchError(f"bad hostlist range {part!r} in {item!r}")
-        for number in numbers:
-            out += _expand_item(head + number + tail)   # later bracket groups, if any
-    return out
+        if not all(re.fullmatch(r"[0-9]+", bound) for bound in bounds) or len(bounds) > 2 \
+                or int(bounds[0]) > int(bounds[-1]):
+            raise LaunchError(f"bad hostlist range {part!r} in {item!r}; expected N or LOW-HIGH")
+        low, high = int(bounds[0]), int(bounds[-1])
+        if high - low + 1 + len(numbers) > limit:      # counted before it is spelt out
+            raise LaunchError(f"hostlist names more than {MAX_HOSTS} hosts (at {item!r})")
+        numbers += [str(n).zfill(len(bounds[0])) for n in range(low, high + 1)]
+    return numbers
 
 
-def _tasks_on_this_node(env):
-    """Tasks on this node from SLURM_STEP_TASKS_PER_NODE such as '4(x2),3'."""
-    if env.get("SLURM_NTASKS_PER_NODE", "").isdigit():
-        return int(env["SLURM_NTASKS_PER_NODE"])
-    spec = env.get("SLURM_STEP_TASKS_PER_NODE") or env.get("SLURM_TASKS_PER_NODE")
-    if not spec:
-        return int(env.get("SLURM_NTASKS", "1"))
-    counts = []
-    for part in spec.split(","):
-        match = re.fullmatch(r"(\d+)(?:\(x(\d+)\))?", part)
-        if not match:
-            raise LaunchError(f"cannot read SLURM_STEP_TASKS_PER_NODE={spec!r}")
-        counts += [int(match.group(1))] * int(match.group(2) or 1)
-    node = int(env.get("SLURM_NODEID", "0"))
-    return counts[node] if node < len(counts) else counts[-1]
-
-
-def _integer(env, name):
-    value = env.get(name, "")
-    if not value.lstrip("-").isdigit():
+def _integer(env, name, default=None, *, needed_by=None):
+    """The whole number in ``env[name]``; ``default`` when unset (None: it must be set)."""
+    value = env.get(name)
+    if value is None:
+        if default is not None:
+            return default
+        because = f" (needed with {needed_by})" if needed_by else ""
+        raise LaunchError(f"{name} is not set{because}; expected a whole number")
+    if not re.fullmatch(r"-?[0-9]+", value):      # ASCII digits only: int() takes more
         raise LaunchError(f"{name}={value!r} is not a whole number")
     return int(value)
 
 
+def _tasks_on_this_node(env):
+    """(tasks on this node, where that came from), from SLURM_NTASKS_PER_NODE, else a list
+    such as SLURM_STEP_TASKS_PER_NODE='4(x2),3' and SLURM_NODEID, else SLURM_NTASKS."""
+    if env.get("SLURM_NTASKS_PER_NODE"):
+        return _integer(env, "SLURM_NTASKS_PER_NODE"), "SLURM_NTASKS_PER_NODE"
+    name = "SLURM_STEP_TASKS_PER_NODE" if env.get("SLURM_STEP_TASKS_PER_NODE") else "SLURM_TASKS_PER_NODE"
+    spec = env.get(name)
+    if not spec:
+        return _integer(env, "SLURM_NTASKS", 1), "SLURM_NTASKS"
+    item = r"[0-9]+(\(x[1-9][0-9]*\))?"          # 4, or 4(x2): 4 on each of 2 nodes
+    if not re.fullmatch(f"{item}(,{item})*", spec):
+        raise LaunchError(f"{name}={spec!r} is not a list of task counts; expected such as '4(x2),3'")
+    node = _integer(env, "SLURM_NODEID", 0)
+    if node < 0:
+        raise LaunchError(f"SLURM_NODEID={node} is not a node number; expected 0 or more")
+    where = f"{name}={spec!r} on SLURM_NODEID={node}"
+    tasks = 0
+    for count, times in re.findall(r"([0-9]+)(?:\(x([0-9]+)\))?", spec):
+        tasks = int(count)
+        if node < int(times or 1):
+            return tasks, where
+        node -= int(times or 1)
+    return tasks, where            # a node past the list: its last count
+
+
 def _ranks(env):
-    """(source, rank, local_rank, world_size, local_world_size)."""
+    """(source, rank, local_rank, world_size, local_world_size), each number with the name of
+    the variable it came from: (value, name)."""
+    def read(name, default=None, needed_by=None):
+        return _integer(env, name, default, needed_by=needed_by), name
+
     if env.get("TORCHELASTIC_RUN_ID"):
-        return ("torchrun", _integer(env, "RANK"), _integer(env, "LOCAL_RANK"),
-                _integer(env, "WORLD_SIZE"), _integer(env, "LOCAL_WORLD_SIZE"))
+        return ("torchrun", read("RANK"), read("LOCAL_RANK"), read("WORLD_SIZE"),
+                read("LOCAL_WORLD_SIZE"))
     if all(name in env for name in ("RANK", "LOCAL_RANK", "WORLD_SIZE")):
         # The DeepSpeed launcher says LOCAL_SIZE; torch.distributed.launch LOCAL_WORLD_SIZE.
-        world = _integer(env, "WORLD_SIZE")
-        local_size = env.get("LOCAL_WORLD_SIZE") or env.get("LOCAL_SIZE")
-        local_world = _integer({"n": local_size}, "n") if local_size else world
+        world = read("WORLD_SIZE")
+        local_name = "LOCAL_WORLD_SIZE" if env.get("LOCAL_WORLD_SIZE") else "LOCAL_SIZE"
+        local_world = read(local_name) if env.get(local_name) else world
         # set by `python -m launchenv --`, which found them: the launcher behind the variables
         source = env.get(SOURCE_VARIABLE, "env")
-        return source, _integer(env, "RANK"), _integer(env, "LOCAL_RANK"), world, local_world
+        return source, read("RANK"), read("LOCAL_RANK"), world, local_world
     if "OMPI_COMM_WORLD_RANK" in env:
-        return ("openmpi", _integer(env, "OMPI_COMM_WORLD_RANK"),
-                _integer(env, "OMPI_COMM_WORLD_LOCAL_RANK"), _integer(env, "OMPI_COMM_WORLD_SIZE"),
-                _integer(env, "OMPI_COMM_WORLD_LOCAL_SIZE"))
+        return ("openmpi", read("OMPI_COMM_WORLD_RANK"), read("OMPI_COMM_WORLD_LOCAL_RANK"),
+                read("OMPI_COMM_WORLD_SIZE"), read("OMPI_COMM_WORLD_LOCAL_SIZE"))
     if "PMIX_RANK" in env:
         size_var = next((v for v in ("PMIX_SIZE", "SLURM_NTASKS", "PMI_SIZE") if v in env), None)
         if size_var is None:
             raise LaunchError("PMIX_RANK is set but no world size (PMIX_SIZE or SLURM_NTASKS)")
-        local = _integer(env, "SLURM_LOCALID") if "SLURM_LOCALID" in env else 0
-        local_size = _tasks_on_this_node(env) if "SLURM_JOB_ID" in env else 1
-        return "pmix", _integer(env, "PMIX_RANK"), local, _integer(env, size_var), local_size
+        local = read("SLURM_LOCALID", 0)
+        local_size = _tasks_on_this_node(env) if "SLURM_JOB_ID" in env else (1, "PMIX_RANK without Slurm")
+        return "pmix", read("PMIX_RANK"), local, read(size_var), local_size
     if "PMI_RANK" in env:
-        local = int(env.get("MPI_LOCALRANKID", env.get("SLURM_LOCALID", "0")))
-        local_size = int(env.get("MPI_LOCALNRANKS", _tasks_on_this_node(env) if "SLURM_JOB_ID" in env else 1))
-        return "pmi", _integer(env, "PMI_RANK"), local, _integer(env, "PMI_SIZE"), local_size
+        local = read("MPI_LOCALRANKID") if "MPI_LOCALRANKID" in env else read("SLURM_LOCALID", 0)
+        if "MPI_LOCALNRANKS" in env:
+            local_size = read("MPI_LOCALNRANKS")
+        else:
+            local_size = _tasks_on_this_node(env) if "SLURM_JOB_ID" in env else (1, "PMI_RANK without Slurm")
+        return "pmi", read("PMI_RANK"), local, read("PMI_SIZE", needed_by="PMI_RANK"), local_size
     if "SLURM_PROCID" in env:
         size_var = "SLURM_STEP_NUM_TASKS" if "SLURM_STEP_NUM_TASKS" in env else "SLURM_NTASKS"
-        return ("slurm", _integer(env, "SLURM_PROCID"), _integer(env, "SLURM_LOCALID"),
-                _integer(env, size_var), _tasks_on_this_node(env))
-    return "single", 0, 0, 1, 1
+        return ("slurm", read("SLURM_PROCID"), read("SLURM_LOCALID"), read(size_var),
+                _tasks_on_this_node(env))
+    return "single", (0, "rank"), (0, "local rank"), (1, "world size"), (1, "local world size")
+
+
+def _check_ranks(source, rank, local_rank, world, local_world):
+    """Each of ``rank`` ... is (value, the variable it came from)."""
+    def show(pair):
+        value, name = pair
+        return f"{name}={value}" if re.fullmatch(r"[A-Z_]+", name) else f"{value} (from {name})"
+
+    problem = None
+    if world[0] < 1:
+        problem = f"{show(world)} is not a world size; expected 1 or more"
+    elif not 0 <= rank[0] < world[0]:
+        problem = f"{show(rank)} is not a rank of {show(world)}; expected 0 to {world[0] - 1}"
+    elif not 1 <= local_world[0] <= world[0]:
+        problem = f"{show(local_world)} tasks on this node; expected 1 to {show(world)}"
+    elif not 0 <= local_rank[0] < local_world[0]:
+        problem = (f"{show(local_rank)} is not a rank on this node of {show(local_world)}; "
+                   f"expected 0 to {local_world[0] - 1}")
+    if problem:
+        raise LaunchError(f"{source}: inconsistent ranks: {problem}")
+
+
+def _first_host(env, name):
+    try:
+        hosts = expand_hostlist(env[name])
+    except LaunchError as error:
+        raise LaunchError(f"{name}: {error}") from None
+    if not hosts:
+        raise LaunchError(f"{name}={env[name]!r} names no host; expected a Slurm node list")
+    return hosts[0]
+
+
+def _port(env, one_step):
+    """MASTER_PORT when set, else one from the job (and step) id: see the module's docstring."""
+    port = env.get("MASTER_PORT")
+    if port:
+        if not re.fullmatch(r"[0-9]{1,5}", port) or not 0 < int(port) < 65536:
+            raise LaunchError(f"MASTER_PORT={port!r} is not a port number; expected 1 to 65535")
+        return int(port)
+    base = _integer(env, "HPCML_MASTER_PORT_BASE", 10000)
+    job_var = next((v for v in ("SLURM_JOB_ID", "OMPI_MCA_ess_base_jobid") if env.get(v)), None)
+    if job_var is None:
+        return 29500                                # torch's own default: one job on the node
+    job = _integer(env, job_var)
+    if job < 0:
+        raise LaunchError(f"{job_var}={job} is not a job id; expected 0 or more")
+    if one_step:
+        step_id = env.get("SLURM_STEP_ID", "0")
+        if step_id in STEP_NAMES:
+            step = 0
+        elif re.fullmatch(r"[0-9]+", step_id):
+            step = int(step_id) % 10
+        else:
+            raise LaunchError(f"SLURM_STEP_ID={step_id!r} is not a step id; expected a whole number "
+                              f"or one of {', '.join(STEP_NAMES)}")
+    else:
+        step = _integer(env, "OMPI_MCA_ess_base_jobid", 0) % 10
+    port = base + job % 2000 * 10 + step
+    if not 0 < port < 65536:
+        raise LaunchError(f"HPCML_MASTER_PORT_BASE={base} gives port {port} for {job_var}={job}, "
+                          "not a port number; expected a base from 1 to 45536")
+    return port
 
 
 def detect(env=None):
-    """The Launch this process is part of, from ``env`` (default: os.environ)."""
+    """The Launch this process is part of, from ``env`` (default: os.environ). Any variable it
+    reads that is not as a launcher sets it raises LaunchError, which names it."""
     env = dict(os.environ if env is None else env)
     source, rank, local_rank, world, local_world = _ranks(env)
-    if not (0 <= rank < world and 0 <= local_rank < local_world <= world):
-        raise LaunchError(f"{source}: inconsistent ranks (rank {rank} of {world}, "
-                          f"local {local_rank} of {local_world})")
+    _check_ranks(source, rank, local_rank, world, local_world)
     # Open MPI's mpirun starts its ranks on the first node itself (in the batch step) and on
     # the others through `srun` steps of one node each: there, only the job's node list and
     # id are the same on every node. The other launchers' ranks are tasks of one step.
     one_step = source != "openmpi"
     master = env.get("MASTER_ADDR")
     if not master:
-        nodelist = (one_step and env.get("SLURM_STEP_NODELIST")) or env.get("SLURM_JOB_NODELIST")
+        nodelist = next((name for name in ("SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST")
+                         if env.get(name) and (one_step or name == "SLURM_JOB_NODELIST")), None)
         if nodelist:
-            master = expand_hostlist(nodelist)[0]
-        elif local_world == world:
+            master = _first_host(env, nodelist)
+        elif local_world[0] == world[0]:
             master = "127.0.0.1"
         else:
             raise LaunchError(f"{source}: ranks span several nodes and no MASTER_ADDR or Slurm "
                               "node list is set; export MASTER_ADDR=<first node>")
-    port = env.get("MASTER_PORT")
-    if not port:
-        job = env.get("SLURM_JOB_ID") or env.get("OMPI_MCA_ess_base_jobid") or ""
-        base = int(env.get("HPCML_MASTER_PORT_BASE", "10000"))
-        step = env.get("SLURM_STEP_ID", "0") if one_step else env.get("OMPI_MCA_ess_base_jobid", "0")
-        step = int(step) % 10 if step.isdigit() else 0
-        port = str(base + int(job) % 2000 * 10 + step) if job.isdigit() else "29500"
-    if not port.isdigit() or not 0 < int(port) < 65536:
-        raise LaunchError(f"MASTER_PORT={port!r} is not a port number")
-    return Launch(source, rank, local_rank, world, local_world, master, int(port))
+    return Launch(source, rank[0], local_rank[0], world[0], local_world[0], master,
+                  _port(env, one_step))
 
 
 def apply(env=None):
@@ -208,6 +305,9 @@ def check_master_resolves(launch):
         return                                     # one node: the master is this machine
     try:
         socket.getaddrinfo(launch.master_addr, launch.master_port, type=socket.SOCK_STREAM)
+    except UnicodeError:                           # 'a..b', a label over 63 characters
+        raise LaunchError(f"MASTER_ADDR={launch.master_addr!r} is not a host name; expected a "
+                          "name or an address") from None
     except socket.gaierror as error:
         raise LaunchError(f"rank {launch.rank} on {socket.gethostname()}: MASTER_ADDR "
                           f"{launch.master_addr!r} does not resolve here ({error.strerror}); every "
@@ -217,14 +317,21 @@ def check_master_resolves(launch):
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
+        if argv[:1] not in ([], ["--"]):
+            raise LaunchError(f"unexpected argument {argv[0]!r}; usage: python -m launchenv [-- CMD ARGS...]")
         launch = apply()
         check_master_resolves(launch)
     except LaunchError as error:
-        print(f"error: launchenv: {error}", file=sys.stderr)
+        # one line, whatever the values held: the job's log shows it beside every rank's
+        print("error: launchenv: " + " ".join(str(error).splitlines()), file=sys.stderr)
         return 2
-    if argv[:1] == ["--"] and len(argv) > 1:
+    if len(argv) > 1:
         os.environ.setdefault(SOURCE_VARIABLE, launch.source)
-        os.execvp(argv[1], argv[1:])
+        try:
+            os.execvp(argv[1], argv[1:])
+        except OSError as error:                   # as env(1): 127 not found, 126 not runnable
+            print(f"error: launchenv: cannot run {argv[1]!r}: {error.strerror}", file=sys.stderr)
+            return 127 if isinstance(error, FileNotFoundError) else 126
     for name, value in launch.variables().items():
         print(f"export {name}={value}")
     print(f"# from {launch.source}")

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from builder.build.hostinfo import debian_mirror
 from builder.build.layers import layer_keys
 from builder.recipes.tree import RecipeTree
 from builder.render.definition import render_all
@@ -170,6 +171,10 @@ def test_no_label_names_a_path_of_the_build_machine(apptainer, cpu_image):
     assert labels["org.label-schema.usage.singularity.deffile.from"] == "cpu.base.sif"
     folders = {str(cpu_image.parent), str(cpu_image.parent.resolve()), str(ROOT), str(Path.home())}
     assert not [(name, value) for name, value in labels.items() if any(f in value for f in folders)], labels
+    # nor the Debian mirror the build host's apt uses (the layers below record it)
+    mirror = debian_mirror()
+    assert not [(name, value) for name, value in labels.items() if mirror in value], labels
+    assert "org.label-schema.usage.singularity.deffile.mirrorurl" not in labels
 
 
 def test_a_top_component_change_keeps_the_os_and_torch_layers(tmp_path):
@@ -221,7 +226,7 @@ def start_layer_build(tmp_path, post, *extra, env=None):
     process = subprocess.Popen(
         [sys.executable, "-c", BUILD_ONE_LAYER, definition, previous, RECIPES, IMAGES / "cpu.base.sif", *extra],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env=dict(os.environ, TMPDIR=str(private_tmp), **(env or {})))
+        env=dict(os.environ, TMPDIR=str(private_tmp), APPTAINER_TMPDIR=str(private_tmp), **(env or {})))
     return process, images, previous
 
 

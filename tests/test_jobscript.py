@@ -118,6 +118,7 @@ def test_options_and_the_reasons_are_in_the_script(tree):
                       image="/appl/images/lumi.sif", account="project_465000001")
     assert "export SING_IMAGE=/appl/images/lumi.sif" in text
     assert "export SING_BIND=/scratch/p/data" in text and "export SING_STAGE=/scratch/p/ds" in text
+    assert "unstage() { srun --ntasks-per-node=1 singularity_wrapper unstage || true; }\ntrap unstage EXIT\n" in text
     assert "#   - partition small-g (part of a node): the first of the site's that fits; skipped " \
            "standard-g: whole nodes only" in text
     assert "memory 120G: 60 GB per GPU (slurm.mem: per_gpu)" in text

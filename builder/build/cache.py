@@ -23,31 +23,43 @@ def cache_dir() -> Path:
     return Path(base) / "hpc-ml-containers"
 
 
-def _slot(name, layer):
+def slot(name, layer):
     return cache_dir() / "layers" / f"{name}.{layer}"
 
 
 def fetch(name, layer, key, dest: Path) -> bool:
-    """Put the stored layer with ``key`` at ``dest`` (atomically); False if none is stored."""
-    stored = _slot(name, layer) / f"{key}.sif"
-    if not stored.is_file():
-        return False
+    """Put the stored layer with ``key`` at ``dest`` (atomically); False if none is stored,
+    or if a concurrent build pruned it while we looked. A copy that fails part way (a full
+    disk) leaves nothing behind and raises."""
+    stored = slot(name, layer) / f"{key}.sif"
     tmp = dest.with_name(f".{dest.name}.tmp-{os.getpid()}")
-    link_or_copy(stored, tmp)
+    try:
+        link_or_copy(stored, tmp)
+    except FileNotFoundError:
+        tmp.unlink(missing_ok=True)
+        return False
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     os.replace(tmp, dest)
     return True
 
 
 def store(name, layer, key, sif: Path):
-    slot = _slot(name, layer)
-    stored = slot / f"{key}.sif"
+    """Keep ``sif`` as the layer with ``key``; the older keys of the slot beyond the newest
+    KEEP_PER_LAYER are pruned. A copy that fails part way leaves nothing behind and raises."""
+    folder = slot(name, layer)
+    stored = folder / f"{key}.sif"
     if stored.is_file():
         return
-    slot.mkdir(parents=True, exist_ok=True)
-    tmp = slot / f".{key}.tmp-{os.getpid()}"
-    link_or_copy(sif, tmp)
-    os.replace(tmp, stored)
-    older = sorted(slot.glob("*.sif"), key=lambda p: p.stat().st_mtime, reverse=True)
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = folder / f".{key}.tmp-{os.getpid()}"
+    try:
+        link_or_copy(sif, tmp)
+        os.replace(tmp, stored)
+    finally:
+        tmp.unlink(missing_ok=True)
+    older = sorted(folder.glob("*.sif"), key=mtime, reverse=True)
     for old in older[KEEP_PER_LAYER:]:
         old.unlink(missing_ok=True)
 
@@ -61,7 +73,11 @@ def fetch_kept(folder: str, dest: Path) -> bool:
     stored = _kept(folder)
     if not (stored / COMPLETE).is_file():
         return False
-    shutil.copytree(stored, dest, symlinks=True, copy_function=link_or_copy)
+    try:
+        shutil.copytree(stored, dest, symlinks=True, copy_function=link_or_copy)
+    except (FileNotFoundError, shutil.Error):      # pruned by a concurrent build meanwhile
+        shutil.rmtree(dest, ignore_errors=True)
+        return False
     return True
 
 
@@ -82,7 +98,7 @@ def store_kept(folder: str, made: Path, owner: str = ""):
     step = folder.rsplit("-", 1)[0]
     older = sorted((p for p in stored.parent.glob(f"{step}-*")
                     if p.name.rsplit("-", 1)[0] == step and _owner(p.name) == owner),
-                   key=_mtime, reverse=True)
+                   key=mtime, reverse=True)
     for old in older[KEEP_PER_STEP:]:
         shutil.rmtree(old, ignore_errors=True)
         _owner_file(old.name).unlink(missing_ok=True)
@@ -99,7 +115,7 @@ def _owner(folder) -> str:
         return ""
 
 
-def _mtime(path) -> float:
+def mtime(path) -> float:
     try:
         return path.stat().st_mtime
     except OSError:                     # pruned by a concurrent build: oldest of all

@@ -2,9 +2,11 @@
 that runs them, which image and site a command means, the smoke report's file names and the
 image's own labels. A low-level module: it imports none of the commands that use it."""
 
+import fcntl
 import json
 import os
 import shutil
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -91,3 +93,26 @@ def image_facts(target, images: Path) -> dict:
         return {**facts, "labels": f"not read ({error})"}
     facts.update((key, labels[key]) for key in MEASURED if key in labels)
     return facts
+
+
+@contextmanager
+def image_lock(images: Path, name, shared=False):
+    """A build holds its target's lock alone; smoke and publish hold it shared while they
+    read the image, so a build never replaces an image that one of them is reading. Whoever
+    comes second stops at once with one line, saying who holds it (never waits hours)."""
+    path = images / f".{name}.lock"
+    with open(path, "a") as handle:
+        try:
+            fcntl.flock(handle, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if shared:
+                holder = "a build of it is running"
+            else:          # readers share the lock; a second build holds it alone
+                try:
+                    fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                    holder = "a smoke run or publish is reading it"
+                except BlockingIOError:
+                    holder = "another build of it is running"
+            raise ToolError(f"{name}: {holder} (lock {path}); try again when it has "
+                            "finished") from None
+        yield

@@ -10,7 +10,6 @@ cleans up even after SIGKILL) leaves the old image as it was.
 """
 
 import contextlib
-import fcntl
 import functools
 import hashlib
 import json
@@ -29,8 +28,8 @@ from ..render.blocks.torch import DOWN_VARIABLE
 from ..render.definition import LAYERS, file_name
 from ..render.layer_sharing import LOWER, layer_owner, render_layers
 from ..render.parts import HOST_MOUNT, KEPT_DIR, KEPT_MOUNT
-from . import cache, hostinfo, indexes
-from .images import find_runtime
+from . import cache, hostinfo, indexes, space
+from .images import find_runtime, image_lock
 
 
 def build_key(text, args, parent_keys=(), shipped=False):
@@ -86,10 +85,11 @@ def layer_paths(images: Path, owners: dict) -> dict:
     return {layer: images / file_name(owners[layer], layer).replace(".def", ".sif") for layer in LAYERS}
 
 
-def build(tree, name, *, images: Path, force=None, progress):
+def build(tree, name, *, images: Path, force=None, progress, space_check=True):
     """Build the target's layers in order, skipping each one whose key is unchanged.
 
-    force: None, "top" (rebuild the image layer on the layers below as they are) or "all"."""
+    force: None, "top" (rebuild the image layer on the layers below as they are) or "all".
+    space_check: refuse to start when the layers will not fit (space.check_fits)."""
     forced = {None: (), "top": ("image",), "all": LAYERS}[force]
     target = tree.target(name)
     name = target.name                                  # an alias builds its target's image
@@ -104,10 +104,17 @@ def build(tree, name, *, images: Path, force=None, progress):
         print(f"{paths['image']} is up to date")
         return paths["image"]
     images.mkdir(parents=True, exist_ok=True)
+    where = space.folders(images)
     with contextlib.ExitStack() as locks:
         for owner in dict.fromkeys(owners.values()):
-            locks.enter_context(_lock(images, owner))
-            _remove_stale_temps(images, owner)
+            locks.enter_context(image_lock(images, owner))
+            _remove_stale_temps(images, where, owner)
+        plan = {layer: _step(layer, forced, paths[layer], owners[layer], keys[layer])
+                for layer in LAYERS}
+        if space_check:
+            sizes = {layer: space.layer_size(tree.target(owners[layer]), layer, paths[layer],
+                                             cache.slot(owners[layer], layer)) for layer in LAYERS}
+            space.check_fits(name, plan, sizes, where)
         runtime, label = find_runtime(target.sites[0], progress, images)
         if owners["devel"] != name:
             progress.step(f"{name} builds on the devel and base layers of {owners['devel']} "
@@ -116,10 +123,12 @@ def build(tree, name, *, images: Path, force=None, progress):
             sif = paths[layer]
             owner = owners[layer]
             if layer not in forced and is_current(sif, keys[layer]):
-                cache.store(owner, layer, keys[layer], sif)
+                _keep(owner, layer, keys[layer], sif, progress)
                 progress.step(f"{layer} layer {sif} is up to date")
                 continue
-            if layer not in forced and cache.fetch(owner, layer, keys[layer], sif):
+            with space.naming_full("the images folder", where.images):
+                fetched = layer not in forced and cache.fetch(owner, layer, keys[layer], sif)
+            if fetched:
                 _write_meta(sif, keys[layer])
                 progress.step(f"{layer} layer {sif} taken from the cache ({cache.cache_dir()})")
                 continue
@@ -132,19 +141,26 @@ def build(tree, name, *, images: Path, force=None, progress):
             log_path = images / f"{owner}.{layer}.build.log"
             progress.step(f"building the {layer} layer {sif} with {label} (log: {log_path})")
             build_layer(runtime, texts[layer], sif, keys[layer], args, log_path, progress,
-                        packed=layer not in INTERMEDIATE, reuse_kept=force != "all", owner=owner)
-            cache.store(owner, layer, keys[layer], sif)
+                        packed=layer not in INTERMEDIATE, reuse_kept=force != "all", owner=owner,
+                        where=where)
+            _keep(owner, layer, keys[layer], sif, progress)
     stat = paths["image"].stat()
     progress.step(f"built {paths['image']} ({stat.st_size / 1e6:.0f} MB); its %test passed")
     return paths["image"]
 
 
-def build_layer(runtime, text, sif, key, args, log_path, progress, packed=True, reuse_kept=True, owner=""):
+def build_layer(runtime, text, sif, key, args, log_path, progress, packed=True, reuse_kept=True,
+                owner="", where=None):
     """Build one definition into ``sif`` atomically; record ``key`` beside it. ``packed``
     False writes the squashfs uncompressed, for a layer only the next layer reads. Kept step
     outputs come from the user's cache unless ``reuse_kept`` is False, and go back into it
-    once complete, whether or not the rest of the build succeeds, recorded as ``owner``'s."""
-    work = Path(tempfile.mkdtemp(prefix="hpcml-build-"))
+    once complete, whether or not the rest of the build succeeds, recorded as ``owner``'s.
+    ``where``: the folders the build writes in (space.folders); its temporary folder holds
+    this build's own folder, Apptainer's temporary files included, removed at the end."""
+    where = where or space.folders(sif.parent)
+    where.tmp.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f"{WORK_PREFIX}{owner or 'layer'}-", dir=where.tmp))
+    (work / "apptainer").mkdir()
     tmp_sif = sif.with_name(f".{sif.name}.tmp-{os.getpid()}")
     host, kept = work / "host", []
     try:
@@ -165,11 +181,20 @@ def build_layer(runtime, text, sif, key, args, log_path, progress, packed=True, 
         for arg, value in sorted(args.items()):
             argv += ["--build-arg", f"{arg}={value}"]
         argv += ["--bind", f"{host}:{HOST_MOUNT}", str(tmp_sif.absolute()), str(definition)]
-        env = dict(os.environ, HPCML_TOOLBOX_BINDS=f"{sif.parent.resolve()}:{work}")
+        where.apptainer_cache.mkdir(parents=True, exist_ok=True)
+        env = dict(os.environ, **where.env(work / "apptainer"), HPCML_TOOLBOX_BINDS=":".join(
+            map(str, (sif.parent.resolve(), work, where.apptainer_cache))))
         log_path.write_text("")
-        runner.run_logged(argv, log_path, cwd=sif.parent.resolve(), env=env, what="apptainer build",
-                          note="; the previous image, if any, is unchanged",
-                          cleanup=[tmp_sif, work], on_line=_progress_lines(progress))
+        try:
+            runner.run_logged(argv, log_path, cwd=sif.parent.resolve(), env=env,
+                              what="apptainer build", note="; the previous image, if any, is unchanged",
+                              cleanup=[tmp_sif, work], on_line=_progress_lines(progress))
+        except ToolError as error:
+            full = space.full_folder(runner.tail(log_path, 40), where)
+            if full is None:
+                raise
+            raise ToolError(f"apptainer build {space.ran_out(*full)}; the previous image, if any, "
+                            f"is unchanged and the partial files are removed; log: {log_path}") from error
         os.replace(tmp_sif, sif)
     finally:
         # a step that finished is kept even when a later one (or %test) failed: the next
@@ -179,7 +204,28 @@ def build_layer(runtime, text, sif, key, args, log_path, progress, packed=True, 
                 cache.store_kept(folder, host / KEPT_DIR / folder, owner=owner)
         tmp_sif.unlink(missing_ok=True)
         shutil.rmtree(work, ignore_errors=True)
+        if where.tmp == sif.parent.resolve() / space.DEFAULT_TMP:
+            with contextlib.suppress(OSError):     # ours, and empty unless another build runs
+                where.tmp.rmdir()
     _write_meta(sif, key)
+
+
+def _step(layer, forced, sif, owner, key) -> str:
+    """What the build will do for a layer: "current", "fetch" (from the cache) or "build"."""
+    if layer in forced:
+        return "build"
+    if is_current(sif, key):
+        return "current"
+    return "fetch" if cache.slot(owner, layer).joinpath(f"{key}.sif").is_file() else "build"
+
+
+def _keep(owner, layer, key, sif, progress):
+    """The layer into the user's cache; a cache that cannot take it fails no build."""
+    try:
+        cache.store(owner, layer, key, sif)
+    except OSError as error:
+        progress.step(f"the {layer} layer was not kept in the cache {cache.cache_dir()} "
+                      f"({error.strerror}); the next build of it cannot take it from there")
 
 
 def _write_meta(sif, key):
@@ -204,29 +250,15 @@ def _meta_path(sif):
     return sif.with_name(sif.name + ".json")
 
 
-class _lock:
-    """One build of a target at a time; a second one fails fast instead of racing it."""
-
-    def __init__(self, images, name):
-        self.path = images / f".{name}.lock"
-
-    def __enter__(self):
-        self.handle = open(self.path, "w")
-        try:
-            fcntl.flock(self.handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            self.handle.close()
-            raise ToolError(f"another build of {self.path.name[1:-5]} is running "
-                            f"(lock {self.path})") from None
-
-    def __exit__(self, *exc):
-        self.handle.close()
+WORK_PREFIX = "hpcml-build-"
 
 
-def _remove_stale_temps(images, name):
+def _remove_stale_temps(images, where, name):
     # left behind only if the guard itself was killed; the lock says no build is running
     for stale in images.glob(f".{name}.*sif.tmp-*"):
         stale.unlink(missing_ok=True)
+    for stale in where.tmp.glob(f"{WORK_PREFIX}{name}-*"):
+        shutil.rmtree(stale, ignore_errors=True)
 
 
 def _write_host_settings(host: Path, text: str, progress):

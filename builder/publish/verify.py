@@ -1,12 +1,16 @@
 """`python -m builder verify`: a published version's files are the ones that were published.
 
-Every file of the version, the image included, and its module files are listed with their
+Every file of the version, the image and the module files included, is listed with its
 sha256 in SHA256SUMS (`sha256sum -c SHA256SUMS` in the folder checks the same without the
-builder). A changed, truncated or missing file, an unlisted file in bin/, or a smoke report
-that no longer passes or names another image fails the check.
+builder), and modulefiles/NAME/ must link to the module files publish.json lists. A changed,
+truncated or missing file, an unlisted file in bin/, a module file that is not that link, or a
+smoke report that no longer passes or names another image fails the check. What an interrupted
+publish left is first undone or finished as the next publish would (`install.settle`): a
+version it had moved aside is renamed back, and verify says so.
 """
 
 import json
+import os
 from pathlib import Path
 
 from ..errors import CheckFailed, RecipeError
@@ -22,6 +26,8 @@ def locate(prefix, spec):
                           file="command line")
     name, version = spec.split("/")
     root = Path(prefix).resolve() / name / version
+    from .install import settle          # here: install imports this module
+    settle(root)
     if not (root / SUMS).is_file():
         raise RecipeError(f"{spec} is not published here (no {SUMS})", file=str(root))
     return name, version, root
@@ -52,6 +58,13 @@ def verify(prefix, spec):
     except (OSError, ValueError):
         manifest = {}
         problems.append("publish.json: missing or not JSON")
+    modules = root.parent.parent / "modulefiles" / name
+    links = manifest.get("modules") if isinstance(manifest.get("modules"), dict) else {}
+    for entry, file in links.items():          # none listed: an older builder's copies
+        target = f"../../{name}/{version}/{file}"
+        if not (modules / entry).is_symlink() or os.readlink(modules / entry) != target:
+            problems.append(f"../../modulefiles/{name}/{entry}: not the link to {file} "
+                            "it was published with")
     if manifest.get("smoke") == "passed":
         try:
             verdict = json.loads((root / "smoke.json").read_text()).get("verdict")
@@ -66,5 +79,6 @@ def verify(prefix, spec):
                           "publish it again (--force) from a good image")
     smoke = ("smoke tests passed" if manifest.get("smoke") == "passed"
              else "smoke tests NOT RUN (published with --skip-smoke)")
+    linked = f"; modulefiles/{name}/{', '.join(links)} link to them" if links else ""
     print(f"{name}/{version}: all {len(listed)} files match their checksums "
-          f"(image sha256 {listed.get('image.sif', '?')[:16]}...); {smoke}")
+          f"(image sha256 {listed.get('image.sif', '?')[:16]}...){linked}; {smoke}")

@@ -132,6 +132,7 @@ class Target:
     plugin: object                 # Source or None
     mpi_abi: str
     mpi4py_version: str            # "" when mpi4py is not wanted
+    build_space: tuple = ()        # (("devel", GB), ("base", GB), ("image", GB)) or ()
 
     @property
     def archs(self):

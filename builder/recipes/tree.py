@@ -208,7 +208,8 @@ class RecipeTree:
             cuda_min_driver=tuple(sorted(versions.get("cuda_min_driver", {}).items()))
             if flavour == "cuda" else (), cuda_toolkit=kit,
             deepspeed=deepspeed, comm_library=data["comm"]["library"], plugin=plugin,
-            mpi_abi=data["mpi"]["abi"], mpi4py_version=mpi4py)
+            mpi_abi=data["mpi"]["abi"], mpi4py_version=mpi4py,
+            build_space=tuple(sorted(data.get("build_space", {}).items())))
         return target
 
     @staticmethod

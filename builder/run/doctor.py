@@ -4,7 +4,7 @@ import shutil
 from pathlib import Path
 
 from .. import runner
-from ..build import hostinfo, toolbox
+from ..build import hostinfo, space, toolbox
 from ..build.cache import cache_dir
 from ..build.images import installed_runtime
 from ..errors import ToolError
@@ -24,9 +24,12 @@ def report(tree, images):
                      "`build` provisions a toolbox under the cache (about 40 s, 300 MB)")))
     rows.append(("fakeroot", "needed: no CAP_SYS_RESOURCE in the capability bounding set"
                  if hostinfo.needs_fakeroot() else "not needed"))
-    for label, path in (("disk images", images), ("disk cache", cache_dir())):
+    where = space.folders(Path(images))
+    for label, path in (("disk images", where.images), ("disk tmp", where.tmp),
+                        ("disk cache", cache_dir()), ("disk apptainer cache", where.apptainer_cache)):
         existing = next(p for p in [path, *path.resolve().parents] if p.exists())
-        rows.append((label, f"{shutil.disk_usage(existing).free / 1e9:.1f} GB free at {existing}"))
+        rows.append((label, f"{shutil.disk_usage(existing).free / 1e9:.1f} GB free at {existing}"
+                     + ("" if existing == path else f" (for {path})")))
     try:
         rows.append(("mirror", hostinfo.debian_mirror()))
     except ToolError as error:
@@ -36,7 +39,7 @@ def report(tree, images):
     wheels = [w.name for d in pip["find_links"] for w in Path(d).glob("*.whl")]
     rows.append(("pip wheels", f"{len(wheels)} local wheel(s): {', '.join(wheels)}" if wheels else "none"))
     for label, value in rows:
-        print(f"{label:<12} {value}")
+        print(f"{label:<21} {value}")
 
 
 def _version(path):

@@ -288,6 +288,11 @@ def _launch(p: Plan):
         p.why.append("CPU binding: the site's masks, nearest cores to each GPU (cpu.cpu_bind)")
     ranks = ["python", "-m", "launchenv", "--", "python", *program]
     nodes = request.nodes
+    if request.stage:
+        # the copies go when the script ends, not at the next job on each node
+        p.launch_lines += ["unstage() { srun --ntasks-per-node=1 " + cmd(request.wrapper, "unstage")
+                           + " || true; }", "trap unstage EXIT"]
+        p.why.append("staged copies removed on each node when the script ends (trap unstage EXIT)")
     if p.launch == "torchrun":
         if nodes == 1:
             line = cmd(*SRUN, *wrapper, "torchrun", "--standalone", "--nnodes=1",

@@ -5,7 +5,7 @@ import os
 from pathlib import Path
 
 from .. import resources, runner
-from ..build.images import IMAGE_SUM, REPORT, built_image, ready_runtime
+from ..build.images import IMAGE_SUM, REPORT, built_image, image_lock, ready_runtime
 from ..errors import CheckFailed
 from ..fileio import sha256_file, write_atomic
 from ..render.sitefile import render_site
@@ -30,13 +30,15 @@ def run(tree, name, *, images: Path, out, ranks, timeout, site, extra):
     argv = [str(resources.wrapper()), "exec", "torchrun", "--standalone", f"--nproc-per-node={ranks}",
             "-m", "smoke", "all", "--out", str(out), "--timeout", f"{timeout:g}", *extra]
     # The report must name the image it tested, so that publish can refuse a report of
-    # another build: the checksum is taken before the run, written only beside a new report.
-    for stale in (out / REPORT, out / IMAGE_SUM):
-        stale.unlink(missing_ok=True)
-    checksum = sha256_file(image)
-    status = runner.run_attached(argv, env=env, timeout=timeout + GRACE_S)
-    if (out / REPORT).is_file():
-        write_atomic(out / IMAGE_SUM, f"{checksum}  {image.name}\n")
+    # another build: the checksum is taken before the run, written only beside a new report;
+    # the lock keeps a build from replacing the image in between.
+    with image_lock(images, built.target.name, shared=True):
+        for stale in (out / REPORT, out / IMAGE_SUM):
+            stale.unlink(missing_ok=True)
+        checksum = sha256_file(image)
+        status = runner.run_attached(argv, env=env, timeout=timeout + GRACE_S)
+        if (out / REPORT).is_file():
+            write_atomic(out / IMAGE_SUM, f"{checksum}  {image.name}\n")
     if status != 0:
         raise CheckFailed(f"smoke suite of {image} failed (exit status {status}); "
                           f"report and logs in {out}")

@@ -14,6 +14,14 @@ LABEL_PREFIX = "org.hpc-ml-containers"
 MEASURED = ("nccl.version", "cuda.runtime", "cuda.min_driver", "rccl.version", "rocm.hip")
 # `apptainer build` names the file in APPTAINER_LABELS, SingularityCE in SINGULARITY_LABELS
 _LABELS_FILE = '"${APPTAINER_LABELS:-${SINGULARITY_LABELS:-/dev/null}}"'
+# The labels a layer inherits from the one below; a debootstrap layer's name the build host's
+# Debian mirror (a fact of the build machine, a site's own mirror on a site), so the shipped
+# image drops it.
+_INHERITED_LABELS = "/.singularity.d/labels.json"
+_HOST_LABELS = ("org.label-schema.usage.singularity.deffile.mirrorurl",)
+_DROP_LABELS = ("import json, sys; path = sys.argv[1]; labels = json.load(open(path)); "
+                "[labels.pop(key, None) for key in sys.argv[2:]]; "
+                "json.dump(labels, open(path, \"w\"), indent=1, sort_keys=True)")
 
 
 def recipe_json(target) -> str:
@@ -41,11 +49,13 @@ def parts(target):
     # what `ds_report` must show installed, no more and no less (checked by `smoke deepspeed`)
     labels.append(("deepspeed.ops", ",".join(target.deepspeed.promised)))
     labels.append(("recipe", recipe_json(target)))
-    post = ()
+    python = f"{target.venv}/bin/python"
+    post = (f"[ ! -f {_INHERITED_LABELS} ] || "
+            + cmd(python, "-c", _DROP_LABELS, _INHERITED_LABELS, *_HOST_LABELS),)
     if target.torch_flavour != "cpu":
         # an assignment, so that a failing measurement stops the build (no pipefail in sh)
-        post = (f'measured="$({cmd(f"{target.venv}/bin/python", "-m", "smoke.labels", LABEL_PREFIX)})"',
-                f'printf \'%s\\n\' "$measured" | tee -a {_LABELS_FILE}')
+        post += (f'measured="$({cmd(python, "-m", "smoke.labels", LABEL_PREFIX)})"',
+                 f'printf \'%s\\n\' "$measured" | tee -a {_LABELS_FILE}')
     return [Part(
         block="provenance", stage="final", post=post,
         labels=tuple((f"{LABEL_PREFIX}.{key}", value) for key, value in labels),
