@@ -279,7 +279,8 @@ def _module_systems_agree(site, modulecmd, case, mode, step, verified):
 
 
 def test_the_cases_reach_every_step_and_every_step_is_a_fault_point():
-    source = (ROOT / "builder" / "publish" / "install.py").read_text()
+    source = "".join((ROOT / "builder" / "publish" / name).read_text()
+                     for name in ("install.py", "placing.py"))
     points = re.findall(r'faults\.point\("([^"]+)"\)', source)
     assert sorted(set(points)) == sorted(STEPS)
     assert {f"publish:{step}" for _, _, step in CASES} == set(STEPS)

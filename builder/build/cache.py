@@ -35,13 +35,12 @@ def fetch(name, layer, key, dest: Path) -> bool:
     tmp = dest.with_name(f".{dest.name}.tmp-{os.getpid()}")
     try:
         link_or_copy(stored, tmp)
+        # a no-op where dest is already a link to the same file (rename(2)): tmp stays
+        os.replace(tmp, dest)
     except FileNotFoundError:
-        tmp.unlink(missing_ok=True)
         return False
-    except BaseException:
+    finally:
         tmp.unlink(missing_ok=True)
-        raise
-    os.replace(tmp, dest)
     return True
 
 

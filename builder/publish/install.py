@@ -7,29 +7,18 @@
     PREFIX/modulefiles/<name>/<version>     -> ../../<name>/<version>/module.tcl  (with --tcl)
     PREFIX/modulefiles/<name>/.version        the default, with --default
 
-The version folder is assembled in a hidden folder beside its place, the module files are
-linked to its place (the links dangle until it is there; Lmod and Environment Modules skip
-them), then the folder is renamed into place: swapped with the published one in one rename
-(renameat2 RENAME_EXCHANGE), or where the file system has no exchange (NFS, Lustre, GPFS),
-the published one renamed to .VERSION.old-* and the new one into place. As the module files
-live in the folder, that rename switches folder and module files together: a publish killed at
-any step leaves each version as it was or fully the new one, save in the fallback's gap
-between its two renames, where the version is whole in .VERSION.old-* and the next publish,
-verify or default renames it back (`recover`, under the name's lock). Everything else a killed
-publish leaves is removed by the next one.
+The version folder is assembled in a hidden folder beside its place and put there with its
+module files in one rename (placing.py); a publish killed at any step leaves each version as it
+was or wholly the new one, and the next publish removes what it left.
 """
 
-import ctypes
-import fcntl
 import json
 import os
 import re
-import secrets
 import shutil
 import stat
 import tempfile
 import time
-from contextlib import contextmanager
 from pathlib import Path
 
 from .. import __version__, faults, resources
@@ -38,15 +27,14 @@ from ..errors import CheckFailed, RecipeError
 from ..fileio import copy_hashed, sha256_file, write_atomic
 from ..render.sitefile import GPU_FLAGS, render_site
 from .modulefile import Module, render_default, render_entry, render_lua, render_tcl
+from .placing import (MANIFEST, fix_modules, link_target, lock, module_files, move_into_place,
+                      recover, symlink_atomic)
 from .stackinfo import stack_versions
 from .verify import SUMS, locate
 
 ENTRY_POINTS = ("python", "python3", "torchrun", "deepspeed", "ds_report", "pip")
 # No "+" or "@": Environment Modules reads them as variant and version specifiers.
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-MANIFEST = "publish.json"
-LOCK = ".publish.lock"
-LOCK_WAIT = 3600            # s; a publish copies one image, minutes even on a slow file system
 
 
 def publish(tree, target_name, *, prefix, name, version, site, images: Path, smoke_dir,
@@ -89,11 +77,11 @@ def publish(tree, target_name, *, prefix, name, version, site, images: Path, smo
                 for entry, file in files.items():
                     # The same link text for every publish of this version: a published one keeps
                     # resolving to its own folder until the swap. A regular file of an older builder
-                    # is replaced only after the swap, by _fix_modules.
+                    # is replaced only after the swap, by fix_modules.
                     if (modules / entry).is_symlink() or not (modules / entry).exists():
-                        _symlink_atomic(_link_target(name, version, file), modules / entry)
+                        symlink_atomic(link_target(name, version, file), modules / entry)
                 faults.point("publish:linked")
-                _move_into_place(staging, root)
+                move_into_place(staging, root)
             except BaseException:
                 shutil.rmtree(staging, ignore_errors=True)
                 try:
@@ -101,7 +89,7 @@ def publish(tree, target_name, *, prefix, name, version, site, images: Path, smo
                 except OSError:
                     pass                            # the next publish retries; keep the first error
                 raise
-            _fix_modules(modules, name, version, files)  # drops a Tcl link of an earlier --tcl publish
+            fix_modules(modules, name, version, files)  # drops a Tcl link of an earlier --tcl publish
             faults.point("publish:modules-done")
             if default:
                 write_atomic(modules / ".version", render_default(version))
@@ -201,16 +189,6 @@ def _module(target, site, name, version, root, labels, smoke):
                   container_env=container_env, env_prefix=f"{runtime.upper()}ENV_")
 
 
-def module_files(version, tcl) -> dict:
-    """{entry in modulefiles/NAME: the file in the version's folder it links to}"""
-    return {f"{version}.lua": "module.lua", **({version: "module.tcl"} if tcl else {})}
-
-
-def _link_target(name, version, file):
-    """Relative, from PREFIX/modulefiles/NAME/: a prefix copied or moved whole still works."""
-    return f"../../{name}/{version}/{file}"
-
-
 def _assemble(staging, image, site, module, labels, files, target_name, report):
     """Fill the staging folder; return the sha256 of the image as copied."""
     checksum = copy_hashed(image, staging / "image.sif")
@@ -256,60 +234,6 @@ def _set_modes(folder: Path):
         os.chmod(path, 0o755 if executable else 0o644)
 
 
-RENAME_EXCHANGE = 2
-AT_FDCWD = -100
-
-
-def _move_into_place(staging: Path, root: Path):
-    """Rename the staged folder to ``root``; an existing one is swapped out in one step where
-    the file system can, else in two renames that `recover` completes backwards."""
-    if not root.exists():
-        os.rename(staging, root)
-        faults.point("publish:new-moved-in")
-        return
-    if not faults.no_rename_exchange() and _exchange(staging, root):
-        faults.point("publish:exchanged")
-        old = staging                          # now holds the replaced version
-    else:
-        old = staging.with_name(f".{root.name}.old-{staging.name.rsplit('-', 1)[1]}")
-        os.rename(root, old)
-        faults.point("publish:old-moved-aside")
-        try:
-            os.rename(staging, root)
-        except BaseException:
-            os.rename(old, root)
-            raise
-        faults.point("publish:new-moved-in")
-    faults.point("publish:removing-old")
-    # Files held open by running jobs can stay on NFS (.nfs*): the published version is in
-    # place, so that is no failure; the next publish removes the rest.
-    shutil.rmtree(old, ignore_errors=True)
-    if old.exists():
-        print(f"note: part of the replaced version is still in {old} (files in use?); "
-              "the next publish of this name removes it")
-    faults.point("publish:old-removed")
-
-
-def _exchange(first: Path, second: Path) -> bool:
-    libc = ctypes.CDLL(None, use_errno=True)
-    renameat2 = getattr(libc, "renameat2", None)
-    return renameat2 is not None and renameat2(AT_FDCWD, os.fsencode(first), AT_FDCWD,
-                                               os.fsencode(second), RENAME_EXCHANGE) == 0
-
-
-def _symlink_atomic(target: str, path: Path):
-    """Point ``path`` at ``target``; a reader sees the old link or the new one, never none."""
-    if path.is_symlink() and os.readlink(path) == target:
-        return
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
-    os.symlink(target, tmp)
-    try:
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-
-
 def _make_dirs(*folders):
     """Create missing folders as rwxr-xr-x whatever the umask; existing ones are left be."""
     for folder in folders:
@@ -317,144 +241,3 @@ def _make_dirs(*folders):
         for path in reversed(missing):
             path.mkdir(exist_ok=True)
             path.chmod(0o755)
-
-
-@contextmanager
-def lock(folder: Path, wait=LOCK_WAIT):
-    """One publish, verify repair or default per name at a time; a second one waits."""
-    path = folder / LOCK
-    with open(path, "a") as handle:
-        deadline = time.monotonic() + wait
-        told = False
-        while True:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise CheckFailed(f"{path}: another publish of {folder.name} has held it for "
-                                      f"over {wait} s; wait for it to end, or end it") from None
-                if not told:
-                    print(f"waiting for another publish of {folder.name} to end ({path})",
-                          flush=True)
-                    told = True
-                time.sleep(0.2)
-        yield
-
-
-# .VERSION.partial-XXXXXXXX (staging, or after an exchange the replaced version) and
-# .VERSION.old-XXXXXXXX (the replaced version, in the fallback's two renames)
-LEFTOVER = re.compile(r"\.(?P<version>.+)\.(?P<kind>partial|old)-[a-z0-9_]{8}")
-TEMPORARY = re.compile(r"\..+\.[a-z0-9_]{8}\.tmp")       # write_atomic's, _symlink_atomic's
-
-
-def recover(folder: Path, modules: Path) -> list:
-    """Undo or finish what killed publishes of this name left; the caller holds the lock, so
-    none is running. A version found only in .VERSION.old-* (killed between the fallback's two
-    renames) is renamed back; every other hidden folder is garbage: staging, or a replaced
-    version. Module file links are made to match each version's publish.json, and those of a
-    version that is not there (killed before it was moved in) removed. One line per change."""
-    done = []
-    found = [(path, match) for path in sorted(folder.iterdir())
-             if (match := LEFTOVER.fullmatch(path.name)) and path.is_dir() and not path.is_symlink()]
-    for path, match in found:
-        root = folder / match["version"]
-        if match["kind"] == "old" and not os.path.lexists(root):
-            os.rename(path, root)
-            done.append(f"restored {root} from {path.name}, "
-                        "where an interrupted publish had moved it")
-    for path, _ in found:
-        if path.exists():
-            shutil.rmtree(path, ignore_errors=True)
-            done.append(f"removed {path} (left by an interrupted publish)" if not path.exists()
-                        else f"note: could not remove all of {path} (files in use?)")
-    if not modules.is_dir():
-        return done
-    for entry in sorted(modules.iterdir()):
-        if TEMPORARY.fullmatch(entry.name):
-            entry.unlink(missing_ok=True)
-        elif entry.is_symlink() and not entry.exists():
-            match = LINK.fullmatch(os.readlink(entry))
-            if match and match["name"] == folder.name and not (folder / match["version"]).exists():
-                entry.unlink()
-                done.append(f"removed {entry} (a module file of {folder.name}/"
-                            f"{match['version']}, which an interrupted publish did not move in)")
-    for root in sorted(folder.iterdir()):
-        files = listed_modules(root)
-        if files is not None and not root.name.startswith("."):
-            done += _fix_modules(modules, folder.name, root.name, files)
-    return done
-
-
-LINK = re.compile(r"\.\./\.\./(?P<name>[^/]+)/(?P<version>[^/]+)/module\.(lua|tcl)")
-
-
-def listed_modules(root: Path):
-    """The module files a version was published with ({entry: file}), or None for a folder
-    that is not there or was published by an older builder (its module files not links)."""
-    try:
-        files = json.loads((root / MANIFEST).read_text()).get("modules")
-    except (OSError, ValueError, AttributeError):
-        return None
-    if not isinstance(files, dict) or not set(files.values()) <= {"module.lua", "module.tcl"}:
-        return None                     # never a link out of the version's folder
-    return files
-
-
-def module_fixes(modules: Path, name, version, files) -> list:
-    """[(entry, link target or None to remove)] that make the version's module files the ones
-    it was published with: a link for each, nothing else under its names."""
-    fixes = []
-    for entry in (f"{version}.lua", version):
-        path = modules / entry
-        if entry in files:
-            target = _link_target(name, version, files[entry])
-            if not path.is_symlink() or os.readlink(path) != target:
-                fixes.append((entry, target))
-        elif os.path.lexists(path):
-            fixes.append((entry, None))
-    return fixes
-
-
-def _fix_modules(modules: Path, name, version, files) -> list:
-    done = []
-    for entry, target in module_fixes(modules, name, version, files):
-        if target is None:
-            (modules / entry).unlink()
-            done.append(f"removed {modules / entry} (not published with {name}/{version})")
-        else:
-            _symlink_atomic(target, modules / entry)
-            done.append(f"linked {modules / entry} to {target}")
-    return done
-
-
-def settle(root: Path):
-    """Before verify or default reads a version: undo or finish what an interrupted publish of
-    it left, as the next publish would. Nothing is written where nothing was left."""
-    folder = root.parent
-    modules = folder.parent / "modulefiles" / folder.name
-    if not _interrupted(root, modules):
-        return
-    try:
-        with lock(folder):
-            done = recover(folder, modules)
-    except OSError as error:           # not the owner: say so, and check what is there
-        print(f"note: an interrupted publish left {folder.name}/{root.name} unfinished in "
-              f"{folder} ({error.strerror}); run verify or publish as its owner to finish it")
-        return
-    for line in done:
-        print(line)
-
-
-def _interrupted(root: Path, modules: Path) -> bool:
-    folder, version = root.parent, root.name
-    if not folder.is_dir():
-        return False
-    if any((match := LEFTOVER.fullmatch(path.name)) and match["version"] == version
-           for path in folder.iterdir()):
-        return True
-    files = listed_modules(root)
-    if files is not None:
-        return bool(module_fixes(modules, folder.name, version, files))
-    return not root.exists() and any(path.is_symlink() and not path.exists()
-                                     for path in (modules / f"{version}.lua", modules / version))

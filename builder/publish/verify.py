@@ -5,7 +5,7 @@ sha256 in SHA256SUMS (`sha256sum -c SHA256SUMS` in the folder checks the same wi
 builder), and modulefiles/NAME/ must link to the module files publish.json lists. A changed,
 truncated or missing file, an unlisted file in bin/, a module file that is not that link, or a
 smoke report that no longer passes or names another image fails the check. What an interrupted
-publish left is first undone or finished as the next publish would (`install.settle`): a
+publish left is first undone or finished as the next publish would (`placing.settle`): a
 version it had moved aside is renamed back, and verify says so.
 """
 
@@ -15,6 +15,7 @@ from pathlib import Path
 
 from ..errors import CheckFailed, RecipeError
 from ..fileio import sha256_file
+from .placing import settle
 
 SUMS = "SHA256SUMS"
 
@@ -26,7 +27,6 @@ def locate(prefix, spec):
                           file="command line")
     name, version = spec.split("/")
     root = Path(prefix).resolve() / name / version
-    from .install import settle          # here: install imports this module
     settle(root)
     if not (root / SUMS).is_file():
         raise RecipeError(f"{spec} is not published here (no {SUMS})", file=str(root))
