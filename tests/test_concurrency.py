@@ -157,3 +157,21 @@ def test_the_layer_cache_survives_a_concurrent_prune(tmp_path, monkeypatch):
     assert all(fetched)
     assert len(list(cache.slot("t", "image").glob("*.sif"))) <= cache.KEEP_PER_LAYER + 2
     assert not list(cache.slot("t", "image").glob(".*tmp*"))
+
+
+@pytest.mark.parametrize("lock_file", [True, False], ids=["lock-file", "no-lock-file"])
+def test_smoke_and_publish_read_an_image_in_a_read_only_folder(tmp_path, lock_file):
+    """An admin publishing from a build folder they cannot write: the shared lock is taken
+    on the lock file that is there (flock needs no write access), or none where none is."""
+    from builder.build.images import image_lock
+    folder = tmp_path / "images"
+    folder.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(folder)], check=True)
+    try:
+        if lock_file:
+            (folder / ".cpu.lock").touch()
+        subprocess.run(["mount", "-o", "remount,ro", str(folder)], check=True)
+        with image_lock(folder, "cpu", shared=True):
+            assert held(folder / ".cpu.lock") == lock_file
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], check=True)

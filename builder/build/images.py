@@ -101,7 +101,16 @@ def image_lock(images: Path, name, shared=False):
     read the image, so a build never replaces an image that one of them is reading. Whoever
     comes second stops at once with one line, saying who holds it (never waits hours)."""
     path = images / f".{name}.lock"
-    with open(path, "a") as handle:
+    try:
+        handle = open(path, "a")
+    except OSError:
+        if not shared:
+            raise
+        if not path.exists():       # a read-only folder where no build ever ran: none to share
+            yield
+            return
+        handle = open(path)         # a read-only folder: flock needs no write access
+    with handle:
         try:
             fcntl.flock(handle, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
         except BlockingIOError:
