@@ -3,6 +3,7 @@ import shutil
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -37,6 +38,29 @@ def run_builder(*args, cwd=ROOT, env=None, timeout=120):
     full_env = dict(os.environ, PYTHONPATH=str(ROOT), **(env or {}))
     return subprocess.run([sys.executable, "-m", "builder", *map(str, args)], cwd=cwd,
                           env=full_env, capture_output=True, text=True, timeout=timeout)
+
+
+@contextmanager
+def tmpfs(path: Path, options: str):
+    """A real small disk at ``path`` (root): `mount -t tmpfs -o OPTIONS`, unmounted afterwards."""
+    path.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)], check=True, timeout=30)
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], check=True, timeout=30)
+
+
+def wait_until(predicate, seconds, step=0.2):
+    """Poll ``predicate`` for at most ``seconds`` (and as many polls); its last answer."""
+    deadline = time.monotonic() + seconds
+    for _ in range(int(seconds / step) + 1):
+        if predicate():
+            return True
+        if time.monotonic() >= deadline:
+            break
+        time.sleep(step)
+    return predicate()
 
 
 def compare_golden(path: Path, text: str, update: bool):

@@ -14,7 +14,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -23,7 +22,7 @@ from builder.build.hostinfo import debian_mirror
 from builder.build.layers import layer_keys
 from builder.recipes.tree import RecipeTree
 from builder.render.definition import render_all
-from conftest import RECIPES, ROOT, run_builder
+from conftest import RECIPES, ROOT, run_builder, wait_until
 
 IMAGES = None     # set by the images fixture
 
@@ -235,13 +234,6 @@ def work_dirs(tmp_path):
     return sorted(p.name for p in (tmp_path / "tmp").iterdir())
 
 
-def wait_for(predicate, timeout):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.5)
-    return False
 
 
 def test_a_failing_build_reports_its_log_and_keeps_the_previous_image(cpu_image, tmp_path):
@@ -320,11 +312,11 @@ def test_intermediate_layers_are_written_uncompressed_and_the_image_packed(cpu_i
 def test_a_killed_build_leaves_the_previous_image_and_no_temp_files(cpu_image, tmp_path, sig):
     process, images, previous = start_layer_build(tmp_path, "echo post-started\nsleep 600")
     log = images / "x.build.log"
-    assert wait_for(lambda: log.exists() and "post-started" in log.read_text(errors="replace"), 300)
+    assert wait_until(lambda: log.exists() and "post-started" in log.read_text(errors="replace"), 300)
     process.send_signal(sig)
     process.wait(timeout=60)
     # the guard stops apptainer and removes the temporary image and work files
-    assert wait_for(lambda: not [p for p in images.iterdir() if "tmp" in p.name]
+    assert wait_until(lambda: not [p for p in images.iterdir() if "tmp" in p.name]
                     and work_dirs(tmp_path) == [], 60)
     assert previous.read_bytes() == b"the previous image\n"
     assert run(["pgrep", "-f", str(tmp_path / "x.def")]).stdout == ""

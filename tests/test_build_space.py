@@ -6,26 +6,15 @@ import os
 import re
 import subprocess
 import sys
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 from builder.build import space
-from conftest import ROOT, run_builder
+from conftest import ROOT, run_builder, tmpfs
 from test_build import BUILD_ONE_LAYER, RECIPES
 
 PREVIOUS = b"the previous image\n"
-
-
-@contextmanager
-def tmpfs(path: Path, size: str):
-    path.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], check=True)
-    try:
-        yield path
-    finally:
-        subprocess.run(["umount", "-l", str(path)], check=True)
 
 
 def leftovers(*folders):
@@ -45,7 +34,7 @@ def one_line(stderr):
 
 
 def test_a_build_that_cannot_fit_is_refused_before_it_starts(cpu_image, tmp_path):
-    with tmpfs(tmp_path / "small", "64m") as images:
+    with tmpfs(tmp_path / "small", "size=64m") as images:
         (images / "cpu.sif").write_bytes(PREVIOUS)
         result = run_builder("build", "cpu", "--images", images, timeout=300)
         line = one_line(result.stderr)
@@ -62,7 +51,7 @@ def test_a_build_that_cannot_fit_is_refused_before_it_starts(cpu_image, tmp_path
 
 def test_apptainers_temporary_folder_is_chosen_and_checked_on_its_own(cpu_image, tmp_path):
     """APPTAINER_TMPDIR on a small disk: the check names it, not the roomy images folder."""
-    with tmpfs(tmp_path / "small-tmp", "32m") as small:
+    with tmpfs(tmp_path / "small-tmp", "size=32m") as small:
         result = run_builder("build", "cpu", "--images", tmp_path / "images", "--force",
                              env={"APPTAINER_TMPDIR": str(small)}, timeout=300)
         line = one_line(result.stderr)
@@ -75,7 +64,7 @@ def test_apptainers_temporary_folder_is_chosen_and_checked_on_its_own(cpu_image,
 def test_a_layer_copied_from_the_cache_into_a_full_disk_names_the_folder(cpu_image, tmp_path):
     """The check set aside: the cache's layers are copied (another file system) until the
     disk is full; one line names the images folder, and no half copy is left."""
-    with tmpfs(tmp_path / "small", "300m") as images:
+    with tmpfs(tmp_path / "small", "size=300m") as images:
         (images / "cpu.sif").write_bytes(PREVIOUS)
         result = run_builder("build", "cpu", "--images", images, "--no-space-check",
                              env={"APPTAINER_TMPDIR": str(tmp_path / "tmp")}, timeout=600)
@@ -114,7 +103,7 @@ def test_apptainer_filling_its_temporary_folder_is_named(tmp_path):
     """Apptainer unpacks the base layer's tree (about 1.1 GB) into a 200 MB temporary folder."""
     images = tmp_path / "images"
     images.mkdir()
-    with tmpfs(tmp_path / "small-tmp", "200m") as small:
+    with tmpfs(tmp_path / "small-tmp", "size=200m") as small:
         result, previous = build_one_layer(tmp_path, "true", images, small)
         assert result.returncode == 1, result.stderr
         line = one_line(result.stderr)
@@ -128,7 +117,7 @@ def test_apptainer_filling_its_temporary_folder_is_named(tmp_path):
 def test_the_image_file_filling_the_images_folder_is_named(tmp_path):
     """The tree fits in the temporary folder; the layer file (with 120 MB of random data,
     which no compression shrinks) does not fit in a 100 MB images folder."""
-    with tmpfs(tmp_path / "small", "100m") as images:
+    with tmpfs(tmp_path / "small", "size=100m") as images:
         result, previous = build_one_layer(
             tmp_path, "head -c 120000000 /dev/urandom > /random.bin", images, tmp_path / "tmp")
         assert result.returncode == 1, result.stderr

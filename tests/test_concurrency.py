@@ -9,13 +9,12 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
 
 from builder.build import cache
-from conftest import ROOT, run_builder
+from conftest import ROOT, run_builder, tmpfs, wait_until
 
 LOCKED_MESSAGES = ("another build of it is running", "a smoke run or publish is reading it",
                    "a build of it is running")
@@ -45,13 +44,6 @@ def held(lock: Path) -> bool:
     return lock.exists() and subprocess.run(["flock", "-n", "-x", str(lock), "true"]).returncode != 0
 
 
-def wait_until(predicate, timeout):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.2)
-    return False
 
 
 @pytest.fixture
@@ -164,14 +156,9 @@ def test_smoke_and_publish_read_an_image_in_a_read_only_folder(tmp_path, lock_fi
     """An admin publishing from a build folder they cannot write: the shared lock is taken
     on the lock file that is there (flock needs no write access), or none where none is."""
     from builder.build.images import image_lock
-    folder = tmp_path / "images"
-    folder.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(folder)], check=True)
-    try:
+    with tmpfs(tmp_path / "images", "size=1m") as folder:
         if lock_file:
             (folder / ".cpu.lock").touch()
         subprocess.run(["mount", "-o", "remount,ro", str(folder)], check=True)
         with image_lock(folder, "cpu", shared=True):
             assert held(folder / ".cpu.lock") == lock_file
-    finally:
-        subprocess.run(["umount", "-l", str(folder)], check=True)

@@ -14,7 +14,7 @@ import pytest
 
 from builder import runner
 from builder.errors import RecipeError, ToolError
-from conftest import ROOT
+from conftest import ROOT, wait_until
 
 GRACE = 2                  # HPCML_STOP_GRACE for these tests
 BOUND = GRACE + 10         # everything must be gone this long after the stop began
@@ -27,16 +27,6 @@ COMMANDS = {"ignores-TERM": (IGNORES, ["child"]),
             "grandchild-ignores-TERM": (SPAWNS, ["child", "grandchild"])}
 
 
-def wait_for(predicate, seconds, step=0.1):
-    """Poll ``predicate`` for at most ``seconds`` (and as many polls)."""
-    deadline = time.monotonic() + seconds
-    for _ in range(int(seconds / step) + 1):
-        if predicate():
-            return True
-        if time.monotonic() >= deadline:
-            break
-        time.sleep(step)
-    return predicate()
 
 
 def marked(marker):
@@ -86,7 +76,7 @@ def grace_env(**more):
 
 def assert_all_stopped(marker, temps, began):
     """Nothing carrying ``marker`` runs, within BOUND seconds of ``began``; temps are gone."""
-    assert wait_for(lambda: not marked(marker), BOUND - (time.monotonic() - began)), \
+    assert wait_until(lambda: not marked(marker), BOUND - (time.monotonic() - began)), \
         f"still running: {marked(marker)}"
     took = time.monotonic() - began
     print(f"stopped in {took:.1f} s")
@@ -104,7 +94,7 @@ def test_the_guard_kills_a_group_that_ignores_term_after_the_grace(tmp_path, mar
         guard = subprocess.Popen(["bash", GUARD, *temps, "--", "bash", "-c", command, marker],
                                  env=grace_env(), stdout=out, stderr=subprocess.STDOUT,
                                  stdin=subprocess.DEVNULL, start_new_session=True)
-    assert wait_for(started(marker, names), 30), log.read_text()
+    assert wait_until(started(marker, names), 30), log.read_text()
     began = time.monotonic()
     guard.send_signal(signal.SIGTERM)
     assert guard.wait(timeout=BOUND) == 143
@@ -121,7 +111,7 @@ def test_the_guard_sends_term_to_every_process_of_the_command_first(tmp_path, ma
                'trap "touch $1/child; exit 0" TERM; exec -a "$0-child" sleep 300 & wait')
     guard = subprocess.Popen(["bash", GUARD, *temps, "--", "bash", "-c", command, marker, seen],
                              env=grace_env(), stdin=subprocess.DEVNULL, start_new_session=True)
-    assert wait_for(started(marker, ["child", "grandchild"]), 30)   # each set its trap before
+    assert wait_until(started(marker, ["child", "grandchild"]), 30)   # each set its trap before
     began = time.monotonic()
     guard.send_signal(signal.SIGTERM)
     assert guard.wait(timeout=BOUND) == 143
@@ -177,7 +167,7 @@ def test_a_stopped_builder_leaves_nothing_running_and_no_temp_files(tmp_path, ma
                                cwd=ROOT, env=grace_env(), stdin=subprocess.DEVNULL,
                                stderr=subprocess.PIPE, text=True)
     try:
-        assert wait_for(started(marker, names), 30), log.read_text()
+        assert wait_until(started(marker, names), 30), log.read_text()
         began = time.monotonic()
         builder.send_signal(sig)
         builder.communicate(timeout=BOUND)
@@ -205,7 +195,7 @@ def test_a_stuck_guard_is_killed_with_the_command_group(tmp_path, marker, temps,
     with pytest.raises(ToolError, match="did not finish within 1 s"):
         runner.run_logged(["bash", "-c", command, marker], tmp_path / "log", env=grace_env(),
                           cleanup=temps, timeout=1)
-    assert wait_for(lambda: not marked(marker), BOUND - (time.monotonic() - began)), marked(marker)
+    assert wait_until(lambda: not marked(marker), BOUND - (time.monotonic() - began)), marked(marker)
     assert time.monotonic() - began < BOUND
 
 
@@ -225,7 +215,7 @@ def test_run_attached_stops_its_whole_group_on_timeout(marker, command, names):
     began = time.monotonic()
     with pytest.raises(ToolError, match="did not finish within 1 s"):
         runner.run_attached(["bash", "-c", command, marker], env=grace_env(), timeout=1)
-    assert wait_for(lambda: not marked(marker), BOUND - (time.monotonic() - began)), marked(marker)
+    assert wait_until(lambda: not marked(marker), BOUND - (time.monotonic() - began)), marked(marker)
     assert GRACE <= time.monotonic() - began < BOUND
 
 
@@ -235,4 +225,4 @@ def test_run_attached_stops_a_grandchild_that_outlives_its_parent(marker):
     began = time.monotonic()
     with pytest.raises(ToolError, match="did not finish"):
         runner.run_attached(["bash", "-c", command, marker], env=grace_env(), timeout=1)
-    assert wait_for(lambda: not marked(marker), BOUND - (time.monotonic() - began)), marked(marker)
+    assert wait_until(lambda: not marked(marker), BOUND - (time.monotonic() - began)), marked(marker)

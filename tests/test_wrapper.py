@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, tmpfs
 
 WRAPPER = ROOT / "wrappers" / "singularity_wrapper"
 NASTY = ["two words", "it's", 'say "hi"', "line\nbreak", "*", "$(touch /tmp/pwned)", "`id`",
@@ -179,11 +179,8 @@ def test_the_site_facts_travel_to_the_container(env):
 @pytest.fixture
 def small_disk(tmp_path):
     """A 1 MiB tmpfs standing in for a node's nearly full local disk."""
-    disk = tmp_path / "small-disk"
-    disk.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(disk)], check=True)
-    yield disk
-    subprocess.run(["umount", "-l", str(disk)], check=False)
+    with tmpfs(tmp_path / "small-disk", "size=1m") as disk:
+        yield disk
 
 
 def test_staging_that_does_not_fit_stops_the_run_and_binds_nothing(env, tmp_path, small_disk):

@@ -6,6 +6,7 @@ the run with one line and status 2 before the runtime starts, and leaves no half
 Most tests run a stand-in runtime that records its arguments: what matters is whether it ran
 and what it was asked to bind. One test runs the real one with the CPU image."""
 
+import contextlib
 import fcntl
 import os
 import re
@@ -18,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, wait_until
+from conftest import tmpfs as small_disk   # the fixture below is named tmpfs
 from slurm_jobs import wait_for
 
 WRAPPER = ROOT / "wrappers" / "singularity_wrapper"
@@ -67,19 +69,8 @@ def bound(argv):
 @pytest.fixture
 def tmpfs(tmp_path):
     """Mounts a tmpfs with the given options (a small node-local disk); unmounted afterwards."""
-    mounted = []
-
-    def mount(name, options):
-        disk = tmp_path / name
-        disk.mkdir()
-        subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(disk)], check=True, timeout=30)
-        mounted.append(disk)
-        return disk
-
-    yield mount
-    for disk in reversed(mounted):
-        if subprocess.run(["umount", str(disk)], timeout=30).returncode != 0:
-            subprocess.run(["umount", "-l", str(disk)], timeout=30)
+    with contextlib.ExitStack() as mounts:
+        yield lambda name, options: mounts.enter_context(small_disk(tmp_path / name, options))
 
 
 def dataset(path, sizes):
@@ -124,13 +115,9 @@ def lock_of(stage, source):
     return stage / f".lock-{digest.split()[0].decode()}-{source.name}"
 
 
-def wait_until(ready, seconds, what):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if ready():
-            return
-        time.sleep(0.05)
-    pytest.fail(f"no {what} within {seconds} s")
+def wait_or_fail(ready, seconds, what):
+    if not wait_until(ready, seconds, 0.05):
+        pytest.fail(f"no {what} within {seconds} s")
 
 
 def waiters(lock):
@@ -215,7 +202,7 @@ def test_a_task_waiting_for_a_copy_that_fails_gets_its_error_and_never_copies_ag
     with open(lock, "a") as held:
         fcntl.flock(held, fcntl.LOCK_EX)
         tasks = [start("-v", "exec", "true", env=env) for _ in range(2)]
-        wait_until(lambda: waiters(lock) == 2, 30, "two tasks waiting on the lock")
+        wait_or_fail(lambda: waiters(lock) == 2, 30, "two tasks waiting on the lock")
     errors = [task.communicate(timeout=60)[1] for task in tasks]
     assert [task.returncode for task in tasks] == [2, 2], errors
     lines = [err.strip().splitlines()[-1] for err in errors]
@@ -319,7 +306,7 @@ def test_the_next_job_on_a_node_removes_the_copies_of_ended_jobs_and_keeps_the_r
     wrapper = shlex.quote(str(WRAPPER))
     running = submit(f"{wrapper} exec true && sleep 300")
     try:
-        wait_until(lambda: (local / f"hpcml-stage-{running}").is_dir() and runs(tmp_path), 120,
+        wait_or_fail(lambda: (local / f"hpcml-stage-{running}").is_dir() and runs(tmp_path), 120,
                    "copy by the running job")
         ended = submit(f"{wrapper} -v exec true")
         assert wait_for(ended, env, timeout=120)[0] == "COMPLETED", logs()
@@ -390,11 +377,8 @@ def test_help_shows_the_whole_header_with_unstage_and_the_staging_settings(env):
 
 @pytest.fixture
 def read_only_dir(tmp_path):
-    disk = tmp_path / "read-only"
-    disk.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(disk)], check=True, timeout=30)
-    yield disk
-    subprocess.run(["umount", "-l", str(disk)], timeout=30)
+    with small_disk(tmp_path / "read-only", "ro,size=1m") as disk:
+        yield disk
 
 
 # (id, settings, the message): {tmp} is the test's folder, {data} a dataset, {file} a plain file

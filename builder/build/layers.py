@@ -109,6 +109,7 @@ def build(tree, name, *, images: Path, force=None, progress, space_check=True):
         for owner in dict.fromkeys(owners.values()):
             locks.enter_context(image_lock(images, owner))
             _remove_stale_temps(images, where, owner)
+        # made under the lock, so it holds for the loop below (no other build of these layers)
         plan = {layer: _step(layer, forced, paths[layer], owners[layer], keys[layer])
                 for layer in LAYERS}
         if space_check:
@@ -122,12 +123,13 @@ def build(tree, name, *, images: Path, force=None, progress, space_check=True):
         for layer in LAYERS:
             sif = paths[layer]
             owner = owners[layer]
-            if layer not in forced and is_current(sif, keys[layer]):
+            if plan[layer] == "current":
                 _keep(owner, layer, keys[layer], sif, progress)
                 progress.step(f"{layer} layer {sif} is up to date")
                 continue
             with space.naming_full("the images folder", where.images):
-                fetched = layer not in forced and cache.fetch(owner, layer, keys[layer], sif)
+                # False also when a concurrent build pruned it since the plan: built then
+                fetched = plan[layer] == "fetch" and cache.fetch(owner, layer, keys[layer], sif)
             if fetched:
                 _write_meta(sif, keys[layer])
                 progress.step(f"{layer} layer {sif} taken from the cache ({cache.cache_dir()})")

@@ -57,7 +57,7 @@ def folders(images: Path) -> Folders:
                    else cache.cache_dir() / "apptainer")
 
 
-def _existing(path: Path) -> Path:
+def existing(path: Path) -> Path:
     """The folder itself or its nearest existing parent: where its files would go."""
     while not path.exists() and path != path.parent:
         path = path.parent
@@ -65,12 +65,12 @@ def _existing(path: Path) -> Path:
 
 
 def free_bytes(path: Path) -> int:
-    stat = os.statvfs(_existing(path))
+    stat = os.statvfs(existing(path))
     return stat.f_bavail * stat.f_frsize
 
 
 def _device(path: Path) -> int:
-    return _existing(path).stat().st_dev
+    return existing(path).stat().st_dev
 
 
 def layer_size(target, layer, known: Path, slot: Path) -> float:
@@ -117,7 +117,7 @@ def check_fits(target_name, plan, sizes, where: Folders):
         if amount * MARGIN > free:
             label = " and ".join(_label(where, name) for name in names)
             verb = "need" if len(names) > 1 else "needs"
-            short.append(f"{label} ({_existing(folder)}) {verb} {amount * MARGIN / GB:.2f} GB, "
+            short.append(f"{label} ({existing(folder)}) {verb} {amount * MARGIN / GB:.2f} GB, "
                          f"{free / GB:.2f} GB free there")
     if short:
         raise ToolError(f"not enough disk space to build {target_name}: " + "; ".join(short)
@@ -148,7 +148,7 @@ def full_folder(log_text: str, where: Folders):
 
 
 def ran_out(label, folder) -> str:
-    return (f"ran out of disk space in {label} ({_existing(folder)}, "
+    return (f"ran out of disk space in {label} ({existing(folder)}, "
             f"{free_bytes(folder) / GB:.2f} GB free now)")
 
 

@@ -1,6 +1,5 @@
 """`doctor`: what this host offers for building images, without changing anything."""
 
-import shutil
 from pathlib import Path
 
 from .. import runner
@@ -27,9 +26,9 @@ def report(tree, images):
     where = space.folders(Path(images))
     for label, path in (("disk images", where.images), ("disk tmp", where.tmp),
                         ("disk cache", cache_dir()), ("disk apptainer cache", where.apptainer_cache)):
-        existing = next(p for p in [path, *path.resolve().parents] if p.exists())
-        rows.append((label, f"{shutil.disk_usage(existing).free / 1e9:.1f} GB free at {existing}"
-                     + ("" if existing == path else f" (for {path})")))
+        there = space.existing(path)
+        rows.append((label, f"{space.free_bytes(path) / 1e9:.1f} GB free at {there}"
+                     + ("" if there == path else f" (for {path})")))
     try:
         rows.append(("mirror", hostinfo.debian_mirror()))
     except ToolError as error:
