@@ -58,7 +58,7 @@ def test_block_golden(tree, name, update_golden):
 
 def test_blocks_come_in_build_order(tree):
     order = list(by_block(tree.target("lumi-rocm")))
-    assert order == ["build_host", "os", "python", "torch", "rccl_ofi", "mpi", "provenance",
+    assert order == ["build_host", "os", "python", "torch", "libfabric", "rccl_ofi", "mpi", "provenance",
                      "extras", "deepspeed", "runtime"]
 
 

@@ -9,7 +9,7 @@ def test_list_names_every_target_alias_and_site_with_torch_and_arch(tmp_path):
     result = run_builder("list", "--images", tmp_path)      # nothing built there
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    for target, torch, arch in [("lumi-rocm", "torch 2.13.0 rocm", "gfx90a"),
+    for target, torch, arch in [("lumi-rocm", "torch 2.9.1 rocm", "gfx90a"),
                                 ("v100-cuda", "torch 2.10.0 cuda", "sm_70"),
                                 ("a100-cuda", "torch 2.13.0 cuda", "sm_80"),
                                 ("h100-cuda", "torch 2.13.0 cuda", "sm_90"),
@@ -34,7 +34,7 @@ def test_show_prints_the_resolved_recipe_as_yaml():
     assert result.returncode == 0, result.stderr
     shown = yaml.safe_load(result.stdout)
     assert shown["gpu_archs"] == ["gfx90a"]
-    assert shown["torch"] == {"flavour": "rocm", "version": "2.13.0",
+    assert shown["torch"] == {"flavour": "rocm", "version": "2.9.1",
                               "index": "https://download.pytorch.org/whl/rocm6.4"}
     assert shown["comm"]["plugin"]["version"] == "1.18.0"
     assert "/pfs" in shown["site_facts"]["lumi"]["binds"]

@@ -248,3 +248,49 @@ def test_one_process_per_node_reports_the_preflight(tmp_path):
     first = run_smoke("preflight", "--image-facts", image,
                       env={**os.environ, **ranks, "RANK": "0", "LOCAL_RANK": "0"})
     assert "preflight torch" in first.stdout
+
+
+# --- the network plugin, as the job will load it ----------------------------------------------
+
+LUMI_COMM = {"comm": {"library": "rccl", "plugin": "aws-ofi-nccl", "provider": "cxi",
+                      "plugin_path": "/opt/aws-ofi-nccl/lib/librccl-net.so",
+                      "rccl": "/opt/rocm/lib/librccl.so.1", "libfabric_dir": "/opt/libfabric/lib"}}
+HOST_SITE = {"network": {"transport": "ofi", "provider": "cxi", "libfabric": "host",
+                         "host_library_path": ["/opt/cray/libfabric/1.22.0/lib64", "/usr/lib64"]}}
+
+
+def recorded_runs(results=None):
+    calls = []
+
+    def run(check, argv):
+        calls.append((check, argv))
+        return (results or {}).get(check, (True, f"netcheck {check}: ok: fine"))
+    return calls, run
+
+
+@pytest.mark.parametrize("site, nodes, libfabric", [
+    ({}, 1, "/opt/libfabric/lib"),
+    ({"network": {"libfabric": "image"}}, 2, "/opt/libfabric/lib"),
+    (HOST_SITE, 1, "/opt/libfabric/lib"),                    # one node: nothing of the host's
+    (HOST_SITE, 2, "/opt/cray/libfabric/1.22.0/lib64"),
+])
+def test_the_plugin_is_checked_against_the_libfabric_the_job_uses(site, nodes, libfabric):
+    calls, run = recorded_runs()
+    results = preflight.network(LUMI_COMM, site, nodes, run=run)
+    assert calls == [("plugin", ["--plugin", "/opt/aws-ofi-nccl/lib/librccl-net.so", "--rccl",
+                                 "/opt/rocm/lib/librccl.so.1", "--libfabric-dir", libfabric]),
+                     ("provider", ["--libfabric", f"{libfabric}/libfabric.so.1", "--provider", "cxi"])]
+    assert {r["verdict"] for r in results.values()} == {"pass"}
+
+
+def test_a_failing_network_check_fails_the_preflight_with_its_line():
+    _, run = recorded_runs({"provider": (False, "netcheck provider: FAIL: fi_info -p cxi exited 1")})
+    results = preflight.network(LUMI_COMM, {}, 2, run=run)
+    assert results["preflight net provider"] == {"verdict": "fail", "why": "fi_info -p cxi exited 1"}
+    assert results["preflight net plugin"]["verdict"] == "pass"
+
+
+def test_images_without_a_plugin_have_no_network_preflight():
+    calls, run = recorded_runs()
+    assert preflight.network({"comm": {"library": "nccl", "plugin": None}}, {}, 2, run=run) == {}
+    assert preflight.network({"target": None}, {}, 2, run=run) == {} and calls == []

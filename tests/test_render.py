@@ -8,6 +8,7 @@ import subprocess
 import pytest
 
 import deffile
+from conftest import ROOT
 from builder.render import runtime_wheel
 from builder.recipes.tree import RecipeTree
 from builder.render.definition import LAYERS
@@ -113,29 +114,70 @@ def test_check_reports_missing_and_orphaned_files(tmp_path):
 
 # --- what each target must carry --------------------------------------------------------
 
-def test_lumi_builds_the_network_plugin_from_a_checksummed_source():
+def test_lumi_builds_the_network_plugin_and_libfabric_from_pinned_commits():
     post = section("lumi-rocm", "devel", "post")
-    assert "https://github.com/aws/aws-ofi-nccl/archive/v1.18.0.tar.gz" in post
-    assert re.search(r"echo '[0-9a-f]{64}  \S+' \| sha256sum -c -", post)
-    assert "--with-rocm=/opt/rocm" in post and "--with-libfabric=/usr" in post
+    for repo, commit in (("aws/aws-ofi-nccl", "86ebeaf59a2348b22780023effdb682503747de7"),
+                         ("ofiwg/libfabric", "e9cf535a7857c9570090fddb7cc297177e90888f"),
+                         ("HewlettPackard/shs-libcxi", "ebd57a9cad38d314e3ac69521f15ddefa4d9adb2")):
+        assert f"fetch -q --depth 1 https://github.com/{repo}.git {commit}" in post
+        assert f'rev-parse HEAD)" = {commit} ||' in post
+    assert "archive/" not in post and "curl -" not in post     # no tarball whose bytes we cannot check
+    # libfabric with the CXI provider built in, then the plugin for RCCL against it
+    libfabric = post.index("--enable-cxi=/opt/libfabric")
+    plugin = post.index("--with-libfabric=/opt/libfabric --with-rocm=/opt/rocm")
+    assert libfabric < plugin
+    assert "rm -f /opt/libfabric/lib/*.la" in post          # no rpath that a host libfabric cannot beat
     env = section("lumi-rocm", "final", "environment")
     # the loader's cache, not LD_LIBRARY_PATH, which a site's SINGULARITYENV_ replaces whole
     assert "LD_LIBRARY_PATH" not in env
     base_post = section("lumi-rocm", "base", "post")
     assert "/opt/aws-ofi-nccl/lib /opt/rocm/lib > /etc/ld.so.conf.d/hpcml-rccl.conf\nldconfig" in base_post
+    assert "/opt/libfabric/lib > /etc/ld.so.conf.d/hpcml-libfabric.conf\nldconfig" in base_post
     assert "export LD_PRELOAD=/opt/rocm/lib/librccl.so.1" in env     # torch's own RCCL bypassed
-    assert "librccl-net.so" in section("lumi-rocm", "final", "test")
+    # by path: RCCL's default file name changed between ROCm releases
+    assert "export NCCL_NET_PLUGIN=/opt/aws-ofi-nccl/lib/librccl-net.so" in env
 
 
-def test_lumi_pins_gfx90a_and_guards_the_arch_during_the_op_build():
+def test_lumi_image_test_runs_a_check_for_each_network_trap():
+    test = section("lumi-rocm", "final", "test")
+    for line in ("python -m smoke.netcheck plugin --rccl /opt/rocm/lib/librccl.so.1 "
+                 "--libfabric-dir /opt/libfabric/lib",
+                 "python -m smoke.netcheck rccl --prefix /opt/rocm/ --import torch",
+                 "python -m smoke.netcheck provider --libfabric /opt/libfabric/lib/libfabric.so.1 "
+                 "--provider cxi",
+                 "python -m smoke.netcheck wavefront --record "
+                 "/opt/venv/share/hpc-ml-runtime/rocm-build.json --arch gfx90a --expected 64"):
+        assert line in test.splitlines()
+
+
+def test_lumi_environment_follows_hpe_and_sets_nccl_net_on_multi_node_jobs_only():
+    env = section("lumi-rocm", "final", "environment")
+    for line in ("export NCCL_SOCKET_IFNAME=hsn0,hsn1,hsn2,hsn3", "export FI_CXI_DISABLE_HOST_REGISTER=1",
+                 "export FI_CXI_DEFAULT_CQ_SIZE=131072", "export FI_MR_CACHE_MONITOR=userfaultfd",
+                 "export NCCL_CROSS_NIC=1", "export HSA_FORCE_FINE_GRAIN_PCIE=1"):
+        assert line in env.splitlines()
+    # PHB hangs ROCm 7 images; NCCL_NET on one node breaks single-node runs
+    assert "NCCL_NET_GDR_LEVEL" not in env and "NCCL_NET=" not in env
+    site = (ROOT / "wrappers" / "sites" / "lumi.sh").read_text()
+    assert "HPCML_MULTI_NODE_ENV=('NCCL_NET=AWS Libfabric')" in site
+    # the image's libfabric is LUMI's choice: no host libfabric bound in
+    assert "HPCML_MULTI_NODE_BINDS=(/var/spool/slurmd)" in site
+    assert "HPCML_MULTI_NODE_LIBRARY_PATH=()" in site
+
+
+def test_lumi_pins_gfx90a_and_guards_the_arch_and_wavefront_during_the_op_build():
     assert "export PYTORCH_ROCM_ARCH=gfx90a" in section("lumi-rocm", "devel", "post")
     assert "export PYTORCH_ROCM_ARCH=gfx90a" in section("lumi-rocm", "final", "environment")
     post = section("lumi-rocm", "build", "post")
     assert "export PYTORCH_ROCM_ARCH=gfx90a" in post      # repeated for the top layer's op build
-    guard = post.index("printf '#!/bin/sh\\necho %s\\n' gfx90a > /opt/rocm/bin/rocminfo")
+    guard = post.index("> /opt/rocm/bin/rocminfo")
+    detect = post.index("from op_builder.builder import OpBuilder")
     build = post.index("build_ext -j")
     restore = post.index("mv /opt/rocm/bin/rocminfo.real /opt/rocm/bin/rocminfo")
-    assert guard < build < restore
+    assert guard < detect < build < restore
+    assert "Wavefront Size:          64(0x40)" in post
+    assert "' gfx90a 64 0.19.8 \"$ds_tmp/wheel\"/rocm-build.json" in post
+    assert "install -D -m 644 \"$ds_tmp\"/wheel/rocm-build.json /opt/venv/share/hpc-ml-runtime/rocm-build.json" in post
 
 
 def test_lumi_carries_the_deepspeed_op_build_and_site_environment():
@@ -257,7 +299,12 @@ def test_image_json_names_the_gpu_archs_and_the_driver_table_the_preflight_needs
     assert image_json("cpu")["gpu"] is None
     assert image_json("csc-cuda")["gpu"] == {"archs": ["sm_70", "sm_80"],
                                              "min_driver": {"12": "525.60.13", "13": "580.65.06"}}
-    assert image_json("lumi-rocm")["gpu"] == {"archs": ["gfx90a"]}    # no CUDA driver to compare
+    # no CUDA driver to compare; the wavefront the ops must be compiled for
+    assert image_json("lumi-rocm")["gpu"] == {"archs": ["gfx90a"], "wavefront_size": 64}
+    assert image_json("lumi-rocm")["comm"] == {
+        "library": "rccl", "plugin": "aws-ofi-nccl", "provider": "cxi",
+        "plugin_path": "/opt/aws-ofi-nccl/lib/librccl-net.so", "rccl": "/opt/rocm/lib/librccl.so.1",
+        "libfabric_dir": "/opt/libfabric/lib"}
     assert "python -m smoke preflight" in section("cpu", "final", "test")
 
 
@@ -279,11 +326,12 @@ def test_a_kept_output_follows_its_inputs_and_nothing_else(tmp_path):
     recipes = tmp_path / "recipes"
     shutil.copytree(RECIPES, recipes)
     first = kept_folders(recipes, "lumi-rocm")
-    assert set(first) == {"aws-ofi-nccl", "deepspeed-wheel"}
-    # torch feeds the op compile (headers, ABI) but not the network plugin
-    edit(recipes / "versions.yaml", "torch: 2.13.0", "torch: 2.13.1")
+    assert set(first) == {"libfabric-cxi", "aws-ofi-nccl", "deepspeed-wheel"}
+    # torch feeds the op compile (headers, ABI) but not the network stack
+    edit(recipes / "versions.yaml", "rocm: 2.9.1", "rocm: 2.9.2")
     torch_bump = kept_folders(recipes, "lumi-rocm")
     assert torch_bump["aws-ofi-nccl"] == first["aws-ofi-nccl"]
+    assert torch_bump["libfabric-cxi"] == first["libfabric-cxi"]
     assert torch_bump["deepspeed-wheel"] != first["deepspeed-wheel"]
     # an extra Python package in the top layer feeds neither
     edit(recipes / "versions.yaml", "python_packages:\n", "python_packages:\n  six: 1.17.0\n")

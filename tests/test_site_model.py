@@ -37,7 +37,13 @@ FIELDS = {
         ("max_gpus", p.max_gpus if p.max_gpus != s.gpus_per_node else None),
         ("whole_nodes", p.whole_nodes), ("test", p.test), ("note", p.note)) if v}
         for p in s.partitions},
-    "network": lambda s: s.network, "allreduce": lambda s: list(s.allreduce),
+    "network.transport": lambda s: s.network["transport"],
+    "network.provider": lambda s: s.network.get("provider"),
+    "network.libfabric": lambda s: s.libfabric,
+    "network.host_libfabric": lambda s: {"binds": list(s.host_libfabric_binds),
+                                         "library_path": list(s.host_libfabric_library_path)},
+    "gpu.wavefront_size": lambda s: s.wavefront_size,
+    "allreduce": lambda s: list(s.allreduce),
     "notes": lambda s: list(s.notes), "retired": lambda s: s.retired,
 }
 
@@ -46,7 +52,7 @@ def schema_keys():
     schema = yaml.safe_load((ROOT / "builder" / "recipes" / "schemas" / "site.yaml").read_text())
     keys = []
     for key, spec in schema["properties"].items():
-        nested = spec.get("properties") if key not in ("network",) else None
+        nested = spec.get("properties")
         keys += [f"{key}.{sub}" for sub in nested] if nested else [key]
     return sorted(keys)
 

@@ -118,7 +118,7 @@ def test_a_lost_peer_is_named_by_address_and_host():
 
 def test_a_missing_plugin_in_the_transport_lines_is_named():
     lines = (NCCL_LOGS / "lumi-no-plugin.log").read_text().splitlines()
-    assert "plugin is missing" in diagnose.likely_cause("unhandled system error", lines)
+    assert "plugin librccl-net.so is missing" in diagnose.likely_cause("unhandled system error", lines)
 
 
 def test_the_master_checks_find_an_unresolvable_name_and_a_taken_port():

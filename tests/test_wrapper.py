@@ -1,6 +1,8 @@
 """singularity_wrapper with the real CPU image and the real runtime (Apptainer or the toolbox)."""
 
+import json
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -153,21 +155,48 @@ def test_the_gpu_flag_is_passed_once_when_a_module_also_put_it_in_sing_flags(tmp
 
 
 def test_multi_node_jobs_get_the_sites_network_settings_and_one_node_jobs_do_not(env):
-    # the real LUMI settings; its host paths (/opt/cray, ...) do not exist here and are skipped
+    # the real LUMI settings: the image's own libfabric, so only NCCL_NET comes in, and only
+    # on jobs of more than one node (on one node it would stop RCCL from using xGMI alone)
     env = dict(env, HPCML_SITE="lumi")
     show = 'echo "${NCCL_NET:-unset}|${LD_LIBRARY_PATH:-}"; python -c "import torch"'
     two = wrap("exec", "sh", "-c", show, env=dict(env, SLURM_JOB_NUM_NODES="2"))
     assert two.returncode == 0, two.stderr
     net, library_path = two.stdout.decode().strip().split("|")
     assert net == "AWS Libfabric"
-    assert library_path.startswith("/opt/cray/libfabric/1.22.0/lib64:")
+    assert "cray" not in library_path and "/usr/lib64" not in library_path
     one = wrap("exec", "sh", "-c", show, env=dict(env, SLURM_JOB_NUM_NODES="1"))
     net, library_path = one.stdout.decode().strip().split("|")
     assert net == "unset" and "cray" not in library_path
+
+
+def test_a_site_on_the_hosts_libfabric_binds_it_on_multi_node_jobs_only(env, tmp_path):
+    """LUMI switched to libfabric: host, rendered from a copy of the recipes as an admin would."""
+    from builder.recipes.tree import RecipeTree
+    from builder.render.sitefile import render_site
+    recipes = tmp_path / "recipes"
+    shutil.copytree(ROOT / "recipes", recipes)
+    site_yaml = recipes / "sites" / "lumi.yaml"
+    site_yaml.write_text(site_yaml.read_text().replace("  libfabric: image", "  libfabric: host"))
+    site_file = tmp_path / "lumi-host.sh"
+    site_file.write_text(render_site(RecipeTree(recipes).sites["lumi"]))
+    env = dict(env, HPCML_SITE_FILE=str(site_file))
+    show = 'echo "${NCCL_NET:-unset}|${LD_LIBRARY_PATH:-}|$HPCML_SITE_FACTS"'
+    two = wrap("-v", "exec", "sh", "-c", show, env=dict(env, SLURM_JOB_NUM_NODES="2"))
+    assert two.returncode == 0, two.stderr
+    net, library_path, facts = two.stdout.decode().strip().split("|")
+    assert net == "AWS Libfabric"
+    assert library_path.startswith("/opt/cray/libfabric/1.22.0/lib64:/usr/lib64")
+    assert "skipping bind /opt/cray" in two.stderr.decode()     # no Cray stack on this machine
+    # the preflight then expects the plugin to load the host's libfabric
+    assert json.loads(facts)["network"]["host_library_path"][0] == "/opt/cray/libfabric/1.22.0/lib64"
+    one = wrap("-v", "exec", "sh", "-c", show, env=dict(env, SLURM_JOB_NUM_NODES="1"))
+    net, library_path, _ = one.stdout.decode().strip().split("|")
+    assert net == "unset" and "cray" not in library_path
+    assert "/opt/cray" not in one.stderr.decode()
     # a library path a site module set already stays, after the site's own
     kept = wrap("exec", "sh", "-c", show, env=dict(env, SLURM_JOB_NUM_NODES="2",
                                                    APPTAINERENV_LD_LIBRARY_PATH="/opt/site/lib"))
-    assert kept.stdout.decode().split("|")[1].startswith("/opt/cray/libfabric/1.22.0/lib64:/opt/site/lib")
+    assert kept.stdout.decode().split("|")[1].startswith("/opt/cray/libfabric/1.22.0/lib64:/usr/lib64:/opt/site/lib")
 
 
 def test_the_site_facts_travel_to_the_container(env):

@@ -31,6 +31,7 @@ class Site:
     gpu_vendor: str                # nvidia | amd | none
     gpu_model: str
     archs: tuple                   # ("sm_80",), ("gfx90a",) or ()
+    wavefront_size: int            # AMD GPUs: threads per wavefront (gfx90a: 64); 0 otherwise
     gpus_per_node: int
     cores_per_node: int
     cores_per_gpu: int             # 0: not said
@@ -59,17 +60,37 @@ class Site:
     constraint: str                # sbatch --constraint ("" when none)
     sbatch_extra: tuple            # sbatch options every job here carries
     partitions: tuple              # (Partition, ...) in order of preference
-    network: dict                  # {"transport": ..., "provider": ...} or {} when not said
+    network: dict                  # {"transport", "provider", "libfabric"} or {} when not said
+    libfabric: str                 # image | host: whose libfabric multi-node jobs use ("" when none)
+    host_libfabric_binds: tuple    # the host's libfabric stack, bound on multi-node jobs when
+    host_libfabric_library_path: tuple  # libfabric is host (and then first on LD_LIBRARY_PATH)
     allreduce: tuple               # reference dicts, as the smoke suite reads them
     notes: tuple
     retired: str                   # the date its GPU nodes were shut down; "" while in service
     data: dict                     # the file as written, for `show` only
 
     @property
+    def uses_host_libfabric(self) -> bool:
+        return self.libfabric == "host"
+
+    @property
+    def multi_node_binds_in_effect(self) -> tuple:
+        """What multi-node jobs bind: the site's list, plus the host's libfabric when chosen."""
+        return self.multi_node_binds + (self.host_libfabric_binds if self.uses_host_libfabric else ())
+
+    @property
+    def multi_node_library_path_in_effect(self) -> tuple:
+        return (self.host_libfabric_library_path if self.uses_host_libfabric else ()) \
+            + self.multi_node_library_path
+
+    @property
     def smoke_facts(self) -> dict:
         """What the smoke suite judges a run on this site against; the wrapper hands it over
         at run time, so correcting a reference rebuilds no image."""
-        return {"site": self.name, "network": self.network, "allreduce": list(self.allreduce),
+        network = dict(self.network)
+        if self.uses_host_libfabric:     # where the preflight expects the plugin's libfabric
+            network["host_library_path"] = list(self.host_libfabric_library_path)
+        return {"site": self.name, "network": network, "allreduce": list(self.allreduce),
                 "slurm_mpi": self.slurm_mpi, "gpus_per_node": self.gpus_per_node,
                 "notes": list(self.notes)}
 
@@ -83,10 +104,14 @@ class Stage:
 
 @dataclass(frozen=True)
 class Source:
+    """A source tree built inside an image, pinned by its git commit."""
     name: str
     version: str
-    url: str
-    sha256: str
+    git: str                       # https URL of the repository
+    commit: str                    # 40 hex digits: the build checks out exactly this
+
+    def label(self) -> dict:
+        return {"name": self.name, "version": self.version, "git": self.git, "commit": self.commit}
 
 
 @dataclass(frozen=True)
@@ -130,6 +155,7 @@ class Target:
     deepspeed: DeepSpeed
     comm_library: str              # gloo | nccl | rccl
     plugin: object                 # Source or None
+    libfabric: tuple               # (Source, ...) of the image's own libfabric with CXI, or ()
     mpi_abi: str
     mpi4py_version: str            # "" when mpi4py is not wanted
     build_space: tuple = ()        # (("devel", GB), ("base", GB), ("image", GB)) or ()
@@ -141,6 +167,12 @@ class Target:
         for site in self.sites:
             seen += [arch for arch in site.archs if arch not in seen]
         return tuple(seen)
+
+    @property
+    def wavefront_size(self):
+        """Threads per wavefront of the image's AMD GPUs (its sites agree; the tree checks),
+        0 for other images."""
+        return max((site.wavefront_size for site in self.sites), default=0)
 
     @property
     def common_env(self):
@@ -174,14 +206,17 @@ class Target:
                           "promised_ops": list(ds.promised), "skipped_ops": dict(ds.skipped),
                           "packages": list(ds.packages),
                           "fix_master_address": ds.fix_master_address},
-            "comm": {"library": self.comm_library, "plugin": None if self.plugin is None else {
-                "name": self.plugin.name, "version": self.plugin.version,
-                "url": self.plugin.url, "sha256": self.plugin.sha256}},
+            "comm": {"library": self.comm_library,
+                     "plugin": None if self.plugin is None else self.plugin.label()},
             "mpi": {"abi": self.mpi_abi, "mpi4py": self.mpi4py_version or None},
             "environment": dict(self.common_env),
         }
         if self.os_components != ("main",):
             resolved["os"]["components"] = list(self.os_components)
+        if self.libfabric:
+            resolved["comm"]["libfabric"] = [source.label() for source in self.libfabric]
+        if self.wavefront_size:
+            resolved["gpu_wavefront_size"] = self.wavefront_size
         if self.cuda_toolkit:
             kit = self.cuda_toolkit
             resolved["cuda_toolkit"] = {"from": kit.source, "version": kit.version or None,

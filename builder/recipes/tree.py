@@ -12,6 +12,9 @@ NAME = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 FLAVOUR_VENDOR = {"cuda": "nvidia", "rocm": "amd"}
 FLAVOUR_COMM = {"cpu": "gloo", "cuda": "nccl", "rocm": "rccl"}
 VENDOR_ARCH = {"nvidia": "sm_", "amd": "gfx"}
+# The image's own libfabric with the CXI (Slingshot) provider, in build order; each a source
+# in versions.yaml
+CXI_STACK = ("cassini-headers", "cxi-driver", "libcxi", "libfabric")
 BUILD_TOOLS = ("setuptools", "wheel", "ninja")   # DeepSpeed builds with --no-build-isolation
 
 
@@ -80,11 +83,31 @@ class RecipeTree:
                                 f"arch {arch!r} does not fit vendor {gpu['vendor']}; expected {expected}")
         if prefix and not archs:
             raise doc.error(("gpu",), f"missing required key 'arch' for a {gpu['vendor']} GPU")
+        wavefront = gpu.get("wavefront_size", 0)
+        if gpu["vendor"] == "amd" and not wavefront:
+            raise doc.error(("gpu",), "missing required key 'wavefront_size' for an amd GPU; "
+                                      "expected 64 for CDNA (gfx90a, gfx942) or 32 for RDNA")
+        if wavefront and gpu["vendor"] != "amd":
+            raise doc.error(("gpu", "wavefront_size"), "wavefront_size is an AMD setting; "
+                                                       f"expected none for vendor {gpu['vendor']}")
+        network = dict(data.get("network", {}))
+        libfabric = network.get("libfabric", "")
+        host_libfabric = network.get("host_libfabric", {})
+        if libfabric == "host" and not host_libfabric:
+            raise doc.error(("network",), "libfabric: host needs host_libfabric (its binds and "
+                                          "library_path); expected both")
+        if host_libfabric and not libfabric:
+            raise doc.error(("network", "host_libfabric"), "host_libfabric without libfabric; "
+                                                           "expected libfabric: image or host")
+        if libfabric and network.get("transport") != "ofi":
+            raise doc.error(("network", "libfabric"), "libfabric is an ofi setting; expected "
+                                                      f"transport: ofi, found {network.get('transport')}")
         cpu, runtime, scratch = data["cpu"], data["runtime"], data.get("scratch", {})
         multi, launcher, slurm = data.get("multi_node", {}), data.get("launcher", {}), data.get("slurm", {})
         return Site(
             name=name, description=data["description"], gpu_vendor=gpu["vendor"],
-            gpu_model=gpu.get("model", ""), archs=archs, gpus_per_node=gpu["per_node"],
+            gpu_model=gpu.get("model", ""), archs=archs, wavefront_size=wavefront,
+            gpus_per_node=gpu["per_node"],
             cores_per_node=cpu["cores_per_node"], cores_per_gpu=cpu.get("cores_per_gpu", 0),
             mem_per_gpu_gb=cpu.get("mem_per_gpu_gb", 0), cpu_bind=cpu.get("cpu_bind", ""),
             runtime=runtime["command"], runtime_path=runtime.get("path", ""),
@@ -107,7 +130,10 @@ class RecipeTree:
                                        p.get("whole_nodes", False), p.get("test", False),
                                        p.get("note", ""))
                              for name, p in slurm.get("partitions", {}).items()),
-            network=dict(data.get("network", {})), allreduce=tuple(data.get("allreduce", ())),
+            network={key: value for key, value in network.items() if key != "host_libfabric"},
+            libfabric=libfabric, host_libfabric_binds=tuple(host_libfabric.get("binds", ())),
+            host_libfabric_library_path=tuple(host_libfabric.get("library_path", ())),
+            allreduce=tuple(data.get("allreduce", ())),
             notes=tuple(data.get("notes", ())), retired=data.get("retired", ""), data=data)
 
     # --- targets -------------------------------------------------------------------------
@@ -173,11 +199,24 @@ class RecipeTree:
             if flavour == "cpu":
                 raise origin.error(("comm", "plugin"), "a network plugin needs nccl or rccl; "
                                                        "a cpu image uses gloo")
-            source = versions["sources"].get(plugin_name)
-            if source is None:
-                raise self.versions.error(("sources",), f"missing source '{plugin_name}' that "
-                                          f"target {name!r} uses")
-            plugin = Source(plugin_name, str(source["version"]), source["url"], source["sha256"])
+            plugin = self._source(name, plugin_name)
+        libfabric = ()
+        if data["comm"].get("libfabric", "distro") == "cxi":
+            if plugin is None:
+                raise origin.error(("comm", "libfabric"), "libfabric: cxi is what the network "
+                                   "plugin uses; expected a plugin (aws-ofi-nccl) beside it")
+            libfabric = tuple(self._source(name, part) for part in CXI_STACK)
+        for site in sites:
+            if site.libfabric == "image" and not libfabric:
+                raise origin.error(("comm",), f"site {site.name!r} runs multi-node jobs on the "
+                                   f"image's own libfabric; expected comm.libfabric: cxi")
+        wavefronts = {}
+        for site in sites:
+            wavefronts.setdefault(site.wavefront_size, site.name)
+        if len(wavefronts) > 1:
+            raise origin.error(("sites",), f"sites {' and '.join(wavefronts.values())} have GPUs "
+                               f"of different wavefront sizes ({' and '.join(map(str, wavefronts))}); "
+                               f"expected one image per wavefront size")
 
         stages = tuple(self._stage(origin, data, stage) for stage in ("build", "final"))
         extras = []
@@ -189,7 +228,9 @@ class RecipeTree:
         if data["mpi"].get("mpi4py", True):
             mpi4py = self._pin(origin, ("mpi", "mpi4py"), "mpi4py")
         # a target may pin its own torch: the release whose wheels carry its GPUs' archs
-        torch_version = str(data["torch"].get("version") or self._pin(origin, ("torch",), "torch"))
+        torch_version = str(data["torch"].get("version")
+                            or versions.get("torch_by_flavour", {}).get(flavour)
+                            or self._pin(origin, ("torch",), "torch"))
         index = versions["torch_index"].get(flavour, "")
         kit = self._cuda_toolkit(origin, data, flavour)
         components = tuple(data["os"].get("components", ("main",)))
@@ -208,6 +249,7 @@ class RecipeTree:
             cuda_min_driver=tuple(sorted(versions.get("cuda_min_driver", {}).items()))
             if flavour == "cuda" else (), cuda_toolkit=kit,
             deepspeed=deepspeed, comm_library=data["comm"]["library"], plugin=plugin,
+            libfabric=libfabric,
             mpi_abi=data["mpi"]["abi"], mpi4py_version=mpi4py,
             build_space=tuple(sorted(data.get("build_space", {}).items())))
         return target
@@ -230,6 +272,13 @@ class RecipeTree:
             raise origin.error(("os",), "Debian's nvidia-cuda-toolkit is in non-free; expected "
                                         "os.components to include non-free")
         return CudaToolkit(spec["from"], spec.get("version", ""), spec.get("gcc", ""))
+
+    def _source(self, target, name):
+        source = self.versions.data["sources"].get(name)
+        if source is None:
+            raise self.versions.error(("sources",), f"missing source '{name}' that target "
+                                                    f"{target!r} uses")
+        return Source(name, str(source["version"]), source["git"], source["commit"])
 
     def _pin(self, origin, path, package):
         pins = self.versions.data["python_packages"]

@@ -86,6 +86,8 @@ def main(argv=None):
     checks = {}
     if args.check in ("all", "preflight"):
         checks = preflight.check(preflight.probe(), facts)
+        nodes = os.environ.get("SLURM_JOB_NUM_NODES", "1")
+        checks.update(preflight.network(facts, site, int(nodes) if nodes.isdigit() else 1))
         failed = report.overall(checks) == "fail"
         if args.check == "preflight" or failed:
             _say_preflight(checks, failed and args.check == "all")

@@ -19,7 +19,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import fatbin
+from . import fatbin, netcheck
 
 NVIDIA_DRIVER = Path("/proc/driver/nvidia/version")
 KFD_NODES = Path("/sys/class/kfd/kfd/topology/nodes")
@@ -130,6 +130,31 @@ def _capability(arch):
 
 def _version(text):
     return tuple(int(part) for part in re.findall(r"\d+", text))
+
+
+def network(facts: dict, site: dict, nodes: int, run=netcheck.run) -> dict:
+    """The image's network plugin, checked on this node as this job will use it: it loads
+    with every symbol resolved against the image's RCCL and the libfabric the site chose
+    (the host's, bound in on multi-node jobs, or the image's own), and that libfabric's
+    provider finds the node's device (fi_info -p cxi where a CXI device is present)."""
+    comm = facts.get("comm") or {}
+    if not comm.get("plugin_path"):
+        return {}
+    libfabric_dir = comm["libfabric_dir"]
+    chosen = (site.get("network") or {})
+    if nodes > 1 and chosen.get("libfabric") == "host" and chosen.get("host_library_path"):
+        libfabric_dir = chosen["host_library_path"][0]
+    results = {}
+    checks = [("preflight net plugin", "plugin",
+               ["--plugin", comm["plugin_path"], "--rccl", comm["rccl"], "--libfabric-dir", libfabric_dir])]
+    if comm.get("provider"):
+        checks.append(("preflight net provider", "provider",
+                       ["--libfabric", f"{libfabric_dir}/libfabric.so.1", "--provider", comm["provider"]]))
+    for name, check, argv in checks:
+        passed, line = run(check, argv)
+        results[name] = {"verdict": "pass" if passed else "fail",
+                         "why": line.split(": ok: ", 1)[-1].split(": FAIL: ", 1)[-1]}
+    return results
 
 
 def check(host: Host, facts: dict) -> dict:

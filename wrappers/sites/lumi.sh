@@ -9,9 +9,9 @@ HPCML_BINDS=(/pfs /scratch /projappl /project /flash /appl)
 # staged data (SING_STAGE) goes to the first of these that is set and exists
 HPCML_STAGE_ROOTS=(/tmp)
 # on jobs of more than one node only
-HPCML_MULTI_NODE_BINDS=(/var/spool/slurmd /opt/cray /usr/lib64/libcxi.so.1)
+HPCML_MULTI_NODE_BINDS=(/var/spool/slurmd)
 HPCML_MULTI_NODE_ENV=('NCCL_NET=AWS Libfabric')
-HPCML_MULTI_NODE_LIBRARY_PATH=(/opt/cray/libfabric/1.22.0/lib64)
+HPCML_MULTI_NODE_LIBRARY_PATH=()
 HPCML_MASTER_PORT_BASE=10000
 # what the smoke suite judges runs here against (python -m smoke reads it at run time)
-HPCML_SITE_FACTS='{"allreduce":[{"busbw_gbs":125,"bytes":134217728,"dtype":"float16","nodes":1,"source":"lumi-reframe-tests check_ddp_visualtransformer.py, rccl-tests all_reduce_perf, 8 GCDs","tolerance":0.05},{"busbw_gbs":85,"bytes":134217728,"dtype":"float16","nodes":2,"source":"lumi-reframe-tests rccl_test.py, 16 GCDs over Slingshot","tolerance":0.05}],"gpus_per_node":8,"network":{"provider":"cxi","transport":"ofi"},"notes":["Re-run the smoke tests after every system update; host driver changes have broken in-container network stacks before (CSC news 23.1.2026)."],"site":"lumi","slurm_mpi":"pmi2"}'
+HPCML_SITE_FACTS='{"allreduce":[{"busbw_gbs":125,"bytes":134217728,"dtype":"float16","nodes":1,"source":"lumi-reframe-tests check_ddp_visualtransformer.py, rccl-tests all_reduce_perf, 8 GCDs","tolerance":0.05},{"busbw_gbs":85,"bytes":134217728,"dtype":"float16","nodes":2,"source":"lumi-reframe-tests rccl_test.py, 16 GCDs over Slingshot","tolerance":0.05}],"gpus_per_node":8,"network":{"libfabric":"image","provider":"cxi","transport":"ofi"},"notes":["Re-run the smoke tests after every system update; host driver changes have broken in-container network stacks before (CSC news 23.1.2026)."],"site":"lumi","slurm_mpi":"pmi2"}'

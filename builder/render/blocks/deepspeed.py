@@ -1,6 +1,6 @@
 """DeepSpeed with its C++/CUDA/HIP ops compiled at build time, not JIT at first use."""
 
-from ...shell import cmd
+from ...shell import cmd, python_check
 from ..parts import Kept, Part
 from . import os_packages
 
@@ -16,9 +16,28 @@ _JOBS = ("jobs=\"$(nproc)\"; mem_jobs=\"$(awk '/MemAvailable/ {print int($2 / 20
          "/proc/meminfo)\"; if [ \"$mem_jobs\" -lt \"$jobs\" ]; then jobs=\"$mem_jobs\"; fi; "
          "if [ \"$jobs\" -lt 1 ]; then jobs=1; fi")
 # DeepSpeed's ROCm op builds take the arch from the first GPU that rocminfo reports,
-# overriding PYTORCH_ROCM_ARCH. These tools are replaced for the build so that a build host
-# with (or without) a GPU cannot change the arch; the originals come back afterwards.
-ROCM_ARCH_TOOLS = ("/opt/rocm/bin/rocminfo", "/opt/rocm/lib/llvm/bin/amdgpu-arch")
+# overriding PYTORCH_ROCM_ARCH, and compile -DROCM_WAVEFRONT_SIZE from its "Wavefront Size"
+# line, or 32 when rocminfo fails or has no such line: on a build host without a GPU, while
+# gfx90a runs 64. These tools are replaced for the build by stand-ins that report the target's
+# GPU, so that a build host with (or without) a GPU cannot change either; the originals come
+# back afterwards.
+ROCMINFO = "/opt/rocm/bin/rocminfo"
+AMDGPU_ARCH = "/opt/rocm/lib/llvm/bin/amdgpu-arch"
+ROCM_ARCH_TOOLS = (ROCMINFO, AMDGPU_ARCH)
+# what the build's DeepSpeed detected, kept beside the wheel and installed under the venv,
+# where the image's %test reads it back
+ROCM_RECORD = "rocm-build.json"
+RECORD_DIR = "share/hpc-ml-runtime"
+
+# DeepSpeed's own detection, run in the unpacked source with the stand-ins in place: the
+# values the op compile is about to use. A wrong one stops the build before the compile.
+_DETECT = """
+import json, sys; from op_builder.builder import OpBuilder as B
+arch, wavefront, version, record = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+found = {"arch": B.get_rocm_gpu_arch(), "wavefront_size": int(B.get_rocm_wavefront_size())}
+assert found == {"arch": arch, "wavefront_size": wavefront}, f"DeepSpeed would compile its ROCm ops for {found}; expected arch {arch} with wavefront size {wavefront}"
+json.dump(dict(found, detected_by=f"deepspeed {version} op_builder at build time"), open(record, "w"), sort_keys=True); print("DeepSpeed compiles its ROCm ops for", arch, "with wavefront size", wavefront)
+"""
 
 _FIND_COMM = ('comm_py="$(python -c \'import importlib.util, os; '
               'print(os.path.join(os.path.dirname(importlib.util.find_spec("deepspeed").origin), '
@@ -35,14 +54,16 @@ _CUDA_LINK = ('mkdir -p "$ds_tmp/stubs"',
               "export LDFLAGS=-Wl,--as-needed")
 
 
-def compile_commands(version) -> list:
+def compile_commands(version, before=()) -> list:
     """Shell lines that compile DeepSpeed ``version`` with its ops into a wheel in WHEELS
     (the DS_BUILD_* switches set already). From the sdist, so that build_ext can take -j:
-    pip would build the ops one after another."""
+    pip would build the ops one after another. ``before``: lines run in the unpacked source
+    before the compile."""
     return [f"pip download --no-deps --no-binary :all: --no-build-isolation --no-cache-dir "
             f"-d {SOURCE} deepspeed=={version}",
             f"tar -xzf {SOURCE}/deepspeed-{version}.tar.gz -C {SOURCE}",
             f'cd {SOURCE}/deepspeed-{version}',
+            *before,
             _JOBS,
             'echo "compiling the DeepSpeed ops, $jobs at a time"',
             f'MAX_JOBS=1 python setup.py --quiet build_ext -j "$jobs" bdist_wheel -d {WHEELS}',
@@ -58,18 +79,34 @@ def parts(target):
     # DS_BUILD_OPS=1 with an explicit switch per listed op: the wheel holds exactly the promise
     env = [*apt, ("DS_ACCELERATOR", ds.accelerator), ("DS_BUILD_OPS", "1"), *ds.switches]
     compile_ops = compile_commands(ds.version)
+    saved, restored, installed, checks = '"$ds_tmp"/wheel/deepspeed-*.whl', (), (), []
     if target.torch_flavour == "rocm":
-        compile_ops = _replace_arch_tools(target.archs[0]) + compile_ops + _restore_arch_tools()
+        arch, wavefront = target.archs[0], target.wavefront_size
+        record = f"{target.venv}/{RECORD_DIR}/{ROCM_RECORD}"
+        detect = (python_check("python", _DETECT, arch, str(wavefront), ds.version)
+                  + f" {WHEELS}/{ROCM_RECORD}")
+        compile_ops = (_replace_arch_tools(arch, wavefront)
+                       + compile_commands(ds.version, before=(f"mkdir -p {WHEELS}", detect))
+                       + _restore_arch_tools())
+        saved = f'{saved} "$ds_tmp"/wheel/{ROCM_RECORD}'
+        restored = (f'cp "$kept"/{ROCM_RECORD} {WHEELS}/',)
+        installed = (f'install -D -m 644 "$ds_tmp"/wheel/{ROCM_RECORD} {cmd(record)}',)
+        # the record of what the ops were compiled for, against the GPU the image is for
+        # (and, on a GPU node, against what rocminfo reports there)
+        checks = [cmd("python", "-m", "smoke.netcheck", "wavefront", "--record", record,
+                      "--arch", arch, "--expected", str(wavefront))]
     if target.torch_flavour == "cuda":
         compile_ops = [*_CUDA_LINK, *compile_ops, 'rm -rf "$ds_tmp/stubs"']
     # the ops' own packages (libaio) go in this layer, so an op change never rebuilds the OS
     needs = list(os_packages.install(ds.packages)) if ds.packages else []
     # kept between builds: the compile is the slowest step of the top layer
     kept = Kept(name="deepspeed-wheel", build=(*MAKE_TMP, *needs, *compile_ops),
-                save=(f'cp "$ds_tmp"/wheel/deepspeed-*.whl "$kept/"',),
-                restore=(*MAKE_TMP, f"mkdir -p {WHEELS}", f'cp "$kept"/deepspeed-*.whl {WHEELS}/'))
-    post = [f'pip install --no-cache-dir "$ds_tmp"/wheel/deepspeed-*.whl', 'rm -rf "$ds_tmp"']
-    final_post, test = list(needs), []
+                save=(f'cp {saved} "$kept/"',),
+                restore=(*MAKE_TMP, f"mkdir -p {WHEELS}", f'cp "$kept"/deepspeed-*.whl {WHEELS}/',
+                         *restored))
+    post = [f'pip install --no-cache-dir "$ds_tmp"/wheel/deepspeed-*.whl', *installed,
+            'rm -rf "$ds_tmp"']
+    final_post, test = list(needs), checks
     if ds.fix_master_address:
         # DeepSpeed's MPI discovery takes rank 0's first `hostname -I` address, which on LUMI
         # and Puhti is an interface other nodes cannot reach; the host name resolves right.
@@ -79,7 +116,10 @@ def parts(target):
     final_env = (("DS_ACCELERATOR", "cpu"),) if ds.accelerator == "cpu" else ()
     notes = [f"DeepSpeed {ds.version}, ops prebuilt (nothing compiles at run time): "
              f"{', '.join(ds.promised)}."]
-    notes += [f"Not prebuilt: {op} ({reason})." for op, reason in ds.skipped]
+    by_reason = {}
+    for op, reason in ds.skipped:
+        by_reason.setdefault(reason, []).append(op)
+    notes += [f"Not prebuilt: {', '.join(ops)} ({reason})." for reason, ops in by_reason.items()]
     majors = {int(arch[3:-1]) for arch in target.archs if arch.startswith("sm_")}
     if majors and min(majors) <= 7 < max(majors):
         # DeepSpeed drops -DBF16_AVAILABLE for every op once any arch is sm_7x
@@ -92,12 +132,21 @@ def parts(target):
     ]
 
 
-def _replace_arch_tools(arch):
+def standin_lines(arch, wavefront) -> dict:
+    """{tool: its script's lines}: rocminfo answering like a node with one ``arch`` GPU, with
+    the two lines DeepSpeed's op builder reads (its first gfx name, its first Wavefront Size),
+    and amdgpu-arch printing the arch."""
+    return {ROCMINFO: ("#!/bin/sh", f'echo "  Name:                    {arch}"',
+                       f'echo "  Wavefront Size:          {wavefront}(0x{wavefront:x})"'),
+            AMDGPU_ARCH: ("#!/bin/sh", f"echo {arch}")}
+
+
+def _replace_arch_tools(arch, wavefront):
     lines = []
-    for tool in ROCM_ARCH_TOOLS:
+    for tool, script in standin_lines(arch, wavefront).items():
         lines += [f"if [ -e {tool} ]; then mv {tool} {tool}.real; fi",
-                  f"printf '#!/bin/sh\\necho %s\\n' {cmd(arch)} > {tool}",
-                  f"chmod 755 {tool}"]
+                  f"mkdir -p {tool.rsplit('/', 1)[0]} && printf '%s\\n' {cmd(*script)} > {tool} "
+                  f"&& chmod 755 {tool}"]
     return lines
 
 

@@ -13,6 +13,7 @@ import json
 from ...shell import cmd, python_check
 from .. import runtime_wheel
 from ..parts import Part
+from . import comm
 
 STAGING = "/opt/hpcml-runtime"
 IMAGE_JSON = "share/hpc-ml-runtime/image.json"      # under the venv (smoke reads sys.prefix)
@@ -33,12 +34,13 @@ def image_facts(target) -> dict:
         gpu = {"archs": list(target.archs)}
         if target.cuda_min_driver:
             gpu["min_driver"] = dict(target.cuda_min_driver)
+        if target.wavefront_size:
+            gpu["wavefront_size"] = target.wavefront_size
     return {"target": target.name, "gpu": gpu,
             "deepspeed": {"accelerator": target.deepspeed.accelerator,
                           "listed_ops": list(target.deepspeed.listed),
                           "promised_ops": list(target.deepspeed.promised)},
-            "comm": {"library": target.comm_library,
-                     "plugin": target.plugin.name if target.plugin else None}}
+            "comm": comm.image_facts(target)}
 
 
 def parts(target):
