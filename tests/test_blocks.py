@@ -59,7 +59,7 @@ def test_block_golden(tree, name, update_golden):
 def test_blocks_come_in_build_order(tree):
     order = list(by_block(tree.target("lumi-rocm")))
     assert order == ["build_host", "os", "python", "torch", "libfabric", "rccl_ofi", "mpi", "provenance",
-                     "extras", "deepspeed", "runtime"]
+                     "extras", "deepspeed", "frameworks", "runtime"]
 
 
 def test_each_part_belongs_to_the_layer_its_block_is_listed_in(tree):
@@ -67,7 +67,7 @@ def test_each_part_belongs_to_the_layer_its_block_is_listed_in(tree):
     base = {part.block for part in layers["base"]}
     top = {part.block for part in layers["top"]}
     assert {"os", "python", "torch", "rccl_ofi", "mpi"} <= base
-    assert top == {"build_host", "provenance", "extras", "deepspeed", "runtime"}
+    assert top == {"build_host", "provenance", "extras", "deepspeed", "frameworks", "runtime"}
 
 
 def test_a_top_layer_block_may_not_ask_the_os_block_for_packages(tree, monkeypatch):

@@ -430,3 +430,31 @@ def test_labels_carry_provenance_and_the_resolved_recipe(tree, name):
     assert labels[prefix + "version.torch"] == tree.target(name).torch_version
     assert re.fullmatch(r"[0-9a-f]{64}", labels[prefix + "recipe.sha256"])
     assert json.loads(labels[prefix + "recipe"]) == tree.target(name).resolved
+
+
+# --- frameworks: Lightning and Hugging Face in the top layer ------------------------------------
+
+FRAMEWORK_PINS = "lightning==2.6.6 transformers==5.23.0 accelerate==1.15.0 datasets==5.2.0"
+
+
+@pytest.mark.parametrize("name", ["cpu", "a100-cuda", "v100-cuda", "h100-cuda", "csc-cuda", "lumi-rocm"])
+def test_the_frameworks_are_installed_in_the_top_layer_and_checked(name):
+    post = section(name, "build", "post")
+    assert f"pip install --no-cache-dir {FRAMEWORK_PINS}" in post
+    # after DeepSpeed's wheel, so that pip resolves the frameworks around the pinned DeepSpeed
+    assert post.index("pip install --no-cache-dir \"$ds_tmp\"/wheel/deepspeed-") < post.index(FRAMEWORK_PINS)
+    assert f"python -m smoke.imports {FRAMEWORK_PINS}" in section(name, "final", "test").splitlines()
+    for layer, file in LAYER_FILES[name].items():     # never below: a bump rebuilds neither the OS nor torch
+        assert ("lightning" in (CONTAINERS / file).read_text()) == (layer == "image"), (name, layer)
+
+
+def test_a_target_can_go_without_the_frameworks_and_the_cpu_default_is_without(tmp_path):
+    recipes = tmp_path / "recipes"
+    shutil.copytree(RECIPES, recipes)
+    edit(recipes / "targets" / "lumi-rocm.yaml", "  venv: /opt/venv\n", "  venv: /opt/venv\n  frameworks: false\n")
+    edit(recipes / "targets" / "cpu.yaml", "  frameworks: true ", "  # ")
+    tree = RecipeTree(recipes)
+    for name in ("lumi-rocm", "cpu"):
+        texts = [text for _, text in render_layers(tree, name).values()]
+        assert not any("lightning" in text or "smoke.imports" in text for text in texts), name
+    assert tree.target("a100-cuda").frameworks      # a GPU target has them unless it says no

@@ -147,6 +147,7 @@ class Target:
     venv: str
     build_tools: tuple             # (("setuptools", "80.9.0"), ...) pip needs to build wheels
     python_packages: tuple         # (("numpy", "2.4.6"), ...) the target's extras
+    frameworks: tuple              # (("lightning", "2.6.6"), ...) or () when the recipe says no
     torch_flavour: str             # cpu | cuda | rocm
     torch_version: str
     torch_index: str               # extra index URL, or "" for the default index
@@ -198,7 +199,8 @@ class Target:
             "os": {"family": self.os_family, "packages": {
                 "build": list(self.packages_build), "final": list(self.packages_final)}},
             "python": {"venv": self.venv, "build_tools": dict(self.build_tools),
-                       "packages": dict(self.python_packages)},
+                       "packages": dict(self.python_packages),
+                       "frameworks": dict(self.frameworks)},
             "torch": {"flavour": self.torch_flavour, "version": self.torch_version,
                       "index": self.torch_index},
             "deepspeed": {"version": ds.version, "accelerator": ds.accelerator,

@@ -244,7 +244,7 @@ class RecipeTree:
             packages_build=tuple(data["os"].get("packages", {}).get("build", ())),
             packages_final=tuple(data["os"].get("packages", {}).get("final", ())),
             venv=data["python"].get("venv", "/opt/venv"), build_tools=tools,
-            python_packages=tuple(extras),
+            python_packages=tuple(extras), frameworks=self._frameworks(data, flavour),
             torch_flavour=flavour, torch_version=torch_version, torch_index=index,
             cuda_min_driver=tuple(sorted(versions.get("cuda_min_driver", {}).items()))
             if flavour == "cuda" else (), cuda_toolkit=kit,
@@ -279,6 +279,12 @@ class RecipeTree:
             raise self.versions.error(("sources",), f"missing source '{name}' that target "
                                                     f"{target!r} uses")
         return Source(name, str(source["version"]), source["git"], source["commit"])
+
+    def _frameworks(self, data, flavour):
+        """The frameworks' pins when the recipe wants them (GPU images do unless they say no)."""
+        if not data["python"].get("frameworks", flavour != "cpu"):
+            return ()
+        return tuple((name, str(version)) for name, version in self.versions.data["frameworks"].items())
 
     def _pin(self, origin, path, package):
         pins = self.versions.data["python_packages"]

@@ -1,0 +1,27 @@
+"""The higher-level frameworks users start from: Lightning, Hugging Face transformers,
+accelerate and datasets, at the versions.yaml pins, in the top layer (so adding or bumping
+them rebuilds neither the OS nor torch). Each sets itself up for distributed training from
+the launcher's variables (torchrun's, Slurm's, or launchenv's), so the image needs nothing
+else for them. Example, a target that goes without:
+
+    python:
+      frameworks: false
+"""
+
+from ...shell import cmd
+from ..parts import Part
+
+def parts(target):
+    if not target.frameworks:
+        return []
+    pins = [f"{name}=={version}" for name, version in target.frameworks]
+    return [
+        Part(block="frameworks", stage="build",
+             post=(cmd("pip", "install", "--no-cache-dir", *pins),)),
+        Part(block="frameworks", stage="final",
+             # each imports and is the pinned release; torch is still the image's (the torch
+             # block's %test checks its version), so pip kept it while resolving their needs
+             test=(cmd("python", "-m", "smoke.imports", *pins),),
+             help=("Frameworks: " + ", ".join(f"{name} {version}" for name, version in target.frameworks)
+                   + " (examples/ in the project shows each under torchrun and srun).",)),
+    ]
