@@ -113,6 +113,7 @@ def _libfabric_cxi(stack):
     LIBFABRIC_PREFIX: the image then needs nothing of the host's Slingshot stack but its
     kernel driver (LUMI's AI Factory images do the same)."""
     headers, driver, libcxi, libfabric = stack
+    register = (f"printf '%s\\n' {LIBFABRIC_PREFIX}/lib > {LIBFABRIC_LD_CONF}", "ldconfig")
     work = '"$work"'
     build = (
         'work="$(mktemp -d /tmp/hpcml-cxi-XXXXXX)"',
@@ -148,10 +149,8 @@ def _libfabric_cxi(stack):
                        save=(f'cp -a {LIBFABRIC_PREFIX}/. "$kept/libfabric"',),
                        restore=(f'cp -a "$kept/libfabric" {LIBFABRIC_PREFIX}',)),
              # the plugin's link finds libcxi (libfabric's own need) through the loader's cache
-             post=(f"printf '%s\\n' {LIBFABRIC_PREFIX}/lib > {LIBFABRIC_LD_CONF}", "ldconfig")),
+             post=register),
         Part(block="libfabric", stage="final", packages=CXI_RUN_PACKAGES,
              copy_from_build=(LIBFABRIC_PREFIX,),
-             post=(f"printf '%s\\n' {LIBFABRIC_PREFIX}/lib > {LIBFABRIC_LD_CONF}", "ldconfig"),
-             # the plugin's help names it: one line for the network stack
-             ),
+             post=register),     # the plugin's help line names this stack too
     ]
