@@ -48,9 +48,11 @@ smoke: build
 	$(PY) -m builder smoke $(TARGET)
 
 # Prints the Slurm batch script that runs ARGS in the image on the target's site (SITE, NODES,
-# GPUS, LAUNCH=torchrun|srun|mpirun|deepspeed, TIME, ACCOUNT, OUT=FILE to write it).
-jobscript: setup
-	$(PY) -m builder jobscript $(TARGET) $(if $(SITE),--site "$(SITE)") $(if $(NODES),--nodes "$(NODES)") \
+# GPUS, LAUNCH=torchrun|srun|mpirun|deepspeed, TIME, ACCOUNT, OUT=FILE to write it). Only the
+# script reaches stdout (`make jobscript ... > job.sh`): set-up and make's echo go to stderr.
+jobscript:
+	@$(MAKE) --no-print-directory setup >&2
+	@$(PY) -m builder jobscript $(TARGET) $(if $(SITE),--site "$(SITE)") $(if $(NODES),--nodes "$(NODES)") \
 		$(if $(GPUS),--gpus "$(GPUS)") $(if $(LAUNCH),--launch "$(LAUNCH)") $(if $(TIME),--time "$(TIME)") \
 		$(if $(ACCOUNT),--account "$(ACCOUNT)") $(if $(OUT),--out "$(OUT)") -- $(ARGS)
 

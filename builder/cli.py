@@ -15,6 +15,7 @@ from . import __version__
 from .build.images import image_facts
 from .errors import BuilderError, CheckFailed, RecipeError
 from .fileio import write_atomic
+from .invocation import program
 from .recipes.tree import RecipeTree
 from .render import runtime_wheel
 from .render.layer_sharing import render_layers
@@ -33,6 +34,22 @@ class _Parser(argparse.ArgumentParser):
 # nothing and then refuse the rest): the attribute it goes to.
 AFTER_DASHES = {"smoke": "smoke_args", "jobscript": "program"}
 
+# One example per command, shown at the end of its --help ({prog}: how it was started).
+EXAMPLES = {
+    "list": "{prog} list",
+    "show": "{prog} show lumi-rocm",
+    "render": "{prog} render lumi-rocm          (or: {prog} render --all)",
+    "build": "{prog} build cpu                 (--force rebuilds the top layer)",
+    "smoke": "{prog} smoke cpu -- --sizes 8:1M",
+    "jobscript": "{prog} jobscript lumi-rocm --nodes 2 --account project_465000000 -- train.py --epochs 10",
+    "publish": "{prog} publish cpu --prefix /appl/ml --name pytorch --default",
+    "verify": "{prog} verify --prefix /appl/ml pytorch/2.13.0-cpu",
+    "default": "{prog} default --prefix /appl/ml pytorch/2.13.0-cpu",
+    "doctor": "{prog} doctor",
+    "toolbox": "{prog} toolbox status",
+    "check": "{prog} check",
+}
+
 
 def main(argv=None):
     parser = _parser()
@@ -41,7 +58,14 @@ def main(argv=None):
     if "--" in argv:
         cut = argv.index("--")
         argv, tail = argv[:cut], argv[cut + 1:]
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        command = getattr(args, "command", None)
+        if command in AFTER_DASHES and not extra[0].startswith("-"):
+            parser.error(f"unrecognized arguments: {' '.join(extra)}; put what the {command} "
+                         f"runs after --, e.g. {program()} {command} {_first_positional(args)} -- "
+                         f"{' '.join(extra)}")
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if tail is not None:
         dest = AFTER_DASHES.get(getattr(args, "command", None))
         if dest is None:
@@ -64,6 +88,10 @@ def main(argv=None):
         return 130
 
 
+def _first_positional(args):
+    return getattr(args, "target", None) or "TARGET"
+
+
 def _resolve_aliases(args):
     """A retired machine's target name (puhti-cuda) means the target that now builds its image."""
     names = getattr(args, "targets", None) or ([args.target] if getattr(args, "target", None) else [])
@@ -80,26 +108,34 @@ def _resolve_aliases(args):
 
 
 def _parser():
+    prog = program()
+    recipes_help = "recipe tree with sites/, targets/, versions.yaml (default: recipes)"
+    # given before the command or after it; the command's own default must not undo the first
     common = _Parser(add_help=False)
-    common.add_argument("--recipes", default="recipes", metavar="DIR",
-                        help="recipe tree with sites/, targets/, versions.yaml (default: recipes)")
-    parser = _Parser(prog="python -m builder",
-                                     description="Render PyTorch + DeepSpeed Apptainer images from YAML recipes.")
+    common.add_argument("--recipes", default=argparse.SUPPRESS, metavar="DIR", help=recipes_help)
+    parser = _Parser(prog=prog, description="Render PyTorch + DeepSpeed Apptainer images from YAML "
+                     "recipes, build, smoke-test and publish them, and write Slurm job scripts.",
+                     epilog=f"example: {prog} list; {prog} COMMAND --help for each command")
     parser.add_argument("--version", action="version", version=f"hpc-ml-containers {__version__}")
+    parser.add_argument("--recipes", default="recipes", metavar="DIR", help=recipes_help)
     sub = parser.add_subparsers(metavar="COMMAND", parser_class=_Parser, dest="command")
+
+    def command(name, **options):
+        return sub.add_parser(name, epilog="example:\n  " + EXAMPLES[name].format(prog=prog),
+                              formatter_class=argparse.RawDescriptionHelpFormatter, **options)
 
     built = _Parser(add_help=False)
     built.add_argument("--images", default="images", metavar="DIR",
                        help="where built images are; their measured labels are shown (default: images)")
-    cmd = sub.add_parser("list", parents=[common, built], help="targets and sites, one line each")
+    cmd = command("list", parents=[common, built], help="targets and sites, one line each")
     cmd.set_defaults(func=cmd_list)
 
-    cmd = sub.add_parser("show", parents=[common, built],
+    cmd = command("show", parents=[common, built],
                          help="the fully resolved recipe of a target, as YAML")
     cmd.add_argument("target")
     cmd.set_defaults(func=cmd_show)
 
-    cmd = sub.add_parser("render", parents=[common],
+    cmd = command("render", parents=[common],
                          help="write containers/<target>.def and its .devel.def and .base.def layers")
     cmd.add_argument("targets", nargs="*", metavar="TARGET")
     cmd.add_argument("--all", action="store_true", help="render every target")
@@ -109,7 +145,7 @@ def _parser():
                      help="where --all writes the wrapper's site settings (default: wrappers/sites)")
     cmd.set_defaults(func=cmd_render)
 
-    cmd = sub.add_parser("build", parents=[common],
+    cmd = command("build", parents=[common],
                          help="build images/<target>.sif with Apptainer and run its %%test")
     cmd.add_argument("target", nargs="?", default="cpu", help="default: cpu")
     cmd.add_argument("--force", nargs="?", const="top", choices=("top", "all"),
@@ -122,7 +158,7 @@ def _parser():
                           "estimates from the sizes of earlier builds)")
     cmd.set_defaults(func=cmd_build)
 
-    cmd = sub.add_parser("smoke", parents=[common],
+    cmd = command("smoke", parents=[common],
                          help="run the image's smoke suite here: torchrun through the wrapper")
     cmd.add_argument("target", nargs="?", default="cpu",
                      help="default: cpu; after --, arguments for `python -m smoke all`, e.g. "
@@ -138,7 +174,7 @@ def _parser():
                      help="the suite's time limit in seconds (default 300)")
     cmd.set_defaults(func=cmd_smoke)
 
-    cmd = sub.add_parser("jobscript", parents=[common],
+    cmd = command("jobscript", parents=[common],
                          help="the Slurm batch script that runs a program in the image on a site")
     cmd.add_argument("target", help="then -- and what the ranks run: train.py ARGS, or -m MODULE ARGS")
     cmd.set_defaults(program=[])
@@ -162,7 +198,7 @@ def _parser():
     cmd.add_argument("--out", metavar="FILE", help="write the script here (default: stdout)")
     cmd.set_defaults(func=cmd_jobscript)
 
-    cmd = sub.add_parser("publish", parents=[common],
+    cmd = command("publish", parents=[common],
                          help="install a built, smoke-tested image as a site module under PREFIX")
     cmd.add_argument("target", nargs="?", default="cpu", help="default: cpu")
     cmd.add_argument("--prefix", required=True, metavar="DIR",
@@ -182,26 +218,26 @@ def _parser():
                      help="also write a Tcl module file (Environment Modules)")
     cmd.set_defaults(func=cmd_publish)
 
-    cmd = sub.add_parser("verify", help="check a published version's files against its checksums")
+    cmd = command("verify", parents=[common], help="check a published version's files against its checksums")
     cmd.add_argument("module", metavar="NAME/VERSION")
     cmd.add_argument("--prefix", required=True, metavar="DIR", help="as given to publish")
     cmd.set_defaults(func=cmd_verify)
 
-    cmd = sub.add_parser("default", help="make a published version the default of its name")
+    cmd = command("default", parents=[common], help="make a published version the default of its name")
     cmd.add_argument("module", metavar="NAME/VERSION")
     cmd.add_argument("--prefix", required=True, metavar="DIR", help="as given to publish")
     cmd.set_defaults(func=cmd_default)
 
-    cmd = sub.add_parser("doctor", parents=[common],
+    cmd = command("doctor", parents=[common],
                          help="what this host offers for builds: runtime, fakeroot, disk, mirror, pip")
     cmd.add_argument("--images", default="images", metavar="DIR")
     cmd.set_defaults(func=cmd_doctor)
 
-    cmd = sub.add_parser("toolbox", help="the Apptainer toolbox for hosts without Apptainer")
+    cmd = command("toolbox", parents=[common], help="the Apptainer toolbox for hosts without Apptainer")
     cmd.add_argument("action", choices=["status", "provision", "remove"])
     cmd.set_defaults(func=cmd_toolbox)
 
-    cmd = sub.add_parser("check", parents=[common],
+    cmd = command("check", parents=[common],
                          help="validate every recipe; fail if rendered files are stale")
     cmd.add_argument("--out", default="containers", metavar="DIR",
                      help="rendered files to compare (default: containers)")
@@ -221,6 +257,8 @@ def cmd_list(args):
         measured = image_facts(target, Path(args.images))
         if measured:
             print(f"  {'':<13} built: " + ", ".join(f"{key} {value}" for key, value in measured.items()))
+    for name, error in sorted(tree.unusable.items()):
+        print(f"  {name:<13} unusable: its site {Path(error.file).stem} is broken")
     for name, real in sorted(tree.aliases.items()):
         print(f"  {name:<13} alias of {real}")
     print("sites:")
@@ -228,6 +266,8 @@ def cmd_list(args):
         gpus = f"{site.gpus_per_node}x {site.gpu_model} ({','.join(site.archs)})" if site.archs else "no GPU"
         retired = f" (retired {site.retired})" if site.retired else ""
         print(f"  {name:<13} {gpus:<28} {site.runtime:<11} {site.description}{retired}")
+    for name, error in sorted(tree.broken_sites.items()):
+        print(f"  {name:<13} broken: {error}")
 
 
 def cmd_show(args):
@@ -243,6 +283,8 @@ def cmd_render(args):
     if args.all == bool(args.targets):
         raise RecipeError("name one or more targets, or give --all (not both)", file="command line")
     tree = RecipeTree(args.recipes)
+    if args.all:
+        tree.require_all_valid()
     names = sorted(tree.targets) if args.all else args.targets
     out = Path(args.out)
     texts = {out / file: text for name in names                           # all of it, before writing
@@ -253,7 +295,7 @@ def cmd_render(args):
         raise RecipeError("not a directory; expected where the .def files go", file=str(out))
     for path, text in texts.items():
         print(f"{'wrote' if write_atomic(path, text) else 'unchanged'} {path}")
-    # the .def files name this wheel by sha256; a hand build passes its path (README)
+    # the .def files name this wheel by sha256; a hand build passes its path (docs/building.md)
     wheel = runtime_wheel.current()
     path = out / wheel.name
     print(f"{'wrote' if wheel.write(out) else 'unchanged'} {path}")
@@ -322,7 +364,10 @@ def _positive(text):
 
 def cmd_doctor(args):
     from .run.doctor import report
-    report(RecipeTree(args.recipes), Path(args.images))
+    # outside a checkout there is no recipe tree: the host's facts are reported all the same
+    recipes = Path(args.recipes)
+    report(RecipeTree(recipes) if recipes.is_dir() or args.recipes != "recipes" else None,
+           Path(args.images))
 
 
 def cmd_toolbox(args):
@@ -342,6 +387,7 @@ def cmd_toolbox(args):
 
 def cmd_check(args):
     tree = RecipeTree(args.recipes)
+    tree.require_all_valid()
     out = Path(args.out)
     problems = []
     expected = set()
@@ -365,6 +411,6 @@ def cmd_check(args):
     if problems:
         for problem in problems:
             print(f"stale: {problem}", file=sys.stderr)
-        raise CheckFailed(f"{out}/ does not match the recipes; run: python -m builder render --all"
+        raise CheckFailed(f"{out}/ does not match the recipes; run: {program()} render --all"
                           + (f" --out {out}" if str(out) != "containers" else ""))
     print(f"{out}/: all {len(expected)} rendered files of {len(tree.targets)} targets are up to date")

@@ -22,6 +22,11 @@ def pytest_addoption(parser):
                      help="rewrite tests/golden/ from the current output instead of comparing")
 
 
+# The first bytes of a SIF file (its launch line, then the magic at byte 32): a stand-in
+# image for tests whose runtime is a recorder, which the wrapper takes for an image.
+SIF_HEADER = b"#!/usr/bin/env run-singularity\n\0SIF_MAGIC\x0001\0"
+
+
 @pytest.fixture
 def update_golden(request):
     return request.config.getoption("--update-golden")

@@ -1,8 +1,15 @@
-"""The read-only commands: list and show."""
+"""The command line: list and show, usage mistakes, help, hints and a newcomer's rough edges."""
 
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
 import yaml
 
-from conftest import run_builder
+from builder.cli import EXAMPLES
+from conftest import RECIPES, ROOT, run_builder
 
 
 def test_list_names_every_target_alias_and_site_with_torch_and_arch(tmp_path):
@@ -59,3 +66,111 @@ def test_usage_mistakes_are_one_line_errors_with_exit_2():
 def test_help_still_works():
     result = run_builder("render", "--help")
     assert result.returncode == 0 and "--all" in result.stdout
+
+
+# --- a newcomer's rough edges (issue 30) ------------------------------------------------------
+
+def test_the_wrong_interpreter_gets_one_line_naming_what_is_missing(tmp_path):
+    # a bare venv: none of the builder's dependencies (the system Python a newcomer tries first)
+    venv = tmp_path / "bare"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    result = subprocess.run([str(venv / "bin" / "python"), "-m", "builder", "render", "lumi-rocm"],
+                            cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)),
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr, result.stderr
+    assert "lacks the packages pyyaml, jsonschema, jinja2, hatchling" in result.stderr
+    assert "make setup" in result.stderr and ".venv/bin/python -m builder" in result.stderr
+
+
+def test_make_jobscript_prints_only_the_script(tmp_path):
+    result = subprocess.run(["make", "--no-print-directory", "jobscript", "TARGET=cpu", "NODES=1",
+                             "ARGS=train.py --epochs 2"], cwd=ROOT, capture_output=True,
+                            text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("#!/bin/bash\n"), result.stdout[:300]
+    assert "builder jobscript" not in result.stdout.splitlines()[-1]
+    script = tmp_path / "job.sh"
+    script.write_text(result.stdout)
+    assert subprocess.run(["bash", "-n", str(script)], timeout=30).returncode == 0
+
+
+@pytest.mark.parametrize("args", [
+    ["--recipes", "recipes", "list"], ["list", "--recipes", "recipes"],
+    ["--recipes", "recipes", "show", "cpu"], ["verify", "--recipes", "recipes", "--help"],
+    ["default", "--recipes", "recipes", "--help"], ["toolbox", "--recipes", "recipes", "status"]],
+    ids=lambda args: " ".join(args))
+def test_recipes_is_taken_before_and_after_every_command(args):
+    result = run_builder(*args)
+    assert result.returncode == 0, result.stderr
+
+
+def test_recipes_before_the_command_is_not_undone_by_the_commands_default(tmp_path):
+    result = run_builder("--recipes", tmp_path / "none", "list")
+    assert result.returncode == 2 and f"{tmp_path / 'none'}: recipes directory not found" in result.stderr
+
+
+@pytest.mark.parametrize("command", sorted(EXAMPLES))
+def test_every_command_has_help_ending_in_an_example(command):
+    result = run_builder(command, "--help")
+    assert result.returncode == 0, result.stderr
+    tail = result.stdout.rstrip().splitlines()[-2:]
+    assert tail[0] == "example:" and tail[1].strip().startswith(f"python -m builder {command}")
+
+
+def test_a_program_without_dashes_gets_the_hint_to_put_it_after_them():
+    result = run_builder("jobscript", "lumi-rocm", "train.py", "--epochs", "3")
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert "put what the jobscript runs after --, e.g. python -m builder jobscript lumi-rocm -- " \
+           "train.py --epochs 3" in result.stderr
+
+
+@pytest.mark.parametrize("args, suggestion", [
+    (["show", "lumi-rcom"], "did you mean 'lumi-rocm'?"),
+    (["render", "h100cuda"], "did you mean 'h100-cuda'?"),
+    (["jobscript", "a100-cuda", "--site", "jeanzay", "--", "t.py"], "did you mean 'jean-zay'?"),
+    (["jobscript", "cpu", "--launch", "torchrn", "--", "t.py"], "did you mean 'torchrun'?"),
+])
+def test_a_near_miss_gets_did_you_mean(args, suggestion):
+    result = run_builder(*args)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert result.stderr.rstrip().endswith(suggestion), result.stderr
+
+
+def test_no_suggestion_for_a_name_like_none_of_them():
+    result = run_builder("show", "zzzzzz")
+    assert result.returncode == 2 and "did you mean" not in result.stderr
+
+
+@pytest.fixture
+def broken_lumi(tmp_path):
+    recipes = tmp_path / "recipes"
+    shutil.copytree(RECIPES, recipes)
+    site = recipes / "sites" / "lumi.yaml"
+    site.write_text(site.read_text().replace("per_node: 8", "per_node: eight", 1))
+    return recipes
+
+
+def test_a_broken_site_file_does_not_block_targets_that_do_not_use_it(broken_lumi):
+    shown = run_builder("show", "cpu", "--recipes", broken_lumi)
+    assert shown.returncode == 0, shown.stderr
+    listed = run_builder("list", "--recipes", broken_lumi)
+    assert listed.returncode == 0, listed.stderr
+    lines = listed.stdout.splitlines()
+    assert "  lumi-rocm     unusable: its site lumi is broken" in lines
+    assert any(line.startswith(f"  lumi          broken: {broken_lumi}/sites/lumi.yaml:") for line in lines)
+
+
+@pytest.mark.parametrize("args", [["show", "lumi-rocm"], ["check"], ["render", "--all"]])
+def test_a_broken_site_file_is_named_by_every_command_that_needs_it(broken_lumi, tmp_path, args):
+    result = run_builder(*args, "--recipes", broken_lumi, cwd=tmp_path)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert result.stderr.startswith(f"error: {broken_lumi}/sites/lumi.yaml:"), result.stderr
+    assert not (tmp_path / "containers").exists()
+
+
+def test_doctor_outside_a_checkout_reports_the_host(tmp_path):
+    result = run_builder("doctor", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    rows = dict(line.split(None, 1) for line in result.stdout.splitlines() if line.strip())
+    assert rows["recipes"].startswith("none here") and "runtime" in rows and "mirror" in rows

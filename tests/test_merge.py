@@ -1,4 +1,4 @@
-"""Merge rules for targets that `extends:` another (documented in README.md)."""
+"""Merge rules for targets that `extends:` another (documented in docs/recipes.md)."""
 
 import shutil
 

@@ -63,3 +63,37 @@ def test_the_installed_builder_publishes_a_module_with_its_wrapper(installed, tm
                                   HPCML_APPTAINER=apptainer),
                          capture_output=True, text=True, timeout=300)
     assert ran.returncode == 0 and ran.stdout == "ok\n", ran.stderr
+
+
+def test_the_installed_builder_names_itself_and_hints_at_its_own_commands(installed, tmp_path):
+    shutil.copytree(RECIPES, tmp_path / "recipes")
+    usage = hpcml(installed, "--help", cwd=tmp_path)
+    assert usage.returncode == 0 and usage.stdout.startswith("usage: hpcml "), usage.stdout[:200]
+    assert hpcml(installed, "jobscript", "--help", cwd=tmp_path).stdout.rstrip().endswith(
+        "-- train.py --epochs 10")
+    # no Makefile here: the hint is a command that works where hpcml is installed
+    result = hpcml(installed, "smoke", "cpu", "--images", tmp_path / "none", cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert f"build it first with: hpcml build cpu --images {tmp_path / 'none'}" in result.stderr
+    assert "make " not in result.stderr
+
+
+def test_doctor_of_the_installed_builder_runs_outside_a_checkout(installed, tmp_path):
+    result = hpcml(installed, "doctor", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "none here (no recipes/ folder)" in result.stdout and "\nruntime " in result.stdout
+
+
+@pytest.mark.parametrize("name", ["singularity_wrapper", "apptainer_wrapper"])
+def test_pip_install_puts_the_wrappers_on_path_with_their_site_settings(installed, tmp_path, name):
+    bin_dir = installed.parent
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHONPATH", "SING_", "HPCML_"))}
+    env = dict(clean, PATH=f"{bin_dir}:/usr/bin:/bin")
+    shown = subprocess.run([name, "--help"], env=env, capture_output=True, text=True, timeout=60)
+    assert shown.returncode == 0 and "SING_IMAGE" in shown.stdout, shown.stderr
+    # the site settings are found (a missing image is the next thing it checks)
+    for site in ("local", "lumi"):
+        result = subprocess.run([name, "exec", "true"], capture_output=True, text=True, timeout=60,
+                                env=dict(env, HPCML_SITE=site, SING_IMAGE=str(tmp_path / "no.sif")))
+        assert result.returncode == 2, result.stderr
+        assert result.stderr == f"error: singularity_wrapper: image not found: {tmp_path / 'no.sif'}\n"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, tmpfs
+from conftest import ROOT, SIF_HEADER, tmpfs
 
 WRAPPER = ROOT / "wrappers" / "singularity_wrapper"
 NASTY = ["two words", "it's", 'say "hi"', "line\nbreak", "*", "$(touch /tmp/pwned)", "`id`",
@@ -118,6 +118,16 @@ def test_run_uses_the_image_runscript_and_shell_takes_a_shell(env):
     assert "from-shell" in result.stdout.decode()
 
 
+def test_run_hands_python_its_own_options(env):
+    # `run -c CODE` and `run -m MODULE` mean python's options (run alone starts python); the
+    # runscript used to exec "-c" as a program
+    result = wrap("run", "-c", "import sys; print(6 * 7, sys.argv[1:])", "x", env=env)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.decode() == "42 ['x']\n"
+    result = wrap("run", "-m", "platform", env=env)
+    assert result.returncode == 0 and "Linux" in result.stdout.decode(), result.stderr
+
+
 def test_apptainer_wrapper_is_the_same_program(env):
     alias = ROOT / "wrappers" / "apptainer_wrapper"
     result = subprocess.run([str(alias), "exec", "true"], env=env, timeout=120)
@@ -147,7 +157,7 @@ def test_the_gpu_flag_is_passed_once_when_a_module_also_put_it_in_sing_flags(tmp
     runtime.write_text('#!/bin/sh\nprintf "%s\\n" "$@"\n')
     runtime.chmod(0o755)
     image = tmp_path / "image.sif"
-    image.write_text("")
+    image.write_bytes(SIF_HEADER)
     env = dict(os.environ, SING_IMAGE=str(image), HPCML_APPTAINER=str(runtime), HPCML_SITE="puhti",
                SLURM_JOB_ID="1", SING_FLAGS=sing_flags)
     argv = wrap("exec", "true", env=env).stdout.decode().splitlines()

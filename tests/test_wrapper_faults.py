@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, wait_until
+from conftest import ROOT, SIF_HEADER, wait_until
 from conftest import tmpfs as small_disk   # the fixture below is named tmpfs
 from slurm_jobs import wait_for
 
@@ -49,7 +49,7 @@ def env(tmp_path):
         "exit 0\n")
     recorder.chmod(0o755)
     image = tmp_path / "image.sif"
-    image.write_text("")
+    image.write_bytes(SIF_HEADER)
     scratch = tmp_path / "tmpdir"
     scratch.mkdir()
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SING_", "HPCML_"))}
@@ -432,13 +432,33 @@ def test_bad_settings_get_one_line_status_2_and_never_start_the_runtime(env, tmp
     assert not (tmp_path / "nvme").exists() or copies(tmp_path / "nvme") == []
 
 
+@pytest.mark.parametrize("content", [b"", b"text, not an image\n", "random", b"hsq", SIF_HEADER[:40]],
+                         ids=["empty", "text", "random", "short", "cut-header"])
+def test_a_file_that_is_no_image_gets_one_line_and_never_starts_the_runtime(env, tmp_path, content):
+    # checked by its magic before the runtime starts (Apptainer says FATAL and exits 255)
+    image = Path(env["SING_IMAGE"])
+    image.write_bytes(os.urandom(4096) if content == "random" else content)
+    result = wrap("exec", "true", env=env)
+    one_line_error(result.returncode, result.stderr, f"image {image} is not a container image")
+    assert runs(tmp_path) == []
+
+
+@pytest.mark.parametrize("header", [SIF_HEADER, b"hsqs" + bytes(60), bytes(1080) + b"\x53\xef"],
+                         ids=["sif", "squashfs", "ext3"])
+def test_each_image_format_the_runtime_takes_passes_the_check(env, tmp_path, header):
+    Path(env["SING_IMAGE"]).write_bytes(header)
+    result = wrap("exec", "true", env=env)
+    assert result.returncode == 0, result.stderr
+    assert len(runs(tmp_path)) == 1
+
+
 def test_an_image_its_user_cannot_read_gets_one_line(env):
     # root reads every file, so this runs the wrapper as nobody, in a folder nobody can enter
     folder = Path(tempfile.mkdtemp(prefix="hpcml-unreadable-"))
     try:
         folder.chmod(0o755)
         image = folder / "image.sif"
-        image.write_text("")
+        image.write_bytes(SIF_HEADER)
         image.chmod(0)
         recorder = folder / "apptainer"
         recorder.write_text(f"#!/bin/sh\ntouch {shlex.quote(str(folder / 'ran'))}\n")

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from .. import runner
 from ..errors import RecipeError, ToolError
+from ..invocation import hint, program
 from ..render.blocks.provenance import LABEL_PREFIX, MEASURED
 from . import toolbox
 
@@ -20,8 +21,9 @@ IMAGE_SUM = "image.sha256"   # sha256sum's format: `sha256sum IMAGE > DIR/image.
 
 
 def installed_runtime(site):
-    """HPCML_APPTAINER, the site's runtime path, apptainer or singularity: the first found."""
-    wanted = [os.environ.get("HPCML_APPTAINER"), site.runtime_path, "apptainer", "singularity"]
+    """HPCML_APPTAINER, the site's runtime path (when a site is given), apptainer or
+    singularity: the first found."""
+    wanted = [os.environ.get("HPCML_APPTAINER"), site and site.runtime_path, "apptainer", "singularity"]
     return next(filter(None, map(shutil.which, filter(None, wanted))), None)
 
 
@@ -32,8 +34,8 @@ def ready_runtime(site) -> str:
         return found
     if toolbox.is_ready():
         return str(toolbox.command())
-    raise ToolError("no apptainer or singularity found; run `python -m builder toolbox "
-                    "provision` (root) or install Apptainer")
+    raise ToolError(f"no apptainer or singularity found; run `{program()} toolbox provision` "
+                    "(root) or install Apptainer")
 
 
 def find_runtime(site, progress, log_dir):
@@ -58,7 +60,8 @@ def built_image(tree, target_name, images: Path, site_name=None) -> Built:
     target = tree.target(target_name)     # an alias names its target's image
     path = images / f"{target.name}.sif"
     if not path.is_file():
-        raise RecipeError(f"no image; build it first with: make build TARGET={target.name}",
+        build = hint(f"make build TARGET={target.name}", f"build {target.name} --images {images}")
+        raise RecipeError(f"no image; build it first with: {build}",
                           file=str(path))
     sites = {site.name: site for site in target.sites}
     site_name = site_name or next(iter(sites))

@@ -25,6 +25,7 @@ from .. import __version__, faults, resources
 from ..build.images import IMAGE_SUM, REPORT, built_image, image_lock, read_labels, ready_runtime
 from ..errors import CheckFailed, RecipeError
 from ..fileio import copy_hashed, sha256_file, write_atomic
+from ..invocation import hint
 from ..render.sitefile import GPU_FLAGS, render_site
 from .modulefile import Module, render_default, render_entry, render_lua, render_tcl
 from .placing import (MANIFEST, fix_modules, link_target, lock, module_files, move_into_place,
@@ -126,14 +127,14 @@ def _check_prefix(prefix) -> Path:
 def _passed_report(smoke_dir: Path, image: Path):
     """(the report, the sha256 of the image it tested, or "" where none was recorded)"""
     report, recorded = smoke_dir / REPORT, smoke_dir / IMAGE_SUM
-    hint = (f"run `make smoke TARGET={image.stem}` (in a job on the site's GPU nodes), or "
-            "publish with --skip-smoke")
+    smoke = hint(f"make smoke TARGET={image.stem}", f"smoke {image.stem} --images {image.parent}")
+    hint_text = f"run `{smoke}` (in a job on the site's GPU nodes), or publish with --skip-smoke"
     if not report.is_file():
-        raise CheckFailed(f"{report}: no smoke report; {hint}")
+        raise CheckFailed(f"{report}: no smoke report; {hint_text}")
     try:
         data = json.loads(report.read_text())
     except ValueError as error:
-        raise CheckFailed(f"{report}: not a smoke report ({error}); {hint}") from None
+        raise CheckFailed(f"{report}: not a smoke report ({error}); {hint_text}") from None
     if data.get("verdict") != "pass":
         failed = [n for n, c in data.get("checks", {}).items() if c.get("verdict") == "fail"]
         raise CheckFailed(f"{report}: the smoke tests did not pass (verdict "

@@ -4,6 +4,7 @@ import re
 from pathlib import Path
 
 from ..errors import RecipeError
+from ..suggest import did_you_mean
 from . import validate, yamlsrc
 from .merge import Origin, merge
 from .model import CudaToolkit, DeepSpeed, Partition, Qos, Site, Source, Stage, Target
@@ -18,8 +19,17 @@ CXI_STACK = ("cassini-headers", "cxi-driver", "libcxi", "libfabric")
 BUILD_TOOLS = ("setuptools", "wheel", "ninja")   # DeepSpeed builds with --no-build-isolation
 
 
+class SiteBroken(Exception):
+    """A target names a site whose file is broken (RecipeTree.broken_sites has its error)."""
+
+
 class RecipeTree:
-    """Everything under one recipes directory, loaded and checked at construction."""
+    """Everything under one recipes directory, loaded and checked at construction.
+
+    A broken site file does not stop the rest: its error is kept in ``broken_sites`` and
+    raised for the targets that use it (``unusable``), by ``target()``, ``site()`` and
+    ``require_all_valid()`` (check, render --all).
+    """
 
     def __init__(self, root):
         self.root = str(root)
@@ -29,11 +39,23 @@ class RecipeTree:
                               "sites/, targets/ and versions.yaml", file=self.root)
         self.versions = self._load("versions.yaml", "versions")
         self.ds_ops = self._load("deepspeed-ops.yaml", "deepspeed-ops")
-        self.sites = {name: self._site(doc) for name, doc in self._folder("sites", "site").items()}
+        self.sites, self.broken_sites = {}, {}
+        for name, loaded in self._folder("sites", "site", keep_errors=True).items():
+            try:
+                if isinstance(loaded, RecipeError):
+                    raise loaded
+                self.sites[name] = self._site(loaded)
+            except RecipeError as error:
+                self.broken_sites[name] = error
         docs = self._folder("targets", "target", partial=True)
         self.target_docs = {name: doc for name, doc in docs.items() if "alias_of" not in doc.data}
         self.aliases = {name: self._alias(doc) for name, doc in docs.items() if "alias_of" in doc.data}
-        self.targets = {name: self._target(name) for name in self.target_docs}
+        self.targets, self.unusable = {}, {}
+        for name in self.target_docs:
+            try:
+                self.targets[name] = self._target(name)
+            except SiteBroken as broken:
+                self.unusable[name] = broken.args[0]
 
     # --- files -------------------------------------------------------------------------
     def _shown(self, *parts):
@@ -48,7 +70,9 @@ class RecipeTree:
         validate.check(doc, doc.data, schema_name, partial)
         return doc
 
-    def _folder(self, folder, schema_name, partial=False):
+    def _folder(self, folder, schema_name, partial=False, keep_errors=False):
+        """name: document for each recipe file; with keep_errors, a file that does not load
+        or validate maps to its RecipeError instead of stopping the rest."""
         directory = Path(self.root, folder)
         if not directory.is_dir():
             raise RecipeError(f"missing directory; expected {folder}/ in the recipes directory",
@@ -63,7 +87,12 @@ class RecipeTree:
             if not NAME.match(path.stem):
                 raise RecipeError("bad file name; expected lower-case letters, digits and "
                                   "dashes, such as puhti-cuda.yaml", file=self._shown(folder, path.name))
-            docs[path.stem] = self._load(f"{folder}/{path.name}", schema_name, partial)
+            try:
+                docs[path.stem] = self._load(f"{folder}/{path.name}", schema_name, partial)
+            except RecipeError as error:
+                if not keep_errors:
+                    raise
+                docs[path.stem] = error
         if not docs:
             raise RecipeError(f"no recipes found; expected {folder}/<name>.yaml files",
                               file=self._shown(folder))
@@ -176,9 +205,11 @@ class RecipeTree:
 
         sites = []
         for index, site_name in enumerate(data["sites"]):
+            if site_name in self.broken_sites:
+                raise SiteBroken(self.broken_sites[site_name])
             if site_name not in self.sites:
                 raise origin.error(("sites", index), f"unknown site {site_name!r} (expected one "
-                                                     f"of: {', '.join(sorted(self.sites))})")
+                                   f"of: {', '.join(sorted(self.sites))}){did_you_mean(site_name, self.sites)}")
             sites.append(self.sites[site_name])
 
         flavour = data["torch"]["flavour"]
@@ -344,11 +375,29 @@ class RecipeTree:
 
     def target(self, name):
         name = self.aliases.get(name, name)
+        if name in self.unusable:
+            error = self.unusable[name]
+            raise RecipeError(f"{error.message} (target {name} runs on this site)",
+                              file=error.file, line=error.line, path=error.path)
         if name not in self.targets:
-            raise RecipeError(f"unknown target {name!r} (expected one of: "
-                              f"{', '.join(sorted({*self.targets, *self.aliases}))})",
-                              file="command line")
+            known = {*self.targets, *self.aliases}
+            raise RecipeError(f"unknown target {name!r} (expected one of: {', '.join(sorted(known))})"
+                              + did_you_mean(name, known), file="command line")
         return self.targets[name]
+
+    def site(self, name):
+        """A site by the name given on the command line."""
+        if name in self.broken_sites:
+            raise self.broken_sites[name]
+        if name not in self.sites:
+            raise RecipeError(f"unknown site {name!r}; expected one of: {', '.join(sorted(self.sites))}"
+                              + did_you_mean(name, self.sites), file="command line")
+        return self.sites[name]
+
+    def require_all_valid(self):
+        """The first broken site file's error, for commands that need every recipe."""
+        for name in sorted(self.broken_sites):
+            raise self.broken_sites[name]
 
     def parent(self, name):
         """The target `name` extends, or None."""

@@ -10,8 +10,13 @@ from ..errors import ToolError
 
 
 def report(tree, images):
+    """``tree`` None (no recipes here): the runtime is looked up without a site's path."""
     rows = []
-    site = tree.targets["cpu"].sites[0] if "cpu" in tree.targets else next(iter(tree.sites.values()))
+    site = None
+    if tree is not None:
+        site = tree.targets["cpu"].sites[0] if "cpu" in tree.targets else next(iter(tree.sites.values()), None)
+    else:
+        rows.append(("recipes", "none here (no recipes/ folder): host facts only"))
     found = installed_runtime(site)
     if found:
         rows.append(("runtime", f"{found}: {_version(found)}"))

@@ -26,8 +26,10 @@ def parts(target):
              copy_from_build=(venv,),
              env=path,
              test=(python_check("python", _VENV_CHECK, venv),),
-             runscript=('if [ "$#" -eq 0 ]; then exec python; fi', 'exec "$@"'),
-             help=(f"Python venv {venv} is on PATH. `run` with no arguments starts python;",
+             # python's own options (run -c CODE, run -m MODULE) go to python, not to exec
+             runscript=('case "${1:-}" in ""|-*) exec python "$@" ;; esac', 'exec "$@"'),
+             help=(f"Python venv {venv} is on PATH. `run` with no arguments starts python, and",
+                   "`run -c CODE` or `run -m MODULE ARGS...` passes its options to python;",
                    "`run CMD ARGS...` runs CMD inside the image.")),
     ]
 
