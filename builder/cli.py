@@ -183,7 +183,9 @@ def _parser():
     cmd.add_argument("--gpus", type=_positive, help="GPUs per node (default: all of a node)")
     cmd.add_argument("--tasks-per-node", type=_positive,
                      help="ranks per node on a site without GPUs (default: 1)")
-    cmd.add_argument("--launch", help="torchrun, srun, mpirun or deepspeed (default: the site's)")
+    cmd.add_argument("--launch", help="torchrun, srun, mpirun or deepspeed (default: the site's); "
+                     "deepspeed is DeepSpeed's launcher on one node and, across nodes, the srun "
+                     "launch (ranks from launchenv; no DeepSpeed launcher or MPI discovery)")
     cmd.add_argument("--time", default="01:00:00", help="wall time limit (default: 01:00:00)")
     cmd.add_argument("--account", help="the project to bill (the site's form, e.g. abc@a100)")
     cmd.add_argument("--partition", help="default: the first of the site's that fits")

@@ -128,6 +128,38 @@ def test_options_and_the_reasons_are_in_the_script(tree):
                               "mem 120G, launch srun")          # srun: LUMI's own default
 
 
+def test_deepspeed_across_nodes_says_it_is_the_srun_launch(tree):
+    """The job script and the summary name what runs: srun's line and launchenv's variables,
+    neither DeepSpeed's launcher nor its MPI discovery (test_two_nodes runs both)."""
+    ds_plan, ds_text = make(tree, "cpu", nodes=2, tasks_per_node=2, launch="deepspeed")
+    srun_plan, srun_text = make(tree, "cpu", nodes=2, tasks_per_node=2, launch="srun")
+    assert launch_line(ds_text) == launch_line(srun_text)
+    lines = ds_text.rstrip("\n").splitlines()
+    assert lines[-5:-1] == list(jobscript.DEEPSPEED_ACROSS_NODES)
+    comment = " ".join(line.lstrip("# ") for line in lines[-5:-1])
+    assert ("--launch deepspeed across nodes runs what --launch srun runs: one task per rank, and launchenv "
+            "gives each RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR (the first node) and MASTER_PORT from Slurm, "
+            "which deepspeed.init_distributed() takes as they are: neither DeepSpeed's launcher (ssh) nor its "
+            "MPI discovery runs.") == comment
+    assert ("#   - launch deepspeed across nodes: the srun launch, ranks from launchenv; DeepSpeed's launcher "
+            "and its MPI discovery do not run\n") in ds_text
+    assert ds_plan.summary().endswith(", launch deepspeed (as srun: ranks from launchenv, no DeepSpeed launcher)")
+    assert srun_plan.summary().endswith(", launch srun")
+    # on one node it is DeepSpeed's launcher, and says so
+    one_plan, one_text = make(tree, "cpu", tasks_per_node=2, launch="deepspeed")
+    assert "exec deepspeed --num_gpus=2 train.py" in launch_line(one_text)
+    assert "srun launch" not in one_text and one_plan.summary().endswith(", launch deepspeed")
+
+
+@pytest.mark.parametrize("asked, suggestion", [("srn", "; did you mean 'srun'?"), ("torchrn", "; did you mean 'torchrun'?"),
+                                               ("deepspeeed", "; did you mean 'deepspeed'?"), ("ssh", "")])
+def test_an_unknown_launch_mode_suggests_the_closest(tree, asked, suggestion):
+    with pytest.raises(RecipeError) as raised:
+        make(tree, "cpu", launch=asked)
+    assert str(raised.value).endswith(f"unknown launch mode {asked!r}; expected one of: torchrun, srun, mpirun, "
+                                      f"deepspeed{suggestion}")
+
+
 def test_a_retired_site_says_so(tree):
     _, text = make(tree, "v100-cuda", site="puhti")
     assert "# NOTE: puhti's GPU nodes were shut down on 2026-07-31" in text
@@ -177,6 +209,8 @@ def test_every_script_passes_bash_n_and_shellcheck(tree, tmp_path):
      "a multi-node torchrun job takes whole nodes (8 GPUs); use --launch srun"),
     (["lumi-rocm", "--launch", "ssh"], "unknown launch mode 'ssh'; expected one of: torchrun, srun, "
                                        "mpirun, deepspeed"),
+    (["lumi-rocm", "--launch", "mpirum"], "unknown launch mode 'mpirum'; expected one of: torchrun, srun, "
+                                          "mpirun, deepspeed; did you mean 'mpirun'?"),
     (["v100-cuda", "--site", "mahti"], "target v100-cuda is built for sm_70; site mahti has sm_80"),
     (["h100-cuda", "--site", "jean-zay"], "target h100-cuda is built for sm_90; site jean-zay has sm_80"),
     (["v100-cuda", "--site", "nowhere"], "unknown site 'nowhere'"),

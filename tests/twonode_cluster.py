@@ -40,6 +40,21 @@ def _free_subnet():
     raise RuntimeError("no free /24 in 198.18.0.0/15")
 
 
+def hosts_file(names):
+    """/etc/hosts for the nodes: each name's IPv4 address and the same address in its
+    IPv4-mapped IPv6 form (::ffff:198.18.0.11), which a site's DNS also names.
+
+    torch's c10d sockets are dual-stack (IPv6 first, AI_V4MAPPED), and on each one it opens or
+    accepts it asks getnameinfo() for the peer's name in that mapped form. glibc's files backend
+    does not match an IPv4 line to a mapped address (its DNS backend unmaps it first), so the
+    lookup went on to the DNS server of /etc/resolv.conf, which these namespaces cannot reach,
+    and every rank printed "[c10d] The hostname of the client socket cannot be retrieved.
+    err=-3" (EAI_AGAIN). A reverse lookup that finds no name (NXDOMAIN) is silent."""
+    lines = [f"{address} {name}\n" for name, address in names.items()]
+    lines += [f"::ffff:{address} {name}\n" for name, address in names.items()]
+    return "".join(lines)
+
+
 class TwoNodes(Cluster):
     def __init__(self, root: Path, cpus=2):
         """cpus: what each node tells Slurm it has; more than this machine's (the growth
@@ -110,8 +125,7 @@ class TwoNodes(Cluster):
         self._wait(lambda: sock.exists(), 30, "munged socket")
         # the nodes' view of names: each other and the controller, nothing of the host's
         hosts = root / "hosts"
-        hosts.write_text("".join(f"{address} {name}\n" for name, address in
-                                 [("localhost", "127.0.0.1"), (host, gateway), *self.addresses.items()]))
+        hosts.write_text(hosts_file({"localhost": "127.0.0.1", host: gateway, **self.addresses}))
         self.conf.write_text("\n".join([
             "ClusterName=hpcmltwo",
             f"SlurmctldHost={host}({gateway})",     # slurmctld refuses a name not its own

@@ -11,8 +11,11 @@ through singularity_wrapper, launched one of four ways:
   srun       one task per GPU; launchenv turns Slurm's variables into torch's
   mpirun     one task per GPU started by MPI: srun --mpi=<site's plugin> (the hybrid model),
              or the host's mpirun where Slurm has no MPI plugin
-  deepspeed  DeepSpeed's launcher on one node; across nodes one task per GPU as srun (never
-             the launcher's ssh)
+  deepspeed  on one node, DeepSpeed's launcher (`deepspeed --num_gpus=N`) in one task; across
+             nodes the srun launch itself: one task per GPU, launchenv sets RANK, LOCAL_RANK,
+             WORLD_SIZE, MASTER_ADDR (the first node) and MASTER_PORT from Slurm, and
+             deepspeed.init_distributed() takes them as they are, so neither DeepSpeed's
+             launcher (its ssh) nor its MPI discovery runs
 """
 
 import re
@@ -22,12 +25,20 @@ from .. import __version__
 from ..errors import RecipeError
 from ..render.templating import templates
 from ..shell import cmd, quote
+from ..suggest import did_you_mean
 
 LAUNCHES = ("torchrun", "srun", "mpirun", "deepspeed")
 # One task's failure ends the step: without it, the ranks that lost a peer exit but srun
 # waits for the tasks of a dead node until slurmctld marks it down (SlurmdTimeout, minutes).
 SRUN = ("srun", "--kill-on-bad-exit=1")
 RDZV_PORT = 29400
+# Above the launch line of `--launch deepspeed` on more than one node: what runs is srun's.
+DEEPSPEED_ACROSS_NODES = (
+    "# --launch deepspeed across nodes runs what --launch srun runs: one task per rank, and",
+    "# launchenv gives each RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR (the first node) and",
+    "# MASTER_PORT from Slurm, which deepspeed.init_distributed() takes as they are: neither",
+    "# DeepSpeed's launcher (ssh) nor its MPI discovery runs.",
+)
 
 
 @dataclass(frozen=True)
@@ -87,9 +98,12 @@ class Plan:
         gpus = f"{self.gpus} GPU(s)/node" if self.gpus else "no GPU"
         mem = f", mem {self.mem}" if self.mem else ""
         qos = next((f" (QoS {value})" for key, value in self.sbatch if key == "qos"), "")
+        launch = self.launch
+        if launch == "deepspeed" and self.request.nodes > 1:
+            launch += " (as srun: ranks from launchenv, no DeepSpeed launcher)"
         return (f"{self.site.name}: {part}{qos}, {self.request.nodes} node(s), {gpus}, "
                 f"{self.tasks_per_node} task(s)/node x {self.cpus_per_task} cores{mem}, "
-                f"launch {self.launch}")
+                f"launch {launch}")
 
 
 def _error(message):
@@ -102,13 +116,12 @@ def plan(tree, target_name, request: Request) -> Plan:
     sites = {site.name: site for site in target.sites}
     site = sites.get(request.site or next(iter(sites)))
     if site is None:
-        site = tree.sites.get(request.site)
-        if site is None:
-            raise _error(f"unknown site {request.site!r}; expected one of: {', '.join(sorted(tree.sites))}")
+        site = tree.site(request.site)          # one line, with "did you mean", when unknown
         _check_archs(target, site)
     launch = request.launch or site.launcher_default
     if launch not in LAUNCHES:
-        raise _error(f"unknown launch mode {launch!r}; expected one of: {', '.join(LAUNCHES)}")
+        raise _error(f"unknown launch mode {launch!r}; expected one of: {', '.join(LAUNCHES)}"
+                     + did_you_mean(launch, LAUNCHES))
     if request.nodes < 1:
         raise _error(f"--nodes {request.nodes}: expected 1 or more")
     result = Plan(target, site, request, launch)
@@ -306,9 +319,12 @@ def _launch(p: Plan):
             p.why.append("launch torchrun: one task per node, c10d rendezvous on the first node")
     elif p.launch == "srun" or (p.launch == "deepspeed" and nodes > 1):
         line = cmd(*SRUN, *bind, *wrapper, *ranks)
-        what = "DeepSpeed across nodes: one task per rank, ranks from Slurm (no ssh)" \
-            if p.launch == "deepspeed" else "srun: one task per rank, launchenv sets the ranks"
-        p.why.append(f"launch {what}")
+        if p.launch == "deepspeed":
+            p.why.append("launch deepspeed across nodes: the srun launch, ranks from launchenv; "
+                         "DeepSpeed's launcher and its MPI discovery do not run")
+            p.launch_lines += DEEPSPEED_ACROSS_NODES
+        else:
+            p.why.append("launch srun: one task per rank, launchenv sets the ranks")
     elif p.launch == "mpirun":
         if site.slurm_mpi != "none":
             line = cmd(*SRUN, f"--mpi={site.slurm_mpi}", *bind, *wrapper, *ranks)
