@@ -48,13 +48,13 @@ smoke: build
 	$(PY) -m builder smoke $(TARGET)
 
 # Prints the Slurm batch script that runs ARGS in the image on the target's site (SITE, NODES,
-# GPUS, LAUNCH=torchrun|srun|mpirun|deepspeed, TIME, ACCOUNT, OUT=FILE to write it). Only the
+# GPUS, LAUNCH=torchrun|srun|mpirun|deepspeed, TIME, ACCOUNT, QOS, OUT=FILE to write it). Only the
 # script reaches stdout (`make jobscript ... > job.sh`): set-up and make's echo go to stderr.
 jobscript:
 	@$(MAKE) --no-print-directory setup >&2
 	@$(PY) -m builder jobscript $(TARGET) $(if $(SITE),--site "$(SITE)") $(if $(NODES),--nodes "$(NODES)") \
 		$(if $(GPUS),--gpus "$(GPUS)") $(if $(LAUNCH),--launch "$(LAUNCH)") $(if $(TIME),--time "$(TIME)") \
-		$(if $(ACCOUNT),--account "$(ACCOUNT)") $(if $(OUT),--out "$(OUT)") -- $(ARGS)
+		$(if $(ACCOUNT),--account "$(ACCOUNT)") $(if $(QOS),--qos "$(QOS)") $(if $(OUT),--out "$(OUT)") -- $(ARGS)
 
 # Installs images/$(TARGET).sif as the module $(NAME)/$(VERSION) under $(PREFIX) (version
 # default: <torch version>-<target>). Needs a passing smoke report of this very image (make

@@ -189,6 +189,8 @@ def _parser():
     cmd.add_argument("--time", default="01:00:00", help="wall time limit (default: 01:00:00)")
     cmd.add_argument("--account", help="the project to bill (the site's form, e.g. abc@a100)")
     cmd.add_argument("--partition", help="default: the first of the site's that fits")
+    cmd.add_argument("--qos", help="default: the first of the site's that fits (a test QoS, such as "
+                                   "Jean Zay's qos_gpu-dev, only when named)")
     cmd.add_argument("--bind", action="append", default=[], metavar="DIR",
                      help="project data to bind into the container (repeatable)")
     cmd.add_argument("--stage", action="append", default=[], metavar="DIR",
@@ -325,7 +327,8 @@ def cmd_jobscript(args):
     request = jobscript.Request(
         site=args.site or "", nodes=args.nodes, gpus=args.gpus or 0,
         tasks_per_node=args.tasks_per_node or 0, launch=args.launch or "", time=args.time,
-        account=args.account or "", partition=args.partition or "", binds=tuple(args.bind),
+        account=args.account or "", partition=args.partition or "", qos=args.qos or "",
+        binds=tuple(args.bind),
         stage=tuple(args.stage), image=args.image or "", wrapper=args.wrapper,
         program=tuple(args.program))
     plan = jobscript.plan(RecipeTree(args.recipes), args.target, request)
@@ -334,6 +337,8 @@ def cmd_jobscript(args):
         write_atomic(Path(args.out), text)
     else:
         sys.stdout.write(text)
+    for note in plan.notes:
+        print(f"note: {note}", file=sys.stderr)
     if plan.site.retired:
         print(f"note: {plan.site.name}'s GPU nodes were shut down on {plan.site.retired}",
               file=sys.stderr)

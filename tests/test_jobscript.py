@@ -228,6 +228,73 @@ def test_a_request_the_site_cannot_serve_is_one_line_and_writes_nothing(tmp_path
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("launch", LAUNCHES)
+@pytest.mark.parametrize("typed", [("python",), ("python3",), ("python3.12",), ("python", "-u")])
+def test_a_leading_python_is_dropped_with_a_note_in_every_launch_mode(tree, typed, launch):
+    # `-- python train.py` is what most users type; every launch starts python itself
+    site = "local" if launch in ("torchrun", "srun", "mpirun") else "lumi"
+    target = "cpu" if site == "local" else "lumi-rocm"
+    plain, expected = make(tree, target, site=site, launch=launch)
+    plan, text = make(tree, target, site=site, launch=launch,
+                      program=(*typed, "train.py", "--epochs", "10"))
+    assert launch_line(text) == launch_line(expected)
+    assert plan.notes == [f"dropped {' '.join(typed)!r} after --: each launch starts python itself"]
+    assert plain.notes == []
+
+
+def test_a_leading_python_before_a_module_keeps_the_module(tree):
+    plan, text = make(tree, "cpu", launch="srun", program=("python", "-m", "smoke", "all"))
+    assert launch_line(text).endswith("python -m launchenv -- python -m smoke all")
+
+
+def test_the_note_reaches_stderr_and_the_script_stays_clean():
+    result = run_builder("jobscript", "cpu", "--", "python", "train.py")
+    assert result.returncode == 0, result.stderr
+    assert "note: dropped 'python' after --: each launch starts python itself" in result.stderr
+    assert "python python" not in result.stdout and "torchrun" in result.stdout
+
+
+def test_another_python_option_first_is_refused_in_one_line():
+    result = run_builder("jobscript", "cpu", "--", "python", "-O", "train.py")
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert "python option -O after --: the job starts python itself" in result.stderr
+
+
+@pytest.mark.parametrize("target, site", [("cpu", "local"), ("lumi-rocm", "lumi"),
+                                          ("v100-cuda", "jean-zay-v100")])
+def test_every_script_passes_its_cores_to_srun_and_its_output_unbuffered(tree, target, site):
+    # Slurm 22.05 and newer: a step's srun does not take --cpus-per-task from the job
+    plan, text = make(tree, target, site=site, launch="torchrun")
+    cores = sbatch_lines(text)["cpus-per-task"]
+    lines = text.splitlines()
+    assert f'export SRUN_CPUS_PER_TASK="${{SLURM_CPUS_PER_TASK:-{cores}}}"' in lines
+    assert "export PYTHONUNBUFFERED=1" in lines
+    first_srun = next(i for i, line in enumerate(lines) if line.startswith("srun"))
+    assert lines.index("export PYTHONUNBUFFERED=1") < first_srun
+
+
+def test_a_test_qos_is_used_only_when_named(tree):
+    plan, text = make(tree, "v100-cuda", site="jean-zay-v100", time="01:00:00")
+    assert sbatch_lines(text)["qos"] == "qos_gpu-t3"
+    plan, text = make(tree, "v100-cuda", site="jean-zay-v100", time="01:00:00", qos="qos_gpu-dev")
+    assert sbatch_lines(text)["qos"] == "qos_gpu-dev" and "QoS qos_gpu-dev: as asked" in plan.why
+    assert "--qos qos_gpu-dev" in text.splitlines()[2]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["v100-cuda", "--site", "jean-zay-v100", "--qos", "qos_gpu-dve"],
+     "--qos qos_gpu-dve: not a QoS of jean-zay-v100; expected one of: qos_gpu-t3, qos_gpu-t4, "
+     "qos_gpu-dev; did you mean 'qos_gpu-dev'?"),
+    (["v100-cuda", "--site", "jean-zay-v100", "--qos", "qos_gpu-dev", "--time", "3:00:00"],
+     "--qos qos_gpu-dev does not fit this job (--time 3:00:00 > 02:00:00)"),
+    (["cpu", "--qos", "normal"], "--qos normal: not a QoS of local; expected one of: none"),
+])
+def test_a_qos_the_site_cannot_give_is_one_line(args, message):
+    result = run_builder("jobscript", *args, "--", "train.py")
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert message in result.stderr and result.stdout == ""
+
+
 def test_no_program_is_a_one_line_error():
     result = run_builder("jobscript", "cpu")
     assert result.returncode == 2 and "no program: give it after --" in result.stderr

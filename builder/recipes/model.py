@@ -20,6 +20,7 @@ class Qos:
     name: str
     max_time: str                  # "" when the QoS sets no time limit of its own
     max_gpus: int                  # per job; 0 when it sets no limit
+    test: bool = False             # a QoS for short tests: only when asked for (--qos)
 
 
 @dataclass(frozen=True)

@@ -405,7 +405,8 @@ class RecipeTree:
 
 
 def _qos(spec) -> tuple:
-    return tuple(Qos(q["name"], q.get("max_time", ""), q.get("max_gpus", 0)) for q in spec)
+    return tuple(Qos(q["name"], q.get("max_time", ""), q.get("max_gpus", 0), q.get("test", False))
+                 for q in spec)
 
 
 def _pairs(mapping) -> tuple:

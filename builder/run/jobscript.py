@@ -52,6 +52,7 @@ class Request:
     time: str = "01:00:00"
     account: str = ""
     partition: str = ""
+    qos: str = ""                  # default: the first of the site's QoS that fits
     binds: tuple = ()
     stage: tuple = ()
     image: str = ""                # default: images/<target>.sif
@@ -64,7 +65,8 @@ class Request:
         for option, value in (("--site", self.site), ("--nodes", self.nodes), ("--gpus", self.gpus),
                               ("--tasks-per-node", self.tasks_per_node), ("--launch", self.launch),
                               ("--time", self.time), ("--account", self.account),
-                              ("--partition", self.partition), ("--image", self.image)):
+                              ("--partition", self.partition), ("--qos", self.qos),
+                              ("--image", self.image)):
             if value:
                 words += [option, str(value)]
         for option, values in (("--bind", self.binds), ("--stage", self.stage)):
@@ -88,6 +90,7 @@ class Plan:
     sbatch: list = field(default_factory=list)      # [(option, value), ...]
     why: list = field(default_factory=list)         # the comment block: what was chosen, why
     launch_lines: list = field(default_factory=list)
+    notes: list = field(default_factory=list)       # said on stderr: what was changed in the request
 
     @property
     def cpus_per_task(self):
@@ -230,23 +233,45 @@ def _choose_partition(p: Plan):
                  f"{'GPUs' if p.gpus else 'ranks'} for {request.time} ({'; '.join(refused)})")
 
 
-def _choose_qos(p: Plan) -> str:
-    """The first of the site's QoS whose limits fit the job's time and GPU count."""
-    if not p.site.qos:
-        return ""
+def _qos_misfit(p: Plan, qos):
+    """None when the job fits ``qos``'s limits, else why not."""
     gpus = p.request.nodes * p.gpus
+    if qos.max_time and _seconds(p.request.time, "--time") > _seconds(qos.max_time, "max_time"):
+        return f"--time {p.request.time} > {qos.max_time}"
+    if qos.max_gpus and gpus > qos.max_gpus:
+        return f"{gpus} GPUs > {qos.max_gpus}"
+    return None
+
+
+def _choose_qos(p: Plan) -> str:
+    """The QoS asked for, or the first of the site's (test ones only when named) that fits."""
+    site, asked = p.site, p.request.qos
+    if asked:
+        known = {qos.name: qos for qos in site.qos}
+        if asked not in known:
+            raise _error(f"--qos {asked}: not a QoS of {site.name}; expected one of: "
+                         f"{', '.join(known) or 'none (the site file names none)'}"
+                         + did_you_mean(asked, known))
+        why_not = _qos_misfit(p, known[asked])
+        if why_not:
+            raise _error(f"--qos {asked} does not fit this job ({why_not})")
+        p.why.append(f"QoS {asked}: as asked")
+        return asked
+    if not site.qos:
+        return ""
     refused = []
-    for qos in p.site.qos:
-        if qos.max_time and _seconds(p.request.time, "--time") > _seconds(qos.max_time, "max_time"):
-            refused.append(f"{qos.name}: --time {p.request.time} > {qos.max_time}")
-        elif qos.max_gpus and gpus > qos.max_gpus:
-            refused.append(f"{qos.name}: {gpus} GPUs > {qos.max_gpus}")
-        else:
-            if len(p.site.qos) > 1:
+    for qos in site.qos:
+        if qos.test:
+            continue
+        why_not = _qos_misfit(p, qos)
+        if why_not is None:
+            if len(site.qos) > 1:
                 skipped = f"; skipped {', '.join(refused)}" if refused else ""
                 p.why.append(f"QoS {qos.name}: the first of the site's that fits{skipped}")
             return qos.name
-    raise _error(f"no QoS of {p.site.name} fits {gpus} GPUs for {p.request.time} ({'; '.join(refused)})")
+        refused.append(f"{qos.name}: {why_not}")
+    raise _error(f"no QoS of {site.name} fits {p.request.nodes * p.gpus} GPUs for {p.request.time} "
+                 f"({'; '.join(refused)})")
 
 
 def _resources(p: Plan):
@@ -291,9 +316,7 @@ def _resources(p: Plan):
 def _launch(p: Plan):
     site, request = p.site, p.request
     wrapper = [request.wrapper, "exec"]
-    program = list(request.program)
-    if not program:
-        raise _error("no program: give it after --, e.g. -- train.py --epochs 10")
+    program = _program(p)
     # the site's masks give each GPU's task its nearest cores; they describe a whole node
     masks = site.cpu_bind and p.gpus == site.gpus_per_node and p.tasks_per_node == p.ranks_per_node
     bind = [f"--cpu-bind={site.cpu_bind}"] if masks else []
@@ -342,6 +365,26 @@ def _launch(p: Plan):
     p.launch_lines.append(line)
 
 
+# What users type first (`-- python train.py`): every launch already starts python itself.
+PYTHON = re.compile(r"^python(3(\.\d+)?)?$")
+
+
+def _program(p: Plan) -> list:
+    """The program after --, without a leading python (noted in the plan's reasons)."""
+    program = list(p.request.program)
+    if program and PYTHON.match(program[0]):
+        dropped = [program.pop(0)]
+        if program[:1] == ["-u"]:          # output is unbuffered anyway (PYTHONUNBUFFERED)
+            dropped.append(program.pop(0))
+        if program and program[0].startswith("-") and program[0] != "-m":
+            raise _error(f"python option {program[0]} after --: the job starts python itself; "
+                         f"give the script or -m MODULE first, e.g. -- train.py --epochs 10")
+        p.notes.append(f"dropped {' '.join(dropped)!r} after --: each launch starts python itself")
+    if not program:
+        raise _error("no program: give it after --, e.g. -- train.py --epochs 10")
+    return program
+
+
 def script(p: Plan) -> str:
     site, request = p.site, p.request
     exports = [("SING_IMAGE", request.image or f"images/{p.target.name}.sif"), ("HPCML_SITE", site.name)]
@@ -350,6 +393,8 @@ def script(p: Plan) -> str:
     if request.stage:
         exports.append(("SING_STAGE", ",".join(request.stage)))
     exports.append(("OMP_NUM_THREADS", str(p.cores_per_rank)))
+    # the ranks' output reaches the job's log as it is printed, not when a buffer fills
+    exports.append(("PYTHONUNBUFFERED", "1"))
     account_hint = "" if request.account else site.account_hint
     return templates.get_template("job.sh.j2").render(
         version=__version__, command=request.command_line(p.target.name), plan=p,
