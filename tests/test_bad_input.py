@@ -307,6 +307,12 @@ CASES = [
          line_with("sites: [lumi]"), "a cuda image needs nvidia GPUs"),
     Case("comm-library-mismatch", "targets/cpu.yaml", replace("library: gloo", "library: nccl"),
          line_with("library: nccl"), "a cpu image uses gloo"),
+    Case("account-example-off-form", "sites/lumi.yaml",
+         replace("example: project_465000000", "example: proj_465000000"),
+         line_with("example: proj_465000000"), "'proj_465000000' does not match the pattern"),
+    Case("account-pattern-not-a-regex", "sites/lumi.yaml",
+         replace("pattern: '^project_[0-9]{9}$'", "pattern: '^project_[0-9'"),
+         line_with("pattern: '^project_[0-9'"), "not a regular expression"),
     Case("arch-for-wrong-vendor", "sites/mahti.yaml", replace("arch: [sm_80]", "arch: [gfx90a]"),
          line_with("gfx90a"), "does not fit vendor nvidia"),
 

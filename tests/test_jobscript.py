@@ -20,7 +20,11 @@ WRAPPER = str(ROOT / "wrappers" / "singularity_wrapper")
 
 
 def make(tree, target, **asked):
+    """Plan and script; a site that requires an account gets its example one."""
     asked.setdefault("program", ("train.py", "--epochs", "10"))
+    site = tree.sites[asked.get("site") or tree.target(target).sites[0].name]
+    if site.account and site.account.required:
+        asked.setdefault("account", site.account.example)
     plan = jobscript.plan(tree, target, Request(**asked))
     return plan, jobscript.script(plan)
 
@@ -295,13 +299,48 @@ def test_a_qos_the_site_cannot_give_is_one_line(args, message):
     assert message in result.stderr and result.stdout == ""
 
 
+@pytest.mark.parametrize("args, message", [
+    (["lumi-rocm"], "--account is required on lumi: the project to bill, such as project_465000000"),
+    (["a100-cuda", "--site", "karolina"], "--account is required on karolina: the project to bill, "
+                                          "such as OPEN-00-00"),
+    (["lumi-rocm", "--account", "465000000"], "--account 465000000: not of lumi's form; expected one "
+                                              "such as project_465000000 (matching ^project_[0-9]{9}$)"),
+    # IDRIS bills hours per GPU kind: a V100 project on the H100 partition is a mistake
+    (["h100-cuda", "--account", "abc@v100"], "--account abc@v100: not of jean-zay-h100's form; "
+                                             "expected one such as abc@h100"),
+    (["a100-cuda", "--site", "jean-zay", "--account", "abc@h100"], "not of jean-zay's form"),
+])
+def test_an_account_the_site_would_refuse_is_one_line(tmp_path, args, message):
+    result = run_builder("jobscript", *args, "--out", tmp_path / "job.sh", "--", "train.py")
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert message in result.stderr and not (tmp_path / "job.sh").exists()
+
+
+@pytest.mark.parametrize("args, account", [
+    (["lumi-rocm", "--account", "project_465000123"], "project_465000123"),
+    (["h100-cuda", "--account", "abc@h100"], "abc@h100"),
+    (["v100-cuda", "--site", "jean-zay-v100", "--account", "abc@gpu"], "abc@gpu"),   # IDRIS's older form
+])
+def test_an_account_of_the_sites_form_is_written(args, account):
+    result = run_builder("jobscript", *args, "--", "train.py")
+    assert result.returncode == 0, result.stderr
+    assert f"#SBATCH --account={account}" in result.stdout.splitlines()
+
+
+def test_a_site_that_does_not_require_an_account_names_its_form_in_a_comment():
+    result = run_builder("jobscript", "h100-cuda", "--", "train.py")
+    assert result.returncode == 0, result.stderr
+    assert '# Your project: add a line "#SBATCH --account=..." (on jean-zay-h100: abc@h100).' in result.stdout
+
+
 def test_no_program_is_a_one_line_error():
     result = run_builder("jobscript", "cpu")
     assert result.returncode == 2 and "no program: give it after --" in result.stderr
 
 
 def test_out_writes_the_same_script_and_the_summary_goes_to_stderr(tmp_path):
-    args = ["jobscript", "a100-cuda", "--site", "mahti", "--gpus", "2", "--", "-m", "smoke", "all"]
+    args = ["jobscript", "a100-cuda", "--site", "mahti", "--gpus", "2", "--account", "project_2001234",
+            "--", "-m", "smoke", "all"]
     printed = run_builder(*args)
     assert printed.returncode == 0, printed.stderr
     written = run_builder(*args[:-4], "--out", tmp_path / "job.sh", *args[-4:])

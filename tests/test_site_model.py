@@ -26,7 +26,8 @@ FIELDS = {
     "mpi.slurm_mpi": lambda s: s.slurm_mpi,
     "launcher.default": lambda s: s.launcher_default,
     "launcher.master_port_base": lambda s: s.master_port_base,
-    "slurm.account_hint": lambda s: s.account_hint,
+    "slurm.account": lambda s: s.account and {"example": s.account.example, "pattern": s.account.pattern,
+                                              "required": s.account.required},
     "slurm.gpu_request": lambda s: s.gpu_request, "slurm.gres_type": lambda s: s.gres_type,
     "slurm.mem": lambda s: s.mem_rule, "slurm.qos": lambda s: [{k: v for k, v in (("name", q.name), ("max_time", q.max_time),
                                                 ("max_gpus", q.max_gpus), ("test", q.test)) if v} for q in s.qos],
@@ -80,7 +81,7 @@ def test_the_job_script_facts_are_there_for_lumi(tree):
     assert (dev.max_nodes, dev.max_time, dev.max_gpus, dev.test) == (32, "03:00:00", 8, True)
     assert [p.name for p in lumi.partitions] == ["dev-g", "standard-g", "small-g"]   # preference
     assert (lumi.gpu_request, lumi.mem_rule) == ("gpus-per-node", "per_gpu")
-    assert lumi.account_hint == "project_465000000"
+    assert (lumi.account.example, lumi.account.required) == ("project_465000000", True)
 
 
 def test_no_code_outside_the_recipe_loader_reads_the_raw_site_file():

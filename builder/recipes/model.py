@@ -16,6 +16,14 @@ class Partition:
 
 
 @dataclass(frozen=True)
+class Account:
+    """slurm.account: the project a job bills, as the site writes it."""
+    example: str                   # project_465000000
+    pattern: str                   # the form, a regular expression
+    required: bool = False         # the site refuses jobs that name none
+
+
+@dataclass(frozen=True)
 class Qos:
     name: str
     max_time: str                  # "" when the QoS sets no time limit of its own
@@ -53,7 +61,7 @@ class Site:
     slurm_mpi: str                 # srun --mpi value, "none" when srun has no MPI plugin
     launcher_default: str          # torchrun | srun | mpirun | deepspeed
     master_port_base: int
-    account_hint: str
+    account: Account | None        # slurm.account: the form of the project a job bills
     gpu_request: str               # gres | gpus-per-node
     gres_type: str                 # the TYPE of --gres=gpu:TYPE:N ("" for --gres=gpu:N)
     mem_rule: str                  # per_gpu | whole_node | none

@@ -7,7 +7,7 @@ from ..errors import RecipeError
 from ..suggest import did_you_mean
 from . import validate, yamlsrc
 from .merge import Origin, merge
-from .model import CudaToolkit, DeepSpeed, Partition, Qos, Site, Source, Stage, Target
+from .model import Account, CudaToolkit, DeepSpeed, Partition, Qos, Site, Source, Stage, Target
 
 NAME = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 FLAVOUR_VENDOR = {"cuda": "nvidia", "rocm": "amd"}
@@ -150,7 +150,7 @@ class RecipeTree:
             slurm_mpi=data["mpi"]["slurm_mpi"],
             launcher_default=launcher.get("default", "torchrun"),
             master_port_base=launcher.get("master_port_base", 10000),
-            account_hint=slurm.get("account_hint", ""),
+            account=_account(doc, slurm.get("account")),
             gpu_request=slurm.get("gpu_request", "gres"), gres_type=slurm.get("gres_type", ""),
             mem_rule=slurm.get("mem", "none"), qos=_qos(slurm.get("qos", ())),
             constraint=slurm.get("constraint", ""), sbatch_extra=tuple(slurm.get("sbatch", ())),
@@ -402,6 +402,20 @@ class RecipeTree:
     def parent(self, name):
         """The target `name` extends, or None."""
         return self.target_docs[self.target(name).name].data.get("extends")
+
+
+def _account(doc, spec):
+    if not spec:
+        return None
+    try:
+        re.compile(spec["pattern"])
+    except re.error as error:
+        raise doc.error(("slurm", "account", "pattern"), f"not a regular expression ({error}); "
+                        "expected the form of the site's projects, such as '^project_[0-9]{9}$'") from None
+    if not re.fullmatch(spec["pattern"], spec["example"]):
+        raise doc.error(("slurm", "account", "example"), f"{spec['example']!r} does not match the "
+                        f"pattern {spec['pattern']!r}; expected an example of the site's form")
+    return Account(spec["example"], spec["pattern"], spec.get("required", False))
 
 
 def _qos(spec) -> tuple:

@@ -274,11 +274,28 @@ def _choose_qos(p: Plan) -> str:
                  f"({'; '.join(refused)})")
 
 
+def _account(p: Plan) -> str:
+    """The project to bill, checked against the site's form; one line when a site that
+    requires one gets none."""
+    site, asked = p.site, p.request.account
+    form = site.account
+    if not asked:
+        if form and form.required:
+            raise _error(f"--account is required on {site.name}: the project to bill, such as "
+                         f"{form.example}")
+        return ""
+    if form and not re.fullmatch(form.pattern, asked):
+        raise _error(f"--account {asked}: not of {site.name}'s form; expected one such as "
+                     f"{form.example} (matching {form.pattern})")
+    return asked
+
+
 def _resources(p: Plan):
     site, request = p.site, p.request
     sbatch = [("job-name", p.target.name)]
-    if request.account:
-        sbatch.append(("account", request.account))
+    account = _account(p)
+    if account:
+        sbatch.append(("account", account))
     if p.partition:
         sbatch.append(("partition", p.partition.name))
     sbatch += [("nodes", str(request.nodes)), ("ntasks-per-node", str(p.tasks_per_node)),
@@ -395,7 +412,7 @@ def script(p: Plan) -> str:
     exports.append(("OMP_NUM_THREADS", str(p.cores_per_rank)))
     # the ranks' output reaches the job's log as it is printed, not when a buffer fills
     exports.append(("PYTHONUNBUFFERED", "1"))
-    account_hint = "" if request.account else site.account_hint
+    account_hint = "" if request.account or not site.account else site.account.example
     return templates.get_template("job.sh.j2").render(
         version=__version__, command=request.command_line(p.target.name), plan=p,
         exports=[f"export {name}={quote(value)}" for name, value in exports],
