@@ -1,67 +1,97 @@
-"""One compile of DeepSpeed's ops for the CPU target inside its devel layer, the way the top
-layer builds them: `--way parallel` (the sdist's build_ext -j, as the .def does now) or
-`--way serial` (pip wheel, one op after another, as before). Time the two side by side with
-farm-bench:
+"""DeepSpeed's ops for the CPU target compiled inside its devel layer the way the top layer
+builds them, `parallel` (from the sdist with build_ext -j, the .def's lines from
+deepspeed.compile_commands), against `serial` (`pip wheel`, one op after another, as before),
+timed side by side in one run (rounds interleaved, parallel first) with the same build
+environment (the block's DS_BUILD_* switches, the host's pip settings as a build gets them).
+Prints each time and the ratio parallel / serial.
 
-  farm-bench -n 1 --warmup 0 --timeout 3600 --vs 'python bench/ds_compile_bench.py --way serial' \\
-      -- python bench/ds_compile_bench.py --way parallel
-
-Needs images/cpu.devel.sif (make build) and a reachable package index.
+Usage: python bench/ds_compile_bench.py [--images DIR] [--rounds N] [--quick]
+       (about 9 minutes a round on 2 cores; needs images/cpu.devel.sif (make build) and a
+       reachable package index)
+--quick: the same lines and environment with every DS_BUILD_* switch set to 0, so both ways
+build DeepSpeed's wheel without compiling a single op (about a minute: the sdist download
+and its Python files); it checks the bench runs, its ratio says nothing about compiling.
 """
 
 import argparse
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from builder.build import hostinfo  # noqa: E402
+from builder.build import layers  # noqa: E402
 from builder.build.images import ready_runtime  # noqa: E402
+from builder.build.progress import Progress  # noqa: E402
 from builder.recipes.tree import RecipeTree  # noqa: E402
 from builder.render.blocks import deepspeed  # noqa: E402
+from builder.render.blocks.build_host import SETTINGS  # noqa: E402
+from builder.render.layer_sharing import render_layers  # noqa: E402
+from builder.render.parts import HOST_MOUNT  # noqa: E402
+
+
+def script(way, version):
+    """The shell lines of one compile: $ds_tmp made as the .def makes it, removed at the end."""
+    lines = deepspeed.compile_commands(version)
+    if way == "serial":
+        lines = [f"pip wheel --no-build-isolation --no-deps --no-cache-dir -w {deepspeed.WHEELS} "
+                 f"deepspeed=={version}"]
+    return "\n".join(["set -eu", f". {SETTINGS}", *deepspeed.MAKE_TMP, """trap 'rm -rf "$ds_tmp"' EXIT""",
+                      *lines, f"ls -l {deepspeed.WHEELS}/deepspeed-*.whl"]) + "\n"
+
+
+def compile_once(runtime, devel, target, env, host, way):
+    argv = [runtime, "exec", "--cleanenv", "--bind", f"{host}:{HOST_MOUNT}",
+            f"--env=PATH={target.venv}/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+            *[f"--env={k}={v}" for k, v in env], str(devel), "sh", "-c", script(way, target.deepspeed.version)]
+    started = time.monotonic()
+    result = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=3600)
+    seconds = time.monotonic() - started
+    if result.returncode:
+        sys.exit(f"{way} compile failed (exit {result.returncode}):\n{result.stdout[-3000:]}")
+    wheel = next(line for line in reversed(result.stdout.splitlines()) if "deepspeed-" in line)
+    print(f"  {way:<8} {seconds:7.1f} s   {wheel.split()[4]} bytes", flush=True)
+    return seconds
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--way", choices=("parallel", "serial"), required=True)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--images", type=Path, default=ROOT / "images")
+    parser.add_argument("--rounds", type=int, default=1, help="pairs to time (default 1)")
+    parser.add_argument("--quick", action="store_true",
+                        help="every DS_BUILD_* switch 0: the wheel without any op compiled (no DeepSpeed compile)")
     options = parser.parse_args()
-    target = RecipeTree(ROOT / "recipes").target("cpu")
+    devel = (options.images / "cpu.devel.sif").resolve()
+    if not devel.is_file():
+        sys.exit(f"{devel} is missing; run: make build")
+    tree = RecipeTree(ROOT / "recipes")
+    target = tree.target("cpu")
     build = next(p for p in deepspeed.parts(target) if p.stage == "build")
-    compile_lines = deepspeed.compile_commands(target.deepspeed.version)
-    if options.way == "serial":
-        compile_lines = [f"pip wheel --no-build-isolation --no-deps --no-cache-dir -w "
-                         f"{deepspeed.WHEELS} deepspeed=={target.deepspeed.version}"]
+    env = list(build.build_env)
+    if options.quick:
+        env = [(k, "0" if k.startswith("DS_BUILD_") else v) for k, v in env]
+    print(f"DeepSpeed {target.deepspeed.version} in {devel.name}: "
+          + " ".join(f"{k}={v}" for k, v in env if k.startswith("DS_")))
+    runtime = ready_runtime(target.sites[0])
     work = Path(tempfile.mkdtemp(prefix="hpcml-ds-bench-"))
-    script = "set -eu\n" + "\n".join(compile_lines).replace("/tmp/", f"{work}/") + \
-        f"\nls {work}/deepspeed-wheel/deepspeed-*.whl\n"
     try:
-        subprocess.run([ready_runtime(target.sites[0]), "exec", "--cleanenv", *_host_pip(work),
-                        f"--env=PATH={target.venv}/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-                        *[f"--env={k}={v}" for k, v in build.build_env],
-                        str(options.images / "cpu.devel.sif"), "sh", "-c", script], check=True)
+        # the host's CA bundle, pip indexes and wheels, as a build's %post gets them
+        layers._write_host_settings(work / "host", render_layers(tree, "cpu")["image"][1], Progress())
+        pairs = []
+        for _ in range(options.rounds):              # interleaved, so drift hits both ways
+            pairs.append((compile_once(runtime, devel, target, env, work / "host", "parallel"),
+                          compile_once(runtime, devel, target, env, work / "host", "serial")))
     finally:
         shutil.rmtree(work, ignore_errors=True)
-
-
-def _host_pip(work):
-    """The host's CA bundle and pip indexes, as the build's /mnt settings give them (the CA
-    bundle copied first: a toolbox sees its own /etc, not the host's)."""
-    pip = hostinfo.pip_settings()
-    flags = []
-    if pip["cert"]:
-        shutil.copyfile(pip["cert"], work / "ca.crt")
-        flags += ["--bind", f"{work / 'ca.crt'}:/mnt/ca.crt"]
-        flags += [f"--env={var}=/mnt/ca.crt" for var in ("PIP_CERT", "SSL_CERT_FILE")]
-    if pip["index_url"]:
-        flags.append(f"--env=PIP_INDEX_URL={pip['index_url']}")
-    if pip["extra_index_urls"]:
-        flags.append(f"--env=PIP_EXTRA_INDEX_URL={' '.join(pip['extra_index_urls'])}")
-    return flags
+    parallel, serial = (statistics.median(way) for way in zip(*pairs))
+    ratio = statistics.median(p / s for p, s in pairs)
+    print(f"parallel {parallel:.1f} s, serial {serial:.1f} s; ratio parallel / serial {ratio:.2f} "
+          f"(median of {len(pairs)} pair(s))")
 
 
 if __name__ == "__main__":

@@ -2,8 +2,15 @@
 side by side in one run on this machine, from the CPU target's devel layer as it is.
 
 For each way: the base layer's build time and size, then the image layer's build time on
-top of that base (it unpacks the base again). Needs images/cpu.devel.sif (make build).
-Usage: python bench/layer_bench.py [--images DIR]     (about 12 minutes on 2 cores)
+top of that base (it unpacks the base again). Needs images/cpu.devel.sif (make build); the
+image layer takes the DeepSpeed wheel that build kept in the user's cache (no op compile).
+Usage: python bench/layer_bench.py [--images DIR] [--quick]     (about 12 minutes on 2 cores)
+
+--quick: the same two ways through the same calls (render, layer keys, build_layer), with two
+tiny definitions in place of the target's base and image layers: a "base" of 23 MB of text
+that %setup writes (Bootstrap: scratch: no OS, no %post) and an "image" that starts from it
+and adds a label. About ten seconds; it checks the bench runs, its figures are not the
+layers'.
 """
 
 import argparse
@@ -16,32 +23,50 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from builder.build import layers  # noqa: E402
+from builder.build import hostinfo, layers  # noqa: E402
 from builder.build.images import find_runtime  # noqa: E402
 from builder.build.progress import Progress  # noqa: E402
 from builder.recipes.tree import RecipeTree  # noqa: E402
-from builder.render.definition import render_all  # noqa: E402
+from builder.render.layer_sharing import render_layers  # noqa: E402
+
+QUICK_BASE = """Bootstrap: scratch
+
+%setup
+seq 1 3000000 > "$APPTAINER_ROOTFS/numbers"
+"""
+QUICK_IMAGE = """Bootstrap: localimage
+From: {{ BASE }}
+
+%labels
+org.hpc-ml-containers.bench layer_bench --quick
+"""
 
 
-def timed_layer(runtime, text, sif, args, log, packed, wheels=None):
+def timed_layer(runtime, text, sif, args, log, packed):
     started = time.monotonic()
-    layers.build_layer(runtime, text, sif, "bench", args, log, wheels, Progress(), packed=packed)
+    layers.build_layer(runtime, text, sif, layers.build_key(text, args), layers.used_args(text, args), log,
+                       Progress(), packed=packed, owner="cpu")
     return time.monotonic() - started
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--images", type=Path, default=ROOT / "images")
+    parser.add_argument("--quick", action="store_true",
+                        help="two tiny definitions on the devel layer instead of the target's base and image")
     options = parser.parse_args()
     devel = (options.images / "cpu.devel.sif").resolve()
     if not devel.is_file():
         sys.exit(f"{devel} is missing; run: make build")
-    target = RecipeTree(ROOT / "recipes").target("cpu")
-    texts = render_all(target)
+    tree = RecipeTree(ROOT / "recipes")
+    target = tree.target("cpu")
+    texts = {layer: text for layer, (_, text) in render_layers(tree, "cpu").items()}
+    if options.quick:
+        texts = {"base": QUICK_BASE, "image": QUICK_IMAGE}
+        print("quick mode: tiny base and image definitions (not the layers' figures)", flush=True)
     runtime, _ = find_runtime(target.sites[0], Progress(), options.images)
-    mirror = {"MIRROR": layers.hostinfo.debian_mirror()}
+    mirror = {"MIRROR": hostinfo.debian_mirror()}
     work = Path(tempfile.mkdtemp(prefix="hpcml-layer-bench-", dir=options.images))
-    wheels = layers._wheel_cache(target, layers.layer_keys(texts, mirror)["devel"])
     try:
         rows = []
         for packed in (True, False):
@@ -51,11 +76,10 @@ def main():
                                  work / f"base-{name}.log", packed)
             image = work / f"image-{name}.sif"
             image_s = timed_layer(runtime, texts["image"], image, {"DEVEL": str(devel), "BASE": str(base)},
-                                  work / f"image-{name}.log", True, wheels)
+                                  work / f"image-{name}.log", True)
             rows.append((name, base_s, base.stat().st_size, image_s))
-        print()
-        for name, base_s, size, image_s in rows:
-            print(f"{name:<13} base {base_s:6.1f} s, {size / 1e6:5.0f} MB; image on it {image_s:6.1f} s")
+            print(f"{name:<13} base {base_s:6.1f} s, {base.stat().st_size / 1e6:6.1f} MB; "
+                  f"image on it {image_s:6.1f} s", flush=True)
         (_, packed_base, _, packed_image), (_, raw_base, _, raw_image) = rows
         print(f"base layer time   uncompressed / packed: {raw_base / packed_base:.2f}")
         print(f"base + image time uncompressed / packed: "

@@ -12,8 +12,13 @@
    this machine's 2 are shared), seconds from sbatch to joined, and from joined to the end (two 1 MiB all-reduces,
    the first a warm-up, and the report).
 
-Usage: python bench/twonode_bench.py IMAGE [--rounds N] [--only launch|overhead|growth]
+Usage: python bench/twonode_bench.py IMAGE [--rounds N] [--only launch|overhead|growth] [--quick]
 Each figure is the median of the rounds; the log lines are polled every 0.05 s.
+
+--quick: the same two-node cluster (it starts in seconds) and job scripts, one round, every
+job running one all-reduce check of 8 B to 64 KiB: the four launch modes with 1 rank a node,
+the srun overhead pair, and growth at 2 ranks (about a minute). It checks the bench runs;
+its figures are not to be quoted.
 """
 
 import argparse
@@ -38,6 +43,15 @@ SUITE = ("-m", "smoke", "all", "--sizes", "8:1M", "--warmup", "2", "--iters", "5
 ALLREDUCES = ("-m", "smoke", "allreduce", "--sizes", "8:1M", "--warmup", "2", "--iters", "5")
 ONE_ALLREDUCE = ("-m", "smoke", "allreduce", "--sizes", "1M", "--warmup", "1", "--iters", "1")
 JOINED = re.compile(r"^smoke: \d+ rank\(s\) on 2 node\(s\)", re.M)
+QUICK_ALLREDUCES = ("-m", "smoke", "allreduce", "--sizes", "8:64K", "--warmup", "1", "--iters", "2")
+LAUNCHES = ("torchrun", "srun", "mpirun", "deepspeed")
+# what each part runs: full, and --quick
+FULL = {"suite": SUITE, "allreduces": ALLREDUCES, "one": ONE_ALLREDUCE, "sizes": "8 B to 1 MiB",
+        "one_text": "two 1 MiB all-reduces, the first a warm-up",
+        "per_node": (1, 2), "overhead": ("srun", "torchrun"), "growth": (1, 2, 4, 8)}
+QUICK = {"suite": QUICK_ALLREDUCES, "allreduces": QUICK_ALLREDUCES, "one": QUICK_ALLREDUCES,
+         "sizes": "8 B to 64 KiB (quick)",
+         "one_text": "all-reduces of 8 B to 64 KiB (quick)", "per_node": (1,), "overhead": ("srun",), "growth": (1,)}
 DONE = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY"}
 
 
@@ -53,12 +67,12 @@ def jobscript(folder, name, launch, per_node, image, program):
     return path
 
 
-def bare_scripts(folder, runtime, image, subnet):
+def bare_scripts(folder, runtime, image, subnet, program):
     """What users write without the project: apptainer exec under srun, ranks by hand."""
     head = ("#!/bin/bash\n#SBATCH --nodes=2\n#SBATCH --ntasks-per-node={tasks}\n#SBATCH --time=00:10:00\n"
             "set -euo pipefail\nexport OMP_NUM_THREADS=1 OMPI_MCA_btl_tcp_if_include=" + subnet + ".0/24\n"
             'export MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)" MASTER_PORT=29512\n')
-    suite = " ".join(ALLREDUCES)
+    suite = " ".join(program)
     srun = folder / "bare-srun.sh"
     srun.write_text(head.format(tasks=2) + f"srun {runtime} exec {image} sh -c 'RANK=$SLURM_PROCID "
                     f"LOCAL_RANK=$SLURM_LOCALID WORLD_SIZE=$SLURM_NTASKS exec python {suite}'\n")
@@ -100,27 +114,28 @@ def median(values):
     return statistics.median(values)
 
 
-def launch_figures(folder, image, env, rounds):
-    scripts = {(launch, per_node): jobscript(folder, f"{launch}-{per_node}", launch, per_node, image, SUITE)
-               for launch in ("torchrun", "srun", "mpirun", "deepspeed") for per_node in (1, 2)}
+def launch_figures(folder, image, env, rounds, plan):
+    scripts = {(launch, per_node): jobscript(folder, f"{launch}-{per_node}", launch, per_node, image, plan["suite"])
+               for launch in LAUNCHES for per_node in plan["per_node"]}
     times = {key: [] for key in scripts}
     for _ in range(rounds):
         for key, script in scripts.items():
             joined, ended, _ = run_job(script, env)
             times[key].append((joined, ended))
-    print("\n1. launch: seconds from sbatch (median of %d), 2 nodes, smoke suite 8 B to 1 MiB" % rounds)
+    print(f"\n1. launch: seconds from sbatch (median of {rounds}), 2 nodes, "
+          f"{'smoke suite' if plan['suite'] == SUITE else 'all-reduce check'} {plan['sizes']}")
     print(f"   {'launch':<10} {'ranks/node':>10} {'joined':>8} {'end':>8}")
     for (launch, per_node), values in times.items():
         print(f"   {launch:<10} {per_node:>10} {median([v[0] for v in values]):8.1f} "
               f"{median([v[1] for v in values]):8.1f}")
 
 
-def overhead_figures(folder, image, env, rounds, runtime, subnet):
-    ours = {"srun": jobscript(folder, "ours-srun", "srun", 2, image, ALLREDUCES),
-            "torchrun": jobscript(folder, "ours-torchrun", "torchrun", 2, image, ALLREDUCES)}
-    bare = bare_scripts(folder, runtime, image, subnet)
-    print("\n2. overhead: the project's job script against the bare one, 2 nodes x 2 ranks, all-reduce "
-          "8 B to 1 MiB, sbatch to end (median of %d pairs)" % rounds)
+def overhead_figures(folder, image, env, rounds, runtime, subnet, plan):
+    ours = {launch: jobscript(folder, f"ours-{launch}", launch, 2, image, plan["allreduces"])
+            for launch in plan["overhead"]}
+    bare = bare_scripts(folder, runtime, image, subnet, plan["allreduces"])
+    print(f"\n2. overhead: the project's job script against the bare one, 2 nodes x 2 ranks, all-reduce "
+          f"{plan['sizes']}, sbatch to end (median of {rounds} pairs)")
     for launch in ours:
         pairs = []
         for _ in range(rounds):
@@ -132,25 +147,28 @@ def overhead_figures(folder, image, env, rounds, runtime, subnet):
               f"{median([p[1] for p in pairs]):6.1f} s, ratio {ratio:.2f}")
 
 
-def growth_figures(folder, image, env, rounds):
-    print("\n3. growth under srun, two 1 MiB all-reduces (median of %d); the two nodes share this "
-          "machine's %d cores" % (rounds, os.cpu_count()))
+def growth_figures(folder, image, env, rounds, plan):
+    print(f"\n3. growth under srun, {plan['one_text']} (median of {rounds}); the two nodes share "
+          f"this machine's {os.cpu_count()} cores")
     print(f"   {'ranks':>5} {'sbatch to joined':>17} {'joined to end':>14}")
     # the local site has 2 cores a node, so the script asks for 2 tasks a node and sbatch's
     # command line (which wins over #SBATCH lines) for the rest
-    script = jobscript(folder, "growth", "srun", 2, image, ONE_ALLREDUCE)
-    for per_node in (1, 2, 4, 8):
+    script = jobscript(folder, "growth", "srun", 2, image, plan["one"])
+    for per_node in plan["growth"]:
         values = [run_job(script, env, f"--ntasks-per-node={per_node}")[:2] for _ in range(rounds)]
         print(f"   {2 * per_node:>5} {median([v[0] for v in values]):17.1f} "
               f"{median([v[1] - v[0] for v in values]):14.1f}")
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("image", type=Path)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, help="default 3, --quick 1")
     parser.add_argument("--only", choices=("launch", "overhead", "growth"))
+    parser.add_argument("--quick", action="store_true", help="one round of fewer, smaller jobs: checks the bench runs")
     args = parser.parse_args()
+    args.rounds = args.rounds or (1 if args.quick else 3)
+    plan = QUICK if args.quick else FULL
     if os.geteuid() != 0:
         print("error: twonode_bench: the two-node cluster needs root", file=sys.stderr)
         return 2
@@ -167,11 +185,11 @@ def main():
             env.pop(name, None)
         print(f"two-node bench: {image.name}, {os.cpu_count()} cores, {args.rounds} round(s)")
         if args.only in (None, "launch"):
-            launch_figures(folder, image, env, args.rounds)
+            launch_figures(folder, image, env, args.rounds, plan)
         if args.only in (None, "overhead"):
-            overhead_figures(folder, image, env, args.rounds, runtime, cluster.subnet)
+            overhead_figures(folder, image, env, args.rounds, runtime, cluster.subnet, plan)
         if args.only in (None, "growth"):
-            growth_figures(folder, image, env, args.rounds)
+            growth_figures(folder, image, env, args.rounds, plan)
     finally:
         cluster.stop()
         shutil.rmtree(folder, ignore_errors=True)
