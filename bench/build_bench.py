@@ -102,6 +102,14 @@ def main():
     args = parser.parse_args()
     work = args.keep or Path(tempfile.mkdtemp(prefix="hpcml-bench-"))
     work.mkdir(parents=True, exist_ok=True)
+    try:
+        measure(args, work)
+    finally:
+        if not args.keep:                  # a failed run or Ctrl-C leaves nothing either
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def measure(args, work: Path):
     stub = None
     if args.quick:
         stub = work / "stub-apptainer"
@@ -136,8 +144,6 @@ def main():
         print("image size:        skipped (--quick without --image)")
     else:
         image_size(args.image if args.quick else images / "cpu.sif")
-    if not args.keep:
-        shutil.rmtree(work, ignore_errors=True)
 
 
 def add_package(recipes: Path):
