@@ -121,8 +121,15 @@ def test_every_command_has_help_ending_in_an_example(command):
 def test_a_program_without_dashes_gets_the_hint_to_put_it_after_them():
     result = run_builder("jobscript", "lumi-rocm", "train.py", "--epochs", "3")
     assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
-    assert "put what the jobscript runs after --, e.g. python -m builder jobscript lumi-rocm -- " \
-           "train.py --epochs 3" in result.stderr
+    assert "put the program and its arguments after --, e.g. python -m builder jobscript lumi-rocm " \
+           "-- train.py --epochs 3" in result.stderr
+
+
+def test_the_smoke_suites_options_before_dashes_get_the_same_hint():
+    result = run_builder("smoke", "cpu", "--sizes", "8:1M")
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert "put the smoke suite's arguments after --, e.g. python -m builder smoke cpu -- " \
+           "--sizes 8:1M" in result.stderr
 
 
 @pytest.mark.parametrize("args, suggestion", [
