@@ -134,12 +134,12 @@ def _parser():
     cmd.set_defaults(func=cmd_list)
 
     cmd = command("show", parents=[common, built],
-                         help="the fully resolved recipe of a target, as YAML")
+                  help="the fully resolved recipe of a target, as YAML")
     cmd.add_argument("target")
     cmd.set_defaults(func=cmd_show)
 
     cmd = command("render", parents=[common],
-                         help="write containers/<target>.def and its .devel.def and .base.def layers")
+                  help="write containers/<target>.def and its .devel.def and .base.def layers")
     cmd.add_argument("targets", nargs="*", metavar="TARGET")
     cmd.add_argument("--all", action="store_true", help="render every target")
     cmd.add_argument("--out", default="containers", metavar="DIR",
@@ -149,7 +149,7 @@ def _parser():
     cmd.set_defaults(func=cmd_render)
 
     cmd = command("build", parents=[common],
-                         help="build images/<target>.sif with Apptainer and run its %%test")
+                  help="build images/<target>.sif with Apptainer and run its %%test")
     cmd.add_argument("target", nargs="?", default="cpu", help="default: cpu")
     cmd.add_argument("--force", nargs="?", const="top", choices=("top", "all"),
                      help="rebuild even if up to date: the top layer (--force, --force=top) or "
@@ -162,7 +162,7 @@ def _parser():
     cmd.set_defaults(func=cmd_build)
 
     cmd = command("smoke", parents=[common],
-                         help="run the image's smoke suite here: torchrun through the wrapper")
+                  help="run the image's smoke suite here: torchrun through the wrapper")
     cmd.add_argument("target", nargs="?", default="cpu",
                      help="default: cpu; after --, arguments for `python -m smoke all`, e.g. "
                           "-- --sizes 8:1M")
@@ -178,7 +178,7 @@ def _parser():
     cmd.set_defaults(func=cmd_smoke)
 
     cmd = command("jobscript", parents=[common],
-                         help="the Slurm batch script that runs a program in the image on a site")
+                  help="the Slurm batch script that runs a program in the image on a site")
     cmd.add_argument("target", help="then -- and what the ranks run: train.py ARGS, or -m MODULE ARGS")
     cmd.set_defaults(program=[])
     cmd.add_argument("--site", help="default: the target's first site")
@@ -206,7 +206,7 @@ def _parser():
     cmd.set_defaults(func=cmd_jobscript)
 
     cmd = command("publish", parents=[common],
-                         help="install a built, smoke-tested image as a site module under PREFIX")
+                  help="install a built, smoke-tested image as a site module under PREFIX")
     cmd.add_argument("target", nargs="?", default="cpu", help="default: cpu")
     cmd.add_argument("--prefix", required=True, metavar="DIR",
                      help="where modules are published: DIR/<name>/<version>, DIR/modulefiles")
@@ -236,7 +236,7 @@ def _parser():
     cmd.set_defaults(func=cmd_default)
 
     cmd = command("doctor", parents=[common],
-                         help="what this host offers for builds: runtime, fakeroot, disk, mirror, pip")
+                  help="what this host offers for builds: runtime, fakeroot, disk, mirror, pip")
     cmd.add_argument("--images", default="images", metavar="DIR")
     cmd.set_defaults(func=cmd_doctor)
 
@@ -245,7 +245,7 @@ def _parser():
     cmd.set_defaults(func=cmd_toolbox)
 
     cmd = command("check", parents=[common],
-                         help="validate every recipe; fail if rendered files are stale")
+                  help="validate every recipe; fail if rendered files are stale")
     cmd.add_argument("--out", default="containers", metavar="DIR",
                      help="rendered files to compare (default: containers)")
     cmd.add_argument("--sites-out", default="wrappers/sites", metavar="DIR",
