@@ -28,6 +28,13 @@ class RecipeError(BuilderError):
         return f"{where}{keys + ': ' if keys else ''}{self.message}"
 
 
+class SetupError(BuilderError):
+    """The builder runs under an interpreter that lacks a package it needs: the user's set-up,
+    told in one line like bad input."""
+
+    exit_status = 2
+
+
 class ToolError(BuilderError):
     """An outside program failed or is missing."""
 

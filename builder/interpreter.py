@@ -1,29 +1,34 @@
 """The interpreter and packages the builder needs, checked before anything imports them, so
-that `python3 -m builder` under the wrong Python says so in one line instead of a traceback."""
+that `python3 -m builder` under the wrong Python says so in one line instead of a traceback.
+
+Every command needs the packages in NEEDED; hatchling only where the runtime wheel is built
+(render, check, build), and that code asks for it through ``lacking``."""
 
 import importlib.util
 import sys
 
 MIN_PYTHON = (3, 10)
 # import name: the package to install (pyproject.toml's dependencies)
-NEEDED = {"yaml": "pyyaml", "jsonschema": "jsonschema", "jinja2": "jinja2", "hatchling": "hatchling"}
+NEEDED = {"yaml": "pyyaml", "jsonschema": "jsonschema", "jinja2": "jinja2"}
 
 
-def missing_dependencies():
-    return [package for module, package in NEEDED.items() if importlib.util.find_spec(module) is None]
+def lacking(packages, why="") -> str:
+    """The one line that says this interpreter lacks ``packages`` (needed ``why``) and what
+    to do."""
+    where = f"{sys.executable} (Python {sys.version.split()[0]})"
+    why = f" ({why})" if why else ""
+    return (f"{where} lacks the package{'s' if len(packages) > 1 else ''} {', '.join(packages)}{why}; "
+            f"in a checkout run `make setup` and use `.venv/bin/python -m builder` (or the make "
+            f"targets), elsewhere `pip install` this project")
 
 
 def require_dependencies():
     """Exit 2 with one line when this interpreter cannot run the builder."""
-    where = f"{sys.executable} (Python {sys.version.split()[0]})"
     if sys.version_info < MIN_PYTHON:
-        problem = f"needs Python {'.'.join(map(str, MIN_PYTHON))} or newer"
-    else:
-        missing = missing_dependencies()
-        if not missing:
-            return
-        problem = f"lacks the package{'s' if len(missing) > 1 else ''} {', '.join(missing)}"
-    print(f"error: {where} {problem}; in a checkout run `make setup` and use `.venv/bin/python "
-          f"-m builder` (or the make targets), elsewhere `pip install` this project",
-          file=sys.stderr)
-    sys.exit(2)
+        print(f"error: {sys.executable} (Python {sys.version.split()[0]}) is too old; the builder "
+              f"needs Python {'.'.join(map(str, MIN_PYTHON))} or newer", file=sys.stderr)
+        sys.exit(2)
+    missing = [package for module, package in NEEDED.items() if importlib.util.find_spec(module) is None]
+    if missing:
+        print(f"error: {lacking(missing)}", file=sys.stderr)
+        sys.exit(2)

@@ -79,8 +79,25 @@ def test_the_wrong_interpreter_gets_one_line_naming_what_is_missing(tmp_path):
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 2, result.stderr
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr, result.stderr
-    assert "lacks the packages pyyaml, jsonschema, jinja2, hatchling" in result.stderr
+    assert "lacks the packages pyyaml, jsonschema, jinja2;" in result.stderr
     assert "make setup" in result.stderr and ".venv/bin/python -m builder" in result.stderr
+
+
+HIDE_HATCHLING = ("import runpy, sys; sys.modules['hatchling'] = None; sys.argv[0] = 'builder'; "
+                  "runpy.run_module('builder', run_name='__main__')")
+
+
+def test_an_interpreter_without_hatchling_lists_but_does_not_render(tmp_path):
+    # hatchling builds the runtime wheel: render needs it, list and publish do not
+    def run(*args):
+        return subprocess.run([sys.executable, "-c", HIDE_HATCHLING, *args], cwd=ROOT,
+                              env=dict(os.environ, PYTHONPATH=str(ROOT)), capture_output=True,
+                              text=True, timeout=120)
+    assert run("list").returncode == 0
+    result = run("render", "lumi-rocm", "--out", tmp_path / "out")
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert "lacks the package hatchling (it builds the runtime wheel); in a checkout" in result.stderr
+    assert "Traceback" not in result.stderr and not (tmp_path / "out").exists()
 
 
 def test_make_jobscript_prints_only_the_script(tmp_path):

@@ -15,8 +15,9 @@ from functools import lru_cache
 from pathlib import Path
 
 from .. import resources
-from ..errors import ToolError
+from ..errors import SetupError, ToolError
 from ..fileio import write_bytes_atomic
+from ..interpreter import lacking
 
 # 2020-02-02, hatchling's own reproducible default, kept even when SOURCE_DATE_EPOCH is set
 FIXED_EPOCH = "1580601600"
@@ -50,7 +51,10 @@ def _fingerprint(source: Path) -> str:
 
 @lru_cache(maxsize=4)
 def _build(source: Path, fingerprint: str) -> Wheel:
-    from hatchling.builders.wheel import WheelBuilder
+    try:
+        from hatchling.builders.wheel import WheelBuilder
+    except ModuleNotFoundError:
+        raise SetupError(lacking(["hatchling"], "it builds the runtime wheel")) from None
     with tempfile.TemporaryDirectory(prefix="hpcml-wheel-") as out, _pinned_epoch():
         try:
             built = list(WheelBuilder(str(source)).build(directory=out, versions=["standard"]))
