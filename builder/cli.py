@@ -31,11 +31,10 @@ class _Parser(argparse.ArgumentParser):
 
 
 # Commands that hand everything after `--` on (argparse would let a positional list swallow
-# nothing and then refuse the rest): the attribute it goes to.
-AFTER_DASHES = {"smoke": "smoke_args", "jobscript": "program"}
-# What belongs after `--`, for the hint when it came before; smoke's are options themselves
-AFTER_DASHES_HINT = {"smoke": ("the smoke suite's arguments", True),
-                     "jobscript": ("the program and its arguments", False)}
+# nothing and then refuse the rest): the attribute it goes to, what belongs there (for the
+# hint when it came before `--`), and whether that is options too (smoke's are).
+AFTER_DASHES = {"smoke": ("smoke_args", "the smoke suite's arguments", True),
+                "jobscript": ("program", "the program and its arguments", False)}
 
 # One example per command, shown at the end of its --help ({prog}: how it was started).
 EXAMPLES = {
@@ -64,13 +63,13 @@ def main(argv=None):
     args, extra = parser.parse_known_args(argv)
     if extra:
         command = getattr(args, "command", None)
-        what, options_too = AFTER_DASHES_HINT.get(command, ("", False))
+        _, what, options_too = AFTER_DASHES.get(command, (None, "", False))
         if what and (options_too or not extra[0].startswith("-")):
             parser.error(f"unrecognized arguments: {' '.join(extra)}; put {what} after --, e.g. "
                          f"{program()} {command} {_first_positional(args)} -- {' '.join(extra)}")
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if tail is not None:
-        dest = AFTER_DASHES.get(getattr(args, "command", None))
+        dest = AFTER_DASHES.get(getattr(args, "command", None), (None,))[0]
         if dest is None:
             parser.error(f"unrecognized arguments: -- {' '.join(tail)}")
         setattr(args, dest, getattr(args, dest, []) + tail)
