@@ -54,7 +54,8 @@ jobscript:
 	@$(MAKE) --no-print-directory setup >&2
 	@$(PY) -m builder jobscript $(TARGET) $(if $(SITE),--site "$(SITE)") $(if $(NODES),--nodes "$(NODES)") \
 		$(if $(GPUS),--gpus "$(GPUS)") $(if $(LAUNCH),--launch "$(LAUNCH)") $(if $(TIME),--time "$(TIME)") \
-		$(if $(ACCOUNT),--account "$(ACCOUNT)") $(if $(QOS),--qos "$(QOS)") $(if $(OUT),--out "$(OUT)") -- $(ARGS)
+		$(if $(ACCOUNT),--account "$(ACCOUNT)") $(if $(QOS),--qos "$(QOS)") \
+		$(if $(PUBLISHED),--published "$(PUBLISHED)") $(if $(OUT),--out "$(OUT)") -- $(ARGS)
 
 # Installs images/$(TARGET).sif as the module $(NAME)/$(VERSION) under $(PREFIX) (version
 # default: <torch version>-<target>). Needs a passing smoke report of this very image (make

@@ -198,9 +198,12 @@ def _parser():
     cmd.add_argument("--stage", action="append", default=[], metavar="DIR",
                      help="data to copy to node-local disk first (repeatable)")
     cmd.add_argument("--image", help="the image's path on the site (default: images/<target>.sif)")
-    cmd.add_argument("--wrapper", default="singularity_wrapper",
-                     help="how the script calls the wrapper (default: singularity_wrapper, on "
-                          "PATH once the site module is loaded)")
+    cmd.add_argument("--wrapper",
+                     help="how the script calls the wrapper (default: this install's, by its "
+                          "absolute path; with --published, the module's singularity_wrapper)")
+    cmd.add_argument("--published", metavar="DIR",
+                     help="a published version (PREFIX/NAME/VERSION, from publish): the script "
+                          "loads its module, which provides the image and the wrapper")
     cmd.add_argument("--out", metavar="FILE", help="write the script here (default: stdout)")
     cmd.set_defaults(func=cmd_jobscript)
 
@@ -331,7 +334,8 @@ def cmd_jobscript(args):
         tasks_per_node=args.tasks_per_node or 0, launch=args.launch or "", time=args.time,
         account=args.account or "", partition=args.partition or "", qos=args.qos or "",
         binds=tuple(args.bind),
-        stage=tuple(args.stage), image=args.image or "", wrapper=args.wrapper,
+        stage=tuple(args.stage), image=args.image or "", wrapper=args.wrapper or "",
+        published=args.published or "",
         program=tuple(args.program))
     plan = jobscript.plan(RecipeTree(args.recipes), args.target, request)
     text = jobscript.script(plan)

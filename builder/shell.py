@@ -29,6 +29,26 @@ def env_value(value) -> str:
     return f'"{escaped}"'
 
 
+# A path that starts with a variable: $SINGULARITY_ALLOWED_DIR/a100.sif, ${WORK}/x.sif
+_LEADING_VARIABLE = re.compile(r"^\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))(/.*)?$")
+
+
+def leading_variable(path: str) -> str:
+    """The variable a path starts with ("" for none)."""
+    match = _LEADING_VARIABLE.match(str(path))
+    return (match.group(1) or match.group(2)) if match else ""
+
+
+def path_value(path) -> str:
+    """A path for a job script: a leading variable is expanded when the script runs, the
+    rest is taken literally ("${SINGULARITY_ALLOWED_DIR}"/'my image.sif')."""
+    match = _LEADING_VARIABLE.match(str(path))
+    if not match:
+        return quote(path)
+    rest = match.group(3) or ""
+    return f'"${{{match.group(1) or match.group(2)}}}"' + (quote(rest) if rest else "")
+
+
 def export(name: str, value) -> str:
     return f"export {name}={env_value(value)}"
 

@@ -150,6 +150,16 @@ def test_mistakes_get_one_line_and_exit_2(env, args, extra_env, message):
     assert stderr.count("\n") == 1 and stderr.startswith("error: singularity_wrapper:")
 
 
+def test_a_site_whose_runtime_comes_from_a_module_names_it_when_none_is_found(tmp_path, cpu_image):
+    """Jean Zay: singularity is on PATH only once `module load singularity` ran."""
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "SING_IMAGE": str(cpu_image),
+           "HPCML_SITE": "jean-zay", "SLURM_JOB_ID": "1"}
+    result = wrap("exec", "true", env=env)
+    assert result.returncode == 2
+    assert result.stderr.decode() == ("error: singularity_wrapper: neither apptainer nor singularity found; on "
+                                      "jean-zay load it first: module load singularity\n")
+
+
 @pytest.mark.parametrize("sing_flags", ["", "--nv", "-B /data --nv"])
 def test_the_gpu_flag_is_passed_once_when_a_module_also_put_it_in_sing_flags(tmp_path, sing_flags):
     # A stand-in runtime that prints its arguments: --nv needs an NVIDIA GPU, not on this machine.

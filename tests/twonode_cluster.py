@@ -56,11 +56,13 @@ def hosts_file(names):
 
 
 class TwoNodes(Cluster):
-    def __init__(self, root: Path, cpus=2):
+    def __init__(self, root: Path, cpus=2, twin=None):
         """cpus: what each node tells Slurm it has; more than this machine's (the growth
-        bench's 8 ranks a node) is taken as configured (config_overrides)."""
+        bench's 8 ranks a node) is taken as configured (config_overrides). twin: a
+        site_twin.Twin, to shape the nodes and partitions as that site's (cpus from it)."""
         super().__init__(root)
-        self.cpus = cpus
+        self.twin = twin
+        self.cpus = twin.cpus if twin else cpus
         suffix = secrets.token_hex(3)                  # interface names: 15 characters at most
         self.bridge = f"hmbr{suffix}"
         self.netns = {node: f"hpcml-{suffix}-{node}" for node in NODES}
@@ -124,6 +126,7 @@ class TwoNodes(Cluster):
                                f"--log-file={root / 'log' / 'munged.log'}"])
         self._wait(lambda: sock.exists(), 30, "munged socket")
         # the nodes' view of names: each other and the controller, nothing of the host's
+        node_options = f"{self.twin.node_options()} " if self.twin else ""
         hosts = root / "hosts"
         hosts.write_text(hosts_file({"localhost": "127.0.0.1", host: gateway, **self.addresses}))
         self.conf.write_text("\n".join([
@@ -142,11 +145,16 @@ class TwoNodes(Cluster):
             f"SlurmdPidFile={root / 'slurmd-%n.pid'}",
             f"SlurmctldLogFile={root / 'log' / 'slurmctld.log'}",
             f"SlurmdLogFile={root / 'log' / 'slurmd-%n.log'}",
-            *(["SlurmdParameters=config_overrides"] if self.cpus > (os.cpu_count() or 2) else []),
-            *(f"NodeName={node} NodeAddr={address} CPUs={self.cpus} State=UNKNOWN"
+            # a twin's nodes are the site's shape (cores, memory), taken as configured
+            *(["SlurmdParameters=config_overrides"] if self.twin or self.cpus > (os.cpu_count() or 2) else []),
+            *(self.twin.cluster_lines() if self.twin else []),
+            *(f"NodeName={node} NodeAddr={address} CPUs={self.cpus} {node_options}State=UNKNOWN"
               for node, address in self.addresses.items()),
-            "PartitionName=test Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES",
+            *(self.twin.partition_lines() if self.twin else
+              ["PartitionName=test Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES"]),
         ]) + "\n")
+        if self.twin and self.twin.gres_conf():
+            (root / "gres.conf").write_text(self.twin.gres_conf())
         # PMIx's per-step client folders are named by job and step only: nodes that share
         # /tmp would collide, so each node sees a folder of its own at one path
         pmix = root / "pmix"
@@ -166,7 +174,10 @@ class TwoNodes(Cluster):
         self._spawn(f"slurmd-{node}", [
             "nsenter", f"--net=/run/netns/{self.netns[node]}",
             "unshare", "--uts", "--mount", "--propagation", "private",
+            # a /dev/shm of its own, as each real node has: DeepSpeed's shared-memory all-reduce
+            # names its segments by MASTER_ADDR and MASTER_PORT, the same on every node of a job
             "sh", "-c", 'hostname "$1" && mount --bind "$2" /etc/hosts && mount --bind "$4" "$5" && '
+                        'mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs /dev/shm && '
                         'exec slurmd -D -N "$1" -f "$3"',
             "sh", node, str(root / "hosts"), str(self.conf), str(root / f"pmix-{node}"), str(root / "pmix")])
         self.slurmd_pids[node] = self.processes[-1].pid

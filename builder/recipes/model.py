@@ -48,6 +48,11 @@ class Site:
     cpu_bind: str                  # srun --cpu-bind value; "" when Slurm's default is right
     runtime: str                   # apptainer | singularity
     runtime_path: str              # "" to search PATH
+    runtime_module: str            # the module a job loads for the runtime ("" when installed)
+    image_dir: str                 # the only folder the runtime takes images from ("" when any)
+    image_copy: str                # the command that puts an image there ("" when a plain cp)
+    modules_purge: bool            # job scripts start with `module purge`
+    modules_load: tuple            # modules job scripts load (before the runtime's)
     requires_job: bool             # the runtime works on compute nodes only
     binds: tuple
     tmpdir: str                    # the job's temporary folder ("" when not said)
@@ -58,6 +63,7 @@ class Site:
     multi_node_library_path: tuple  # prepended to LD_LIBRARY_PATH on multi-node jobs only
     mpi_abi: str                   # openmpi | mpich
     mpi_host: str                  # the host MPI the image's must match, for people
+    mpi_host_module: str           # the module with the host's mpirun ("" when on PATH)
     slurm_mpi: str                 # srun --mpi value, "none" when srun has no MPI plugin
     launcher_default: str          # torchrun | srun | mpirun | deepspeed
     master_port_base: int

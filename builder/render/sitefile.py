@@ -20,6 +20,8 @@ def render_site(site) -> str:
         "# shellcheck shell=bash disable=SC2034,SC2016  # read by singularity_wrapper; $VARS stay literal",
         f"HPCML_SITE={quote(site.name)}",
         f"HPCML_RUNTIME_PATH={quote(site.runtime_path)}",
+        "# the module that provides the runtime here, named when none is found",
+        f"HPCML_RUNTIME_MODULE={quote(site.runtime_module)}",
         f"HPCML_GPU_FLAG={quote(GPU_FLAGS[site.gpu_vendor])}",
         f"HPCML_REQUIRES_JOB={1 if site.requires_job else 0}",
         _array("HPCML_BINDS", site.binds),

@@ -24,8 +24,9 @@ from dataclasses import dataclass, field
 from .. import __version__
 from ..errors import RecipeError
 from ..render.templating import templates
-from ..shell import cmd, quote
+from ..shell import cmd, path_value, quote
 from ..suggest import did_you_mean
+from .job_environment import environment, image_hint
 
 LAUNCHES = ("torchrun", "srun", "mpirun", "deepspeed")
 # One task's failure ends the step: without it, the ranks that lost a peer exit but srun
@@ -55,8 +56,11 @@ class Request:
     qos: str = ""                  # default: the first of the site's QoS that fits
     binds: tuple = ()
     stage: tuple = ()
-    image: str = ""                # default: images/<target>.sif
-    wrapper: str = "singularity_wrapper"
+    image: str = ""                # default: the published module's, the site's image folder's
+                                   # <target>.sif, or images/<target>.sif
+    published: str = ""            # a publish record (PREFIX/NAME/VERSION): the script loads it
+    wrapper: str = ""              # default: singularity_wrapper of the published module, else
+                                   # this install's, by its absolute path
     program: tuple = ()            # train.py --epochs 10, or -m smoke all
 
     def command_line(self, target) -> str:
@@ -66,7 +70,7 @@ class Request:
                               ("--tasks-per-node", self.tasks_per_node), ("--launch", self.launch),
                               ("--time", self.time), ("--account", self.account),
                               ("--partition", self.partition), ("--qos", self.qos),
-                              ("--image", self.image)):
+                              ("--image", self.image), ("--published", self.published)):
             if value:
                 words += [option, str(value)]
         for option, values in (("--bind", self.binds), ("--stage", self.stage)):
@@ -91,6 +95,10 @@ class Plan:
     why: list = field(default_factory=list)         # the comment block: what was chosen, why
     launch_lines: list = field(default_factory=list)
     notes: list = field(default_factory=list)       # said on stderr: what was changed in the request
+    module_lines: list = field(default_factory=list)  # module purge/use/load, before anything runs
+    image: str = ""                # SING_IMAGE as the script sets it ("" when the module does)
+    wrapper: str = ""              # the command that runs the container
+    record: dict = field(default_factory=dict)      # the publish record loaded, when one is
 
     @property
     def cpus_per_task(self):
@@ -131,6 +139,7 @@ def plan(tree, target_name, request: Request) -> Plan:
     _size(result)
     _choose_partition(result)
     _resources(result)
+    environment(result)
     _launch(result)
     return result
 
@@ -332,7 +341,7 @@ def _resources(p: Plan):
 
 def _launch(p: Plan):
     site, request = p.site, p.request
-    wrapper = [request.wrapper, "exec"]
+    wrapper = [p.wrapper, "exec"]
     program = _program(p)
     # the site's masks give each GPU's task its nearest cores; they describe a whole node
     masks = site.cpu_bind and p.gpus == site.gpus_per_node and p.tasks_per_node == p.ranks_per_node
@@ -343,7 +352,7 @@ def _launch(p: Plan):
     nodes = request.nodes
     if request.stage:
         # the copies go when the script ends, not at the next job on each node
-        p.launch_lines += ["unstage() { srun --ntasks-per-node=1 " + cmd(request.wrapper, "unstage")
+        p.launch_lines += ["unstage() { srun --ntasks-per-node=1 " + cmd(p.wrapper, "unstage")
                            + " || true; }", "trap unstage EXIT"]
         p.why.append("staged copies removed on each node when the script ends (trap unstage EXIT)")
     if p.launch == "torchrun":
@@ -358,13 +367,16 @@ def _launch(p: Plan):
                     + f'--rdzv-backend=c10d --rdzv-endpoint="$rdzv_host:{RDZV_PORT}" ' + cmd(*program))
             p.why.append("launch torchrun: one task per node, c10d rendezvous on the first node")
     elif p.launch == "srun" or (p.launch == "deepspeed" and nodes > 1):
-        line = cmd(*SRUN, *bind, *wrapper, *ranks)
+        # the site's MPI plugin too, whatever Slurm's default: MPI in the program (mpi4py) starts
+        mpi = [f"--mpi={site.slurm_mpi}"] if site.slurm_mpi != "none" else []
+        line = cmd(*SRUN, *mpi, *bind, *wrapper, *ranks)
         if p.launch == "deepspeed":
             p.why.append("launch deepspeed across nodes: the srun launch, ranks from launchenv; "
                          "DeepSpeed's launcher and its MPI discovery do not run")
             p.launch_lines += DEEPSPEED_ACROSS_NODES
         else:
-            p.why.append("launch srun: one task per rank, launchenv sets the ranks")
+            p.why.append("launch srun: one task per rank, launchenv sets the ranks"
+                         + (f"; --mpi={site.slurm_mpi} lets MPI in the program start" if mpi else ""))
     elif p.launch == "mpirun":
         if site.slurm_mpi != "none":
             line = cmd(*SRUN, f"--mpi={site.slurm_mpi}", *bind, *wrapper, *ranks)
@@ -404,7 +416,7 @@ def _program(p: Plan) -> list:
 
 def script(p: Plan) -> str:
     site, request = p.site, p.request
-    exports = [("SING_IMAGE", request.image or f"images/{p.target.name}.sif"), ("HPCML_SITE", site.name)]
+    exports = [("HPCML_SITE", site.name)]
     if request.binds:
         exports.append(("SING_BIND", ",".join(request.binds)))
     if request.stage:
@@ -412,8 +424,12 @@ def script(p: Plan) -> str:
     exports.append(("OMP_NUM_THREADS", str(p.cores_per_rank)))
     # the ranks' output reaches the job's log as it is printed, not when a buffer fills
     exports.append(("PYTHONUNBUFFERED", "1"))
+    lines = [f"export {name}={quote(value)}" for name, value in exports]
+    if p.image:
+        lines.insert(0, f"export SING_IMAGE={path_value(p.image)}")
     account_hint = "" if request.account or not site.account else site.account.example
     return templates.get_template("job.sh.j2").render(
         version=__version__, command=request.command_line(p.target.name), plan=p,
-        exports=[f"export {name}={quote(value)}" for name, value in exports],
-        account_hint=account_hint)
+        exports=lines, account_hint=account_hint, wrapper=quote(p.wrapper),
+        image_hint=image_hint(p))
+

@@ -3,6 +3,8 @@
 # shellcheck shell=bash disable=SC2034,SC2016  # read by singularity_wrapper; $VARS stay literal
 HPCML_SITE=jean-zay-h100
 HPCML_RUNTIME_PATH=''
+# the module that provides the runtime here, named when none is found
+HPCML_RUNTIME_MODULE=singularity
 HPCML_GPU_FLAG=--nv
 HPCML_REQUIRES_JOB=1
 HPCML_BINDS=('$WORK' '$SCRATCH' '$STORE' '$DSDIR')

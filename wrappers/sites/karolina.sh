@@ -3,6 +3,8 @@
 # shellcheck shell=bash disable=SC2034,SC2016  # read by singularity_wrapper; $VARS stay literal
 HPCML_SITE=karolina
 HPCML_RUNTIME_PATH=''
+# the module that provides the runtime here, named when none is found
+HPCML_RUNTIME_MODULE=''
 HPCML_GPU_FLAG=--nv
 HPCML_REQUIRES_JOB=0
 HPCML_BINDS=(/scratch /mnt)
@@ -14,4 +16,4 @@ HPCML_MULTI_NODE_ENV=()
 HPCML_MULTI_NODE_LIBRARY_PATH=()
 HPCML_MASTER_PORT_BASE=10000
 # what the smoke suite judges runs here against (python -m smoke reads it at run time)
-HPCML_SITE_FACTS='{"allreduce":[{"busbw_gbs":66,"bytes":1073741824,"dtype":"float32","nodes":2,"source":"cscs-reframe-tests xccl_tests.py, A100 two-node all_reduce 1 GiB (CSCS nodes; a reference, not Karolina'"'"'s own)","tolerance":0.1}],"gpus_per_node":8,"network":{"transport":"ib"},"notes":[],"site":"karolina","slurm_mpi":"pmix"}'
+HPCML_SITE_FACTS='{"allreduce":[{"busbw_gbs":66,"bytes":1073741824,"dtype":"float32","nodes":2,"source":"cscs-reframe-tests xccl_tests.py, A100 two-node all_reduce 1 GiB (CSCS nodes; a reference, not Karolina'"'"'s own)","tolerance":0.1}],"gpus_per_node":8,"network":{"transport":"ib"},"notes":[],"site":"karolina","slurm_mpi":"none"}'

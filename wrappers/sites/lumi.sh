@@ -3,6 +3,8 @@
 # shellcheck shell=bash disable=SC2034,SC2016  # read by singularity_wrapper; $VARS stay literal
 HPCML_SITE=lumi
 HPCML_RUNTIME_PATH=/usr/bin/singularity
+# the module that provides the runtime here, named when none is found
+HPCML_RUNTIME_MODULE=''
 HPCML_GPU_FLAG=--rocm
 HPCML_REQUIRES_JOB=0
 HPCML_BINDS=(/pfs /scratch /projappl /project /flash /appl)

@@ -1,0 +1,92 @@
+"""What a job script sets up before it launches: the modules it loads (the site's, the
+runtime's, the host MPI's, a published version's), the image it runs and the wrapper that
+runs it. Fills those parts of a jobscript Plan; one clear error for a request that cannot work.
+"""
+
+import json
+import os
+from pathlib import Path
+
+from .. import resources
+from ..errors import RecipeError
+from ..shell import cmd, leading_variable
+
+
+def _error(message):
+    return RecipeError(message, file="command line")
+
+
+def _read_record(published: str) -> dict:
+    """publish.json of a published version (its folder or the file); one line when it is not."""
+    path = Path(published)
+    path = path / "publish.json" if path.is_dir() else path
+    try:
+        record = json.loads(path.read_text())
+        if not all(isinstance(record.get(key), str) for key in ("name", "version", "target", "site")):
+            raise ValueError
+    except FileNotFoundError:
+        raise _error(f"--published {published}: no publish record there; expected the folder "
+                     f"PREFIX/NAME/VERSION that python -m builder publish wrote") from None
+    except (OSError, ValueError):
+        raise _error(f"--published {published}: {path} is not a publish record (publish.json "
+                     f"with name, version, target and site)") from None
+    record["prefix"] = str(path.resolve().parent.parent.parent)
+    return record
+
+
+def environment(p):
+    """What the script loads (modules), the image it runs and the wrapper that runs it."""
+    site, request = p.site, p.request
+    if request.published:
+        p.record = record = _read_record(request.published)
+        if (record["target"], record["site"]) != (p.target.name, site.name):
+            raise _error(f"--published {request.published}: {record['name']}/{record['version']} "
+                         f"is {record['target']} for {record['site']}; this script is "
+                         f"{p.target.name} on {site.name}")
+    if site.modules_purge:
+        p.module_lines.append("module purge")
+    loads = list(site.modules_load)
+    if site.runtime_module:
+        loads.append(site.runtime_module)
+        p.why.append(f"module {site.runtime_module}: it provides {site.runtime} here (runtime.module)")
+    if p.launch == "mpirun" and site.slurm_mpi == "none" and site.mpi_host_module:
+        loads.append(site.mpi_host_module)
+        p.why.append(f"module {site.mpi_host_module}: the host's mpirun (mpi.host_module)")
+    if loads:
+        p.module_lines.append(cmd("module", "load", *loads))
+    if p.record:
+        module = f"{p.record['name']}/{p.record['version']}"
+        p.module_lines += [cmd("module", "use", f"{p.record['prefix']}/modulefiles"),
+                           cmd("module", "load", module)]
+        p.why.append(f"module {module}: the published image and its singularity_wrapper (--published)")
+    p.image = request.image
+    if not p.image and not p.record:
+        p.image = (f"{site.image_dir}/{p.target.name}.sif" if site.image_dir
+                   else f"images/{p.target.name}.sif")
+    if site.image_dir and p.image and not _in_image_dir(p.image, site.image_dir):
+        copy = f" ({site.image_copy} IMAGE)" if site.image_copy else ""
+        raise _error(f"--image {p.image}: {site.name} runs images only from {site.image_dir}; copy "
+                     f"it there{copy} and give --image '{site.image_dir}/NAME.sif'")
+    if site.image_dir:
+        p.why.append(f"image from {site.image_dir}, expanded when the job runs (runtime.image_dir)")
+    p.wrapper = request.wrapper or ("singularity_wrapper" if p.record else str(resources.wrapper()))
+
+
+def _in_image_dir(image: str, image_dir: str) -> bool:
+    """Whether the image is in the site's image folder: written with its variable, or under
+    the folder it names in this shell (a login node of the site sets it)."""
+    name = leading_variable(image_dir)
+    if name and leading_variable(image) == name:
+        return True
+    folder = os.environ.get(name, "") if name else image_dir
+    return bool(folder) and os.path.abspath(image).startswith(folder.rstrip("/") + "/")
+
+
+def image_hint(p) -> str:
+    """What the script says when the image is not where it looks."""
+    if p.record:
+        return f"the module {p.record['name']}/{p.record['version']} sets it"
+    if p.site.image_dir:
+        copy = f": {p.site.image_copy} {p.target.name}.sif" if p.site.image_copy else ""
+        return f"copy it into {p.site.image_dir} first{copy}"
+    return f"build it with: make build TARGET={p.target.name}, or give --image"
