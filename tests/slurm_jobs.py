@@ -10,6 +10,10 @@ import pytest
 from conftest import ROOT
 
 WRAPPER = str(ROOT / "wrappers" / "singularity_wrapper")
+# A short smoke run for job scripts: every check, small sizes, few iterations
+QUICK = ("-m", "smoke", "all", "--sizes", "8:1M", "--warmup", "2", "--iters", "5")
+# torch's c10d when a peer's address has no name on the node (issue 30): must never be printed
+C10D_NO_NAME = "The hostname of the client socket cannot be retrieved"
 NEEDS_TWO_NODES = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("slurmd"),
                                      reason="namespaces, a bridge and slurmd need root and Debian's slurm-wlm")
 

@@ -20,8 +20,9 @@ from pathlib import Path
 
 import pytest
 
+from builder.shell import leading_variable
 from conftest import RECIPES, run_builder
-from slurm_jobs import NEEDS_TWO_NODES, wait_for
+from slurm_jobs import C10D_NO_NAME, NEEDS_TWO_NODES, QUICK, wait_for
 
 pytestmark = NEEDS_TWO_NODES
 LMOD_INIT = Path("/usr/share/lmod/lmod/init/bash")
@@ -29,9 +30,7 @@ LMOD_INIT = Path("/usr/share/lmod/lmod/init/bash")
 SITES = {"lumi": "lumi-rocm", "jean-zay": "a100-cuda", "jean-zay-v100": "v100-cuda",
          "jean-zay-h100": "h100-cuda", "karolina": "a100-cuda", "local": "cpu"}
 LAUNCHES = ("srun", "torchrun", "mpirun", "deepspeed")
-QUICK = ("-m", "smoke", "all", "--sizes", "8:1M", "--warmup", "2", "--iters", "5")
 PYTHON_LEAKS = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "PYTHONPATH")
-C10D_NO_NAME = "The hostname of the client socket cannot be retrieved"
 # What the stand-in image cannot do on a twin, and why. LUMI's image carries MPICH (cray-mpich's
 # ABI) for srun --mpi=pmi2; the CPU image standing in for it carries Debian's Open MPI, whose
 # MPI_Init cannot start under PMI-2: its mpi4py check fails there, and only that check.
@@ -72,9 +71,9 @@ class Submitting:
         # site's Open MPI is configured for its own network)
         env["OMPI_MCA_btl_tcp_if_include"] = f"{cluster.subnet}.0/24"
         env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-        variable = re.match(r"^\$\{?([A-Za-z_][A-Za-z0-9_]*)", self.site.image_dir or "")
+        variable = leading_variable(self.site.image_dir)
         if variable:
-            env[variable.group(1)] = str(model.image_dir())
+            env[variable] = str(model.image_dir())
         self.env = env
 
     def stand_in_image(self, folder: Path) -> Path:
@@ -209,8 +208,7 @@ def test_the_unchanged_script_runs_the_smoke_checks_on_the_twin(twin, tmp_path, 
     machine = report["machine"]
     ranks_per_node = int(re.search(r"ntasks-per-node=(\d+)", text).group(1))
     if launch == "torchrun" or (launch == "deepspeed" and nodes == 1):
-        ranks_per_node = int(re.search(r"--nproc-per-node=(\d+)|--num_gpus=(\d+)", text).group(1)
-                             or re.search(r"--num_gpus=(\d+)", text).group(1))
+        ranks_per_node = int(re.search(r"(?:--nproc-per-node=|--num_gpus=)(\d+)", text).group(1))
     assert (machine["nodes"], machine["ranks"]) == (nodes, nodes * ranks_per_node), output[-3000:]
     assert machine["site"] == twin.site.name
     mpi = "pmix" if twin.site.slurm_mpi.startswith("pmix") else "pmi" if twin.site.slurm_mpi != "none" else ""

@@ -14,11 +14,9 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, run_builder
-from slurm_jobs import NEEDS_TWO_NODES, WRAPPER, job_env, wait_for
+from slurm_jobs import C10D_NO_NAME, NEEDS_TWO_NODES, WRAPPER, job_env, wait_for
 
 pytestmark = NEEDS_TWO_NODES
-QUICK = ("-m", "smoke", "all", "--sizes", "8:1M", "--warmup", "2", "--iters", "5")
-C10D_NO_NAME = "The hostname of the client socket cannot be retrieved"
 
 
 @pytest.mark.parametrize("nodes", [1, 2])

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from .. import resources
 from ..errors import RecipeError
+from ..publish.placing import MANIFEST
 from ..shell import cmd, leading_variable
 
 
@@ -19,7 +20,7 @@ def _error(message):
 def _read_record(published: str) -> dict:
     """publish.json of a published version (its folder or the file); one line when it is not."""
     path = Path(published)
-    path = path / "publish.json" if path.is_dir() else path
+    path = path / MANIFEST if path.is_dir() else path
     try:
         record = json.loads(path.read_text())
         if not all(isinstance(record.get(key), str) for key in ("name", "version", "target", "site")):
@@ -28,7 +29,7 @@ def _read_record(published: str) -> dict:
         raise _error(f"--published {published}: no publish record there; expected the folder "
                      f"PREFIX/NAME/VERSION that python -m builder publish wrote") from None
     except (OSError, ValueError):
-        raise _error(f"--published {published}: {path} is not a publish record (publish.json "
+        raise _error(f"--published {published}: {path} is not a publish record ({MANIFEST} "
                      f"with name, version, target and site)") from None
     record["prefix"] = str(path.resolve().parent.parent.parent)
     return record
