@@ -19,10 +19,10 @@ import time
 from pathlib import Path
 
 import pytest
-
-from builder.shell import leading_variable
 from conftest import RECIPES, run_builder
 from slurm_jobs import C10D_NO_NAME, NEEDS_TWO_NODES, QUICK, wait_for
+
+from builder.shell import leading_variable
 
 pytestmark = NEEDS_TWO_NODES
 LMOD_INIT = Path("/usr/share/lmod/lmod/init/bash")
@@ -40,9 +40,10 @@ STAND_IN_LIMITS = {"lumi": {"mpi4py": "MPI_INIT"}}
 @pytest.fixture(scope="module", params=sorted(SITES))
 def twin(request, tmp_path_factory, apptainer, cpu_image):
     """The site's twin, up for the tests of that site, and the shell a user submits from."""
-    from builder.recipes.tree import RecipeTree
     from site_twin import Twin
     from twonode_cluster import TwoNodes
+
+    from builder.recipes.tree import RecipeTree
     site = RecipeTree(RECIPES).site(request.param)
     root = tmp_path_factory.mktemp(f"twin-{site.name}")
     model = Twin(site, root / "site", apptainer)
@@ -164,28 +165,16 @@ def test_the_twin_refuses_a_job_beyond_a_partitions_limits_as_the_generator_does
     assert generated.stderr.count("\n") == 1 and f"--partition {part.name} does not fit" in generated.stderr
 
 
-# Found by the twins: at 8 ranks (4 a node under torchrun on two nodes) the smoke suite's DDP
-# check fails by itself, "loss jumped after the resume (1.7932 -> 3.4974)" (also under
-# `torchrun --standalone --nproc-per-node=8` on one machine). The check wants the loss after the
-# resume within 5% of the loss before it, which a short momentum run need not be; it should
-# compare with the same epoch run without the resume. The fix is in the image (runtime/smoke/
-# ddp.py): until it is built, these two fail as the real sites would at 8 ranks.
-DDP_CHECK_AT_8_RANKS = pytest.mark.xfail(strict=True, reason="smoke ddp check: false 'loss jumped after the "
-                                         "resume' at 8 ranks (runtime/smoke/ddp.py; needs an image rebuild)")
-
-
 def twin_runs():
     for site in sorted(SITES):
         for nodes in (1, 2):
             for launch in LAUNCHES:
-                eight = launch == "torchrun" and nodes == 2 and site in ("jean-zay-v100", "jean-zay-h100")
-                yield pytest.param(site, nodes, launch, marks=[DDP_CHECK_AT_8_RANKS] if eight else [],
-                                   id=f"{site}-{nodes}-{launch}")
+                yield pytest.param(site, nodes, launch, id=f"{site}-{nodes}-{launch}")
 
 
 @pytest.mark.parametrize("twin, nodes, launch", list(twin_runs()), indirect=["twin"])
 def test_the_unchanged_script_runs_the_smoke_checks_on_the_twin(twin, tmp_path, launch, nodes):
-    request = next(r for l, n, r in shapes(twin.site) if (l, n) == (launch, nodes))
+    request = next(r for how, n, r in shapes(twin.site) if (how, n) == (launch, nodes))
     twin.stand_in_image(tmp_path)
     script = twin.write(tmp_path, *options(request))
     text = script.read_text()

@@ -10,7 +10,6 @@ import subprocess
 import time
 
 import pytest
-
 from conftest import ROOT, run_builder
 
 WRAPPER = str(ROOT / "wrappers" / "singularity_wrapper")
@@ -206,3 +205,30 @@ def test_an_op_missing_from_the_wheel_fails_the_deepspeed_check_and_is_named(app
     assert "compile the deepspeed_shm_comm op at run time" in checks["deepspeed engine"]["why"]
     assert "compile the deepspeed_shm_comm op" in checks["deepspeed op loads"]["why"]
     assert "Error building extension" not in result.stdout + result.stderr
+
+
+def test_ddp_at_eight_ranks_resumes_to_the_run_that_never_stopped(env, tmp_path):
+    """Found by the Jean Zay twins: at 8 ranks this short momentum run's loss rises in the epoch
+    after the checkpoint (1.79 -> 3.50), stopped or not; the check compares with the run that
+    never stopped, not with the epoch before."""
+    result = subprocess.run([WRAPPER, "exec", "torchrun", "--standalone", "--nproc-per-node=8", "-m", "smoke",
+                             "ddp", "--out", tmp_path], env=env, capture_output=True, text=True, timeout=400)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    ddp = _report(tmp_path)["checks"]["ddp"]
+    assert ddp["verdict"] == "pass" and ddp["losses"][-1] > ddp["losses"][-2] * 1.05, ddp
+    assert abs(ddp["losses"][-1] - ddp["continued"]) < 1e-6, ddp
+
+
+def test_a_checkpoint_that_loses_the_optimizer_state_fails_the_ddp_check(env, tmp_path):
+    """The resumed momentum must be the saved one: with the optimizer's state dropped on load,
+    the epoch after the resume differs from the run that never stopped, and the check says so."""
+    runner = tmp_path / "forgetful.py"
+    runner.write_text("import os, torch\n"
+                      "torch.optim.Optimizer.load_state_dict = lambda self, state: None\n"
+                      "from smoke import cli\n"
+                      "os._exit(cli.main())\n")
+    result = subprocess.run([WRAPPER, "exec", "torchrun", "--standalone", "--nproc-per-node=2", str(runner),
+                             "ddp", "--out", tmp_path / "out"], env=env, capture_output=True, text=True, timeout=400)
+    assert result.returncode != 0, result.stdout[-2000:] + result.stderr[-3000:]
+    ddp = _report(tmp_path / "out")["checks"]["ddp"]
+    assert ddp["verdict"] == "fail" and "the checkpoint did not carry the whole state" in ddp["why"], ddp

@@ -76,10 +76,9 @@ class Session:
 
     # --- joining -------------------------------------------------------------------------
     def join(self):
+        import launchenv
         import torch
         import torch.distributed as dist
-
-        import launchenv
 
         self.doing("reading the launcher's variables")
         self.launch = launchenv.apply()
@@ -125,9 +124,16 @@ class Session:
         self.transport_log = os.environ["NCCL_DEBUG_FILE"]
 
     def leave(self):
+        """Wait for rank 0's report, then part. A rank that leaves first with a failing status
+        would have srun --kill-on-bad-exit end rank 0 while it still writes."""
         import torch.distributed as dist
-        if dist.is_initialized():
-            dist.destroy_process_group()
+        if not dist.is_initialized():
+            return
+        try:
+            self.wait(dist.barrier(async_op=True))
+        except Exception:       # a rank already gone: nothing left to wait for
+            pass
+        dist.destroy_process_group()
 
     # --- small collective helpers with a per-call timeout --------------------------------------
     def wait(self, work):
