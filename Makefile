@@ -5,7 +5,7 @@ TARGET ?= cpu
 NAME   ?= pytorch
 PY     := $(VENV)/bin/python
 
-.PHONY: setup render check test test-heavy build smoke jobscript publish two-nodes doctor list show clean
+.PHONY: setup render check test unit test-heavy build smoke jobscript publish two-nodes doctor list show clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,14 +25,22 @@ check: setup
 	$(PY) -m builder check
 
 test: setup
+	$(PY) -m ruff check .
 	$(PY) -m builder check
 	$(PY) -m pytest
+
+# The fast loop: lint, then every test that needs no image, Apptainer or Slurm cluster
+# (markers set by tests/conftest.py from the fixtures a test uses), four at a time: most of
+# them wait on a subprocess, not on a core.
+unit: $(VENV)/.installed
+	$(PY) -m ruff check .
+	$(PY) -m pytest -q -n 4 -m "not heavy and not image and not cluster"
 
 # The heavy checks left out of `make test`: every CUDA image built for real and examined
 # (hours on 2 cores; the layer and DeepSpeed-wheel caches make reruns short).
 # HEAVY=a100-cuda picks targets (pytest -k).
 test-heavy: setup
-	$(PY) -m pytest -m slow $(if $(HEAVY),-k "$(HEAVY)") tests/test_cuda_images.py
+	$(PY) -m pytest -m heavy $(if $(HEAVY),-k "$(HEAVY)") tests/test_cuda_images.py
 
 # Renders the target's layers and builds images/$(TARGET).sif (running its %test); where no
 # apptainer or singularity is installed and we are root, provisions a toolbox first.

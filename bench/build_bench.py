@@ -150,7 +150,8 @@ def add_package(recipes: Path):
     """EXTRA pinned in versions.yaml and added to the CPU target's packages."""
     for path, old, new in [
             (recipes / "versions.yaml", "python_packages:\n", f"python_packages:\n  {EXTRA[0]}: {EXTRA[1]}\n"),
-            (recipes / "targets" / "cpu.yaml", "packages: [numpy, matplotlib", f"packages: [numpy, matplotlib, {EXTRA[0]}")]:
+            (recipes / "targets" / "cpu.yaml", "packages: [numpy, matplotlib",
+             f"packages: [numpy, matplotlib, {EXTRA[0]}")]:
         text = path.read_text()
         if old not in text:
             sys.exit(f"{path} has no '{old.strip()}': the top-layer rebuild needs a new way to add a package")

@@ -5,9 +5,9 @@
    seconds from sbatch to all ranks joined (the smoke report's first line appears in the log)
    and to the job's end (a short smoke suite), from job scripts `builder jobscript` writes;
 2. overhead: the project's path (singularity_wrapper, launchenv) against the bare job users
-   write by hand (both running the all-reduce check, 8 B to 1 MiB) (`srun apptainer exec IMAGE` with the ranks from Slurm's variables in the
-   script, and `srun apptainer exec IMAGE torchrun`), 2 ranks per node, ratio of the times
-   from sbatch to the end, pair by pair, interleaved;
+   write by hand (both running the all-reduce check, 8 B to 1 MiB) (`srun apptainer exec IMAGE`
+   with the ranks from Slurm's variables in the script, and `srun apptainer exec IMAGE torchrun`),
+   2 ranks per node, ratio of the times from sbatch to the end, pair by pair, interleaved;
 3. growth: 2, 4, 8 and 16 ranks over the two nodes under srun (each node says it has 8 CPUs;
    this machine's 2 are shared), seconds from sbatch to joined, and from joined to the end (two 1 MiB all-reduces,
    the first a warm-up, and the report).
@@ -172,8 +172,9 @@ def main():
     if os.geteuid() != 0:
         print("error: twonode_bench: the two-node cluster needs root", file=sys.stderr)
         return 2
-    from builder.build import toolbox
     from twonode_cluster import TwoNodes
+
+    from builder.build import toolbox
     image = args.image.resolve()
     runtime = shutil.which("apptainer") or shutil.which("singularity") or str(toolbox.command())
     folder = Path(tempfile.mkdtemp(prefix="hpcml-bench-"))

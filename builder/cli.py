@@ -260,7 +260,6 @@ def cmd_list(args):
     tree = RecipeTree(args.recipes)
     print("targets:")
     for name, target in sorted(tree.targets.items()):
-        final = target.stage("final")
         print(f"  {name:<13} torch {target.torch_version} {target.torch_flavour:<4} "
               f"arch {','.join(target.archs) or '-':<11} sites {','.join(s.name for s in target.sites)}")
         measured = image_facts(target, Path(args.images))

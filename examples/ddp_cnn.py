@@ -24,8 +24,17 @@ import torch
 import torch.distributed as dist
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import (CheckpointSignal, die, hosts, leave, log, make_dataset, make_model,  # noqa: E402
-                    parameters_digest, save_atomically)
+from common import (  # noqa: E402
+    CheckpointSignal,
+    die,
+    hosts,
+    leave,
+    log,
+    make_dataset,
+    make_model,
+    parameters_digest,
+    save_atomically,
+)
 
 
 def arguments():
@@ -124,7 +133,8 @@ def train(args, rank, world, device, distributed):
     while epoch < args.epochs:
         sampler.set_epoch(epoch)
         started, totals = time.perf_counter(), torch.zeros(3, dtype=torch.float64)   # loss sum, right, seen
-        for step, (images, labels) in enumerate(itertools.islice(loader, step, None), start=step):
+        done = step                                # batches of this epoch already trained
+        for step, (images, labels) in enumerate(itertools.islice(loader, done, None), start=done):
             images, labels = images.to(device), labels.to(device)
             optimizer.zero_grad()
             output = ddp(images)

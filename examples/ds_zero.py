@@ -25,8 +25,7 @@ import torch.distributed as dist
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from common import (CheckpointSignal, die, hosts, leave, log, make_dataset, make_model,  # noqa: E402
-                    parameters_digest)
+from common import CheckpointSignal, die, hosts, leave, log, make_dataset, make_model, parameters_digest  # noqa: E402
 
 
 def arguments():

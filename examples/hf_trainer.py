@@ -29,9 +29,18 @@ import sys  # noqa: E402
 import time  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import (check_language_model_arguments, die, hosts, language_model_parser,  # noqa: E402
-                    launched_world, leave, make_language_model, make_sequences, parameters_digest,
-                    parse_with_config)
+from common import (  # noqa: E402
+    check_language_model_arguments,
+    die,
+    hosts,
+    language_model_parser,
+    launched_world,
+    leave,
+    make_language_model,
+    make_sequences,
+    parameters_digest,
+    parse_with_config,
+)
 
 
 def arguments(argv=None):

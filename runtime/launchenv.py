@@ -311,7 +311,7 @@ def check_master_resolves(launch):
     except socket.gaierror as error:
         raise LaunchError(f"rank {launch.rank} on {socket.gethostname()}: MASTER_ADDR "
                           f"{launch.master_addr!r} does not resolve here ({error.strerror}); every "
-                          "node must resolve it (DNS or /etc/hosts), or set MASTER_ADDR to an address")
+                          "node must resolve it (DNS or /etc/hosts), or set MASTER_ADDR to an address") from None
 
 
 def main(argv=None):

@@ -17,6 +17,19 @@ TARGETS = sorted(path.stem for path in (RECIPES / "targets").glob("*.yaml")
                  if "alias_of:" not in path.read_text())
 
 
+# What a test needs, read from the fixtures it uses (directly or through others): `make unit`
+# runs the tests that need none of these.
+NEEDS = {"image": {"cpu_image", "apptainer"},
+         "cluster": {"slurm", "two_nodes", "twin", "site_file"}}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        for marker, fixtures in NEEDS.items():
+            if fixtures & set(item.fixturenames):
+                item.add_marker(marker)
+
+
 def pytest_addoption(parser):
     parser.addoption("--update-golden", action="store_true",
                      help="rewrite tests/golden/ from the current output instead of comparing")
@@ -124,3 +137,36 @@ def site_file(two_nodes):
     return two_nodes.site_file(HPCML_MULTI_NODE_BINDS=f"({bind}:/hpcml-multi-node-bind)",   # /tmp is bound anyway
                                HPCML_MULTI_NODE_ENV="'HPCML_TEST_MULTI_NODE=applied'",
                                HPCML_MULTI_NODE_LIBRARY_PATH="(/opt/hpcml-test-lib)")
+
+
+@pytest.fixture(scope="module")
+def smoked(cpu_image, apptainer):
+    """The CPU image with a passing smoke report beside it, as `make smoke` leaves it."""
+    from builder import runner
+    result = run_builder("smoke", "cpu", "--images", cpu_image.parent,
+                         env={"HPCML_APPTAINER": apptainer}, timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    report = cpu_image.parent / "cpu.smoke"
+    recorded = (report / "image.sha256").read_text().split()
+    assert recorded == [runner.run(["sha256sum", str(cpu_image)]).stdout.split()[0], "cpu.sif"]
+    return cpu_image
+
+
+@pytest.fixture(scope="module")
+def environment_modules(tmp_path_factory):
+    """Environment Modules 5 (Tcl) unpacked from Debian's package: it conflicts with lmod as
+    an installed package, but its modulecmd.tcl runs from any folder with Lmod's tclsh."""
+    from builder import runner
+    from builder.build.cache import cache_dir
+    debs = cache_dir() / "debs"
+    debs.mkdir(parents=True, exist_ok=True)
+    found = sorted(debs.glob("environment-modules_*.deb"))
+    if not found:
+        download = ["apt-get", "download", "environment-modules"]
+        if runner.run(download, cwd=debs, check=False).returncode != 0:
+            runner.run(["apt-get", "update", "-qq"])
+            runner.run(download, cwd=debs)
+        found = sorted(debs.glob("environment-modules_*.deb"))
+    root = tmp_path_factory.mktemp("envmodules")
+    runner.run(["dpkg-deb", "-x", str(found[-1]), str(root)])
+    return next(root.rglob("modulecmd.tcl"))

@@ -6,7 +6,6 @@ import subprocess
 import time
 
 import pytest
-
 from conftest import ROOT
 
 WRAPPER = str(ROOT / "wrappers" / "singularity_wrapper")

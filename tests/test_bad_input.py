@@ -17,9 +17,9 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional, Union
 
 import pytest
 
@@ -28,6 +28,7 @@ from builder.render import runtime_wheel
 REPO = Path(__file__).resolve().parent.parent
 RECIPES = REPO / "recipes"
 from conftest import CONTAINERS, TARGETS  # noqa: E402
+
 OLD_DEF = b"old\n"   # the one file --out holds before each run; it must survive untouched
 
 
@@ -79,10 +80,10 @@ def assert_bad_input(result, before, tmp_path, out, prefix):
 
 # --- how a case breaks a file, and where it expects to be told ------------------------------
 
-Edit = Callable[[Optional[bytes]], Optional[bytes]]   # old bytes (None: no such file) -> new
+Edit = Callable[[bytes | None], bytes | None]   # old bytes (None: no such file) -> new
 
 
-def replace(old: str, new: Union[str, bytes]) -> Edit:
+def replace(old: str, new: str | bytes) -> Edit:
     """Replace the one occurrence of ``old`` (two would make the case ambiguous)."""
     def edit(data):
         assert data.count(old.encode()) == 1, f"{old!r} must occur exactly once"
@@ -116,10 +117,10 @@ def copy_of(relative: str) -> Edit:
     return lambda _old: (RECIPES / relative).read_bytes()
 
 
-Line = Union[int, None, Callable[[bytes], int]]
+Line = int | None | Callable[[bytes], int]
 
 
-def line_with(needle: Union[str, bytes]) -> Callable[[bytes], int]:
+def line_with(needle: str | bytes) -> Callable[[bytes], int]:
     """The 1-based line of the broken file that holds ``needle``, which must be unique."""
     needle = needle.encode() if isinstance(needle, str) else needle
 
@@ -138,7 +139,7 @@ class Case:
     line: Line                # int, line_with(...), or None where no line makes sense
     expect: str               # a substring of the error message
 
-    def apply(self, recipes: Path) -> Optional[int]:
+    def apply(self, recipes: Path) -> int | None:
         path = recipes / self.file
         new = self.edit(path.read_bytes() if path.exists() else None)
         path.write_bytes(new)

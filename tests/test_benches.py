@@ -13,7 +13,6 @@ import sys
 import time
 
 import pytest
-
 from conftest import ROOT
 from slurm_jobs import NEEDS_TWO_NODES
 
@@ -41,7 +40,8 @@ BENCHES = {
                      rf"^first CPUAdam step.*\(ratio {NUMBER},.*JIT / prebuilt {NUMBER}x",
                      rf"^first DeepSpeed engine step.*JIT / prebuilt {NUMBER}x"], 2400),
     "twonode_bench": (["{image}"],
-                      [*(rf"^   {launch} +1 +{NUMBER} +{NUMBER}$" for launch in ("torchrun", "srun", "mpirun", "deepspeed")),
+                      [*(rf"^   {launch} +1 +{NUMBER} +{NUMBER}$"
+                         for launch in ("torchrun", "srun", "mpirun", "deepspeed")),
                        rf"^   srun +project +{NUMBER} s, bare +{NUMBER} s, ratio {NUMBER}",
                        rf"^ +2 +{NUMBER} +{NUMBER}$"], 900),
     "wrapper_bench": (["{image}"], [rf"^overhead: {NUMBER} ms, ratio {NUMBER}"], 300),

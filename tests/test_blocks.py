@@ -5,11 +5,11 @@ only, before it shows up in the rendered .def. Refresh with: pytest --update-gol
 """
 
 import pytest
+from conftest import GOLDEN, TARGETS, compare_golden
 
 from builder.render import blocks
 from builder.render.blocks import parts_by_layer
 from builder.render.parts import Part
-from conftest import GOLDEN, TARGETS, compare_golden
 
 FIELDS = [name for name in Part.__dataclass_fields__ if name not in ("block", "stage")]
 

@@ -17,12 +17,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import RECIPES, ROOT, run_builder, wait_until
 
 from builder.build.hostinfo import debian_mirror
 from builder.build.layers import layer_keys
 from builder.recipes.tree import RecipeTree
 from builder.render.definition import render_all
-from conftest import RECIPES, ROOT, run_builder, wait_until
 
 IMAGES = None     # set by the images fixture
 
@@ -54,7 +54,8 @@ def test_force_rebuilds_the_top_layer_only(cpu_image):
     assert f"devel layer {IMAGES / 'cpu.devel.sif'} is up to date" in progress
     assert f"base layer {IMAGES / 'cpu.base.sif'} is up to date" in progress
     assert f"building the image layer {IMAGES / 'cpu.sif'}" in progress
-    assert "reusing deepspeed-wheel, kept from a build with the same inputs" in (IMAGES / "cpu.image.build.log").read_text()
+    log = (IMAGES / "cpu.image.build.log").read_text()
+    assert "reusing deepspeed-wheel, kept from a build with the same inputs" in log
     assert {p.name: p.stat().st_mtime_ns for p in IMAGES.glob("cpu.*.sif")} == lower
     assert cpu_image.stat().st_mtime_ns != image
 

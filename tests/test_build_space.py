@@ -9,10 +9,10 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from builder.build import space
 from conftest import ROOT, run_builder, tmpfs
 from test_build import BUILD_ONE_LAYER, RECIPES
+
+from builder.build import space
 
 PREVIOUS = b"the previous image\n"
 

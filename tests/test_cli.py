@@ -7,9 +7,9 @@ import sys
 
 import pytest
 import yaml
+from conftest import RECIPES, ROOT, run_builder
 
 from builder.cli import EXAMPLES
-from conftest import RECIPES, ROOT, run_builder
 
 
 def test_list_names_every_target_alias_and_site_with_torch_and_arch(tmp_path):

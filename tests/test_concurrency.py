@@ -12,9 +12,9 @@ import threading
 from pathlib import Path
 
 import pytest
+from conftest import ROOT, run_builder, tmpfs, wait_until
 
 from builder.build import cache
-from conftest import ROOT, run_builder, tmpfs, wait_until
 
 LOCKED_MESSAGES = ("another build of it is running", "a smoke run or publish is reading it",
                    "a build of it is running")

@@ -1,7 +1,7 @@
 """The CUDA images built for real, without a GPU: heavy, so only on request.
 
     make test-heavy                       # every CUDA target (hours on 2 cores)
-    make test-heavy HEAVY=a100-cuda       # one of them (pytest -m slow -k a100-cuda)
+    make test-heavy HEAVY=a100-cuda       # one of them (pytest -m heavy -k a100-cuda)
 
 Each build runs the image's own %test (torch's arch list, every promised op [YES] in ds_report
 and loading prebuilt, each op's code for every arch of the image, the preflight). Here the
@@ -16,13 +16,12 @@ import sys
 import time
 
 import pytest
-
 from conftest import ROOT, run_builder
 
 sys.path.insert(0, str(ROOT / "runtime"))
 from smoke import fatbin  # noqa: E402
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.heavy
 
 # target: (the CUDA release of its torch, the driver that needs, the archs of its ops)
 CUDA_TARGETS = {

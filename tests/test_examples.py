@@ -11,7 +11,6 @@ import sys
 import time
 
 import pytest
-
 from conftest import ROOT, run_builder
 from slurm_jobs import NEEDS_TWO_NODES, WRAPPER, job_env, wait_for
 

@@ -10,7 +10,6 @@ import struct
 import sys
 
 import pytest
-
 from conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "runtime"))

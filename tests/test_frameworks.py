@@ -15,7 +15,6 @@ import time
 
 import pytest
 import yaml
-
 from conftest import ROOT, run_builder
 from slurm_jobs import NEEDS_TWO_NODES, WRAPPER, job_env, wait_for
 

@@ -10,11 +10,11 @@ import shutil
 import subprocess
 
 import pytest
+from conftest import ROOT, run_builder
 
 from builder.errors import RecipeError
 from builder.run import jobscript
 from builder.run.jobscript import LAUNCHES, Request
-from conftest import ROOT, run_builder
 
 WRAPPER = str(ROOT / "wrappers" / "singularity_wrapper")
 
@@ -72,8 +72,8 @@ CASES = [
     ("v100-cuda", dict(site="puhti", launch="torchrun"),
      {"partition": "gpu", "gres": "gpu:v100:4", "ntasks-per-node": "1", "cpus-per-task": "40", "mem": "0"},
      "torchrun --standalone --nnodes=1 --nproc-per-node=4 train.py"),
-    ("v100-cuda", dict(site="puhti", gpus=1, launch="srun"), {"partition": "gpu", "gres": "gpu:v100:1", "cpus-per-task": "10"},
-     "srun"),
+    ("v100-cuda", dict(site="puhti", gpus=1, launch="srun"),
+     {"partition": "gpu", "gres": "gpu:v100:1", "cpus-per-task": "10"}, "srun"),
     # Jean Zay: plain gres, one task per GPU, --hint=nomultithread, the A100 constraint
     ("a100-cuda", dict(site="jean-zay", launch="srun", account="abc@a100"),
      {"partition": "gpu_p5", "gres": "gpu:8", "ntasks-per-node": "8", "cpus-per-task": "8",
@@ -160,7 +160,8 @@ def test_deepspeed_across_nodes_says_it_is_the_srun_launch(tree):
     assert "srun launch" not in one_text and one_plan.summary().endswith(", launch deepspeed")
 
 
-@pytest.mark.parametrize("asked, suggestion", [("srn", "; did you mean 'srun'?"), ("torchrn", "; did you mean 'torchrun'?"),
+@pytest.mark.parametrize("asked, suggestion", [("srn", "; did you mean 'srun'?"),
+                                               ("torchrn", "; did you mean 'torchrun'?"),
                                                ("deepspeeed", "; did you mean 'deepspeed'?"), ("ssh", "")])
 def test_an_unknown_launch_mode_suggests_the_closest(tree, asked, suggestion):
     with pytest.raises(RecipeError) as raised:
@@ -176,7 +177,7 @@ def test_a_retired_site_says_so(tree):
 
 def every_script(tree):
     """Every target on every site it may run on, every launch mode, one and two nodes."""
-    for target_name, target in sorted(tree.targets.items()):
+    for target_name in sorted(tree.targets):
         for site_name, launch, nodes in itertools.product(sorted(tree.sites), LAUNCHES, (1, 2)):
             try:
                 yield (f"{target_name}.{site_name}.{launch}.{nodes}",

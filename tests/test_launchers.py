@@ -5,7 +5,6 @@ import os
 import subprocess
 
 import pytest
-
 from conftest import ROOT
 
 WRAPPER = str(ROOT / "wrappers" / "singularity_wrapper")

@@ -7,10 +7,11 @@ import secrets
 import shutil
 import subprocess
 
+from conftest import CONTAINERS, RECIPES, run_builder
+
 from builder.build.layers import layer_keys
 from builder.recipes.tree import RecipeTree
 from builder.render.layer_sharing import layer_owner, render_layers
-from conftest import CONTAINERS, RECIPES, run_builder
 
 MIRROR = {"MIRROR": "http://mirror.invalid/debian"}
 

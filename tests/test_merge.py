@@ -2,10 +2,11 @@
 
 import shutil
 
+from conftest import RECIPES, run_builder
+
 from builder.recipes.merge import Origin, merge
 from builder.recipes.tree import RecipeTree
 from builder.recipes.yamlsrc import Document
-from conftest import RECIPES, run_builder
 
 
 def doc(name):

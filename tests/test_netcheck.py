@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "runtime"))
@@ -78,8 +77,8 @@ def libs(tmp_path_factory):
     # libfabric without it built in, but with the DSO provider (which uses libfabric's symbols)
     dso_lib = top / "fab_dso" / "lib"
     built["fab_dso"] = gcc(dso_lib / "libfabric.so.1", FABRIC_SYMBOLS, "libfabric.so.1")
-    gcc(dso_lib / "libfabric" / "libcxi-fi.so", "int fi_getinfo(void); int fi_prov_ini(void) { return fi_getinfo(); }\n",
-        "libcxi-fi.so")
+    gcc(dso_lib / "libfabric" / "libcxi-fi.so",
+        "int fi_getinfo(void); int fi_prov_ini(void) { return fi_getinfo(); }\n", "libcxi-fi.so")
     # ... and a DSO built against another libfabric: it does not load
     bad_dso_lib = top / "fab_bad_dso" / "lib"
     built["fab_bad_dso"] = gcc(bad_dso_lib / "libfabric.so.1", FABRIC_SYMBOLS, "libfabric.so.1")
@@ -87,7 +86,8 @@ def libs(tmp_path_factory):
         "int fi_getinfo_v2(void); int fi_prov_ini(void) { return fi_getinfo_v2(); }\n", "libcxi-fi.so")
     # the image's RCCL
     built["rccl"] = gcc(top / "rocm" / "lib" / "librccl.so.1",
-                        "int ncclGetVersion(int *v) { *v = 21805; return 0; } int ncclCommInitRank(void) { return 0; }\n",
+                        "int ncclGetVersion(int *v) { *v = 21805; return 0; } "
+                        "int ncclCommInitRank(void) { return 0; }\n",
                         "librccl.so.1")
     # plugins: complete (NEEDs the CXI libfabric), against the plain libfabric, with an
     # undefined symbol, without ncclNet_v*, and without any libfabric

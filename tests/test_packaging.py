@@ -7,9 +7,9 @@ import subprocess
 import sys
 
 import pytest
+from conftest import CONTAINERS, RECIPES, ROOT
 
 from builder.render import runtime_wheel
-from conftest import CONTAINERS, RECIPES, ROOT
 
 
 @pytest.fixture(scope="module")

@@ -12,25 +12,11 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from conftest import run_builder
+from publishing import LMOD_DIR, lmod, publish, tcl_module
 
 from builder import runner
 from builder.publish.modulefile import Module, render_entry, render_lua, render_tcl
-from conftest import run_builder
-
-LMOD_INIT = Path("/usr/share/lmod/lmod/init/bash")
-LMOD_DIR = Path("/usr/share/lmod/lmod/libexec")
-
-
-@pytest.fixture(scope="module")
-def smoked(cpu_image, apptainer):
-    """The CPU image with a passing smoke report beside it, as `make smoke` leaves it."""
-    result = run_builder("smoke", "cpu", "--images", cpu_image.parent,
-                         env={"HPCML_APPTAINER": apptainer}, timeout=600)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    report = cpu_image.parent / "cpu.smoke"
-    recorded = (report / "image.sha256").read_text().split()
-    assert recorded == [runner.run(["sha256sum", str(cpu_image)]).stdout.split()[0], "cpu.sif"]
-    return cpu_image
 
 
 @pytest.fixture
@@ -39,27 +25,12 @@ def prefix(tmp_path):
     return path
 
 
-def publish(image, prefix, *args, env):
-    return run_builder("publish", "cpu", "--images", image.parent, "--prefix", prefix, *args,
-                       env=env, timeout=300)
-
-
 @pytest.fixture
 def published(smoked, prefix, apptainer):
     result = publish(smoked, prefix, "--version", "1.0", "--default", "--tcl",
                      env={"HPCML_APPTAINER": apptainer})
     assert result.returncode == 0, result.stderr
     return prefix
-
-
-def lmod(script, prefix, apptainer, **env):
-    """Run bash lines after `module use PREFIX/modulefiles`, with Debian's Lmod."""
-    assert LMOD_INIT.is_file(), "Lmod is missing: make setup installs Debian's lmod"
-    full = dict(os.environ, HPCML_APPTAINER=apptainer, **env)
-    full.pop("LOADEDMODULES", None)
-    full.pop("_LMFILES_", None)
-    text = f"source {LMOD_INIT}\nmodule use {prefix / 'modulefiles'}\n{script}"
-    return subprocess.run(["bash", "-c", text], env=full, capture_output=True, text=True, timeout=300)
 
 
 def tree_state(prefix):
@@ -144,32 +115,6 @@ def test_two_versions_side_by_side_and_the_default_switches(published, smoked, a
     assert publish(smoked, published, "--version", "3.0", "--default",
                    env={"HPCML_APPTAINER": apptainer}).returncode == 0
     assert lmod(load, published, apptainer).stdout == "pytorch/3.0\n"
-
-
-@pytest.fixture(scope="module")
-def environment_modules(tmp_path_factory):
-    """Environment Modules 5 (Tcl) unpacked from Debian's package: it conflicts with lmod as
-    an installed package, but its modulecmd.tcl runs from any folder with Lmod's tclsh."""
-    from builder.build.cache import cache_dir
-    debs = cache_dir() / "debs"
-    debs.mkdir(parents=True, exist_ok=True)
-    found = sorted(debs.glob("environment-modules_*.deb"))
-    if not found:
-        download = ["apt-get", "download", "environment-modules"]
-        if runner.run(download, cwd=debs, check=False).returncode != 0:
-            runner.run(["apt-get", "update", "-qq"])
-            runner.run(download, cwd=debs)
-        found = sorted(debs.glob("environment-modules_*.deb"))
-    root = tmp_path_factory.mktemp("envmodules")
-    runner.run(["dpkg-deb", "-x", str(found[-1]), str(root)])
-    return next(root.rglob("modulecmd.tcl"))
-
-
-def tcl_module(modulecmd, published, apptainer, lines):
-    script = "".join(f'eval "$(tclsh {modulecmd} bash {line})"\n' if not line.startswith("!") else line[1:] + "\n"
-                     for line in lines)
-    env = dict(os.environ, MODULEPATH=str(published / "modulefiles"), HPCML_APPTAINER=apptainer)
-    return subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, timeout=300)
 
 
 def test_the_tcl_module_loads_with_environment_modules(published, environment_modules, apptainer):

@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from conftest import ROOT, run_builder
+from publishing import lmod, publish, tcl_module
 
 from builder.faults import STEPS
 from builder.fileio import sha256_file
-from conftest import ROOT, run_builder
-from test_publish import environment_modules, lmod, publish, smoked, tcl_module  # noqa: F401
 
 OLD_ARGS = ("--version", "1.0", "--default", "--tcl")                  # smoke-tested
 NEW_ARGS = ("--default", "--tcl", "--skip-smoke")      # so old and new differ in every module file

@@ -5,15 +5,14 @@ import re
 import shutil
 import subprocess
 
-import pytest
-
 import deffile
-from conftest import ROOT
-from builder.render import runtime_wheel
+import pytest
+from conftest import CONTAINERS, RECIPES, ROOT, TARGETS, run_builder
+
 from builder.recipes.tree import RecipeTree
+from builder.render import runtime_wheel
 from builder.render.definition import LAYERS
 from builder.render.layer_sharing import render_layers
-from conftest import CONTAINERS, RECIPES, TARGETS, run_builder
 
 WHEEL = runtime_wheel.current().name
 # a target that shares its parent's devel and base layers commits its image layer only

@@ -16,9 +16,8 @@ import sys
 import tarfile
 from pathlib import Path
 
-import pytest
-
 import deffile
+import pytest
 from conftest import ROOT
 from test_netcheck import FABRIC_SYMBOLS, gcc
 
@@ -72,7 +71,8 @@ def standin_image(root: Path, plugin="complete", libfabric="cxi"):
         "return ncclGetVersion(&v); }\n", "libtorch_hip.so", f"-L{torch / 'lib'}", "-l:librccl.so.1",
         "-Wl,-rpath,$ORIGIN")
     (torch / "__init__.py").write_text("import ctypes, os\n"
-                                       "ctypes.CDLL(os.path.join(os.path.dirname(__file__), 'lib', 'libtorch_hip.so'))\n")
+                                       "ctypes.CDLL(os.path.join(os.path.dirname(__file__), 'lib', "
+                                       "'libtorch_hip.so'))\n")
     record = root / "opt" / "venv" / "share" / "hpc-ml-runtime" / "rocm-build.json"
     record.parent.mkdir(parents=True)
     record.write_text(json.dumps({"arch": "gfx90a", "wavefront_size": 64}))

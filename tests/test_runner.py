@@ -11,10 +11,10 @@ import time
 import uuid
 
 import pytest
+from conftest import ROOT, wait_until
 
 from builder import runner
 from builder.errors import RecipeError, ToolError
-from conftest import ROOT, wait_until
 
 GRACE = 2                  # HPCML_STOP_GRACE for these tests
 BOUND = GRACE + 10         # everything must be gone this long after the stop began

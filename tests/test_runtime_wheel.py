@@ -6,14 +6,14 @@ import shutil
 import zipfile
 
 import pytest
+from conftest import CONTAINERS, RECIPES, ROOT, TARGETS, run_builder
 
 from builder import resources
-from builder.render import runtime_wheel
 from builder.build.layers import layer_keys
 from builder.recipes.tree import RecipeTree
+from builder.render import runtime_wheel
 from builder.render.definition import render_all
 from builder.render.layer_sharing import render_layers
-from conftest import CONTAINERS, RECIPES, ROOT, TARGETS, run_builder
 
 
 @pytest.fixture
@@ -95,6 +95,7 @@ def test_each_definition_is_a_page_an_admin_can_read(name):
 
 def test_the_block_writes_image_json_where_the_smoke_suite_reads_it():
     import sys
+
     from builder.render.blocks import runtime
     sys.path.insert(0, str(ROOT / "runtime"))
     from smoke import config

@@ -1,10 +1,10 @@
 """Every shell body in every rendered file passes shellcheck (the real one, as sh)."""
 
-import pytest
-
 import deffile
-from builder import runner
+import pytest
 from conftest import CONTAINERS
+
+from builder import runner
 
 SHELL_SECTIONS = ("post", "test", "runscript", "environment")
 BODIES = [(path.stem, stage.header["Stage"], sec.name, sec.body)

@@ -4,7 +4,6 @@ never the raw file (the one exception: `show`, which prints the file as written)
 import re
 
 import yaml
-
 from conftest import ROOT
 
 # schema key path -> how the model holds it
@@ -33,8 +32,9 @@ FIELDS = {
     "slurm.account": lambda s: s.account and {"example": s.account.example, "pattern": s.account.pattern,
                                               "required": s.account.required},
     "slurm.gpu_request": lambda s: s.gpu_request, "slurm.gres_type": lambda s: s.gres_type,
-    "slurm.mem": lambda s: s.mem_rule, "slurm.qos": lambda s: [{k: v for k, v in (("name", q.name), ("max_time", q.max_time),
-                                                ("max_gpus", q.max_gpus), ("test", q.test)) if v} for q in s.qos],
+    "slurm.mem": lambda s: s.mem_rule,
+    "slurm.qos": lambda s: [{k: v for k, v in (("name", q.name), ("max_time", q.max_time),
+                                               ("max_gpus", q.max_gpus), ("test", q.test)) if v} for q in s.qos],
     "slurm.constraint": lambda s: s.constraint, "slurm.sbatch": lambda s: list(s.sbatch_extra),
     # as written: a partition's max_gpus defaults to the node's GPUs, the flags to false
     "slurm.partitions": lambda s: {p.name: {k: v for k, v in (

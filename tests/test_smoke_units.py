@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "runtime"))
@@ -100,7 +99,8 @@ def test_transport_verdicts_for_ib_one_node_and_gloo():
 
 
 @pytest.mark.parametrize("error, cause", [
-    ("The IPv4 network addresses of (nohost.invalid, 29500) cannot be retrieved (gai error: -2 - Name or service not known)", "does not resolve"),
+    ("The IPv4 network addresses of (nohost.invalid, 29500) cannot be retrieved "
+     "(gai error: -2 - Name or service not known)", "does not resolve"),
     ("MASTER_PORT 29500 is in use on vm: Address already in use", "already in use"),
     ("[../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer [127.0.0.1]:5511", "exited early"),
     ("Socket Timeout", "stuck"),

@@ -4,11 +4,11 @@ removed with one command; a clear message where it cannot be made."""
 import os
 
 import pytest
+from conftest import run_builder
 
 from builder.build import toolbox
-from builder.errors import ToolError
 from builder.build.progress import Progress
-from conftest import run_builder
+from builder.errors import ToolError
 
 
 def test_without_root_the_error_says_what_to_install(tmp_path, monkeypatch):
@@ -22,6 +22,7 @@ def test_without_root_the_error_says_what_to_install(tmp_path, monkeypatch):
     assert not (tmp_path / "hpc-ml-containers" / "toolbox").exists()
 
 
+@pytest.mark.image           # provisions Apptainer itself: a minute of debootstrap and unpacking
 def test_provision_repair_and_remove(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     assert run_builder("toolbox", "status").stdout.endswith("not provisioned\n")

@@ -6,7 +6,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "runtime"))
@@ -197,10 +196,12 @@ def test_a_wrong_provider_fails():
     ([_line("NET/Plugin: Failed to find ncclCollNetPlugin_v8 symbol.")], "plugin_error", None),
     # NCCL_NET naming a network nobody provides stops NCCL, whatever it probed before
     ([_line("NET/Socket : Using [0]hsn0:10.253.3.17<0>"), "",
-      "[2026-01-21 09:12:44] nid005001:81234:81234 [0] plugin/net.cc:278 NCCL WARN Failed to initialize any NET plugin"],
+      "[2026-01-21 09:12:44] nid005001:81234:81234 [0] plugin/net.cc:278 "
+      "NCCL WARN Failed to initialize any NET plugin"],
      "net", None),
     ([_line("NET/Socket : Using [0]hsn0:10.253.3.17<0>"), "",
-      "[2026-01-21 09:12:44] nid005001:81234:81234 [0] plugin/net.cc:278 NCCL WARN Failed to initialize any NET plugin"],
+      "[2026-01-21 09:12:44] nid005001:81234:81234 [0] plugin/net.cc:278 "
+      "NCCL WARN Failed to initialize any NET plugin"],
      "net_error", "Failed to initialize any NET plugin"),
     # comment lines are not log lines
     (["# Using network Socket", "#  Rank  0 Group  0 Pid  81234 on nid005001 device  0"], "net", None),

@@ -12,7 +12,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT, run_builder
 from slurm_jobs import C10D_NO_NAME, NEEDS_TWO_NODES, WRAPPER, job_env, wait_for
 

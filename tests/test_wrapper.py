@@ -9,7 +9,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT, SIF_HEADER, tmpfs
 
 WRAPPER = ROOT / "wrappers" / "singularity_wrapper"
@@ -141,7 +140,8 @@ def test_apptainer_wrapper_is_the_same_program(env):
     (["exec", "true"], {"SING_IMAGE": "/no/such.sif"}, "image not found"),
     (["exec", "true"], {"SING_IMAGE": ""}, "no image"),
     (["exec", "true"], {"HPCML_SITE": "puhti", "SLURM_JOB_ID": ""}, "inside a Slurm job"),
-    (["exec", "true"], {"HPCML_SITE": "nosuch"}, "set HPCML_SITE to one of: jean-zay jean-zay-h100 jean-zay-v100 karolina local lumi mahti puhti"),
+    (["exec", "true"], {"HPCML_SITE": "nosuch"},
+     "set HPCML_SITE to one of: jean-zay jean-zay-h100 jean-zay-v100 karolina local lumi mahti puhti"),
 ])
 def test_mistakes_get_one_line_and_exit_2(env, args, extra_env, message):
     result = wrap(*args, env=dict(env, **extra_env))
@@ -253,6 +253,7 @@ def test_with_only_the_toolbox_the_wrapper_finds_it_and_binds_any_host_folder(en
     """A machine without Apptainer where `make build` provisioned the toolbox: the wrapper
     needs no HPCML_APPTAINER, and a bind outside the working tree, /tmp and $HOME works."""
     import shutil
+
     from builder.build import toolbox
     expected = shutil.which("apptainer") or shutil.which("singularity") or str(toolbox.command())
     outside = Path("/srv") / f"hpcml-test-{os.getpid()}"

@@ -18,9 +18,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT, SIF_HEADER, wait_until
-from conftest import tmpfs as small_disk   # the fixture below is named tmpfs
+from conftest import tmpfs as small_disk  # the fixture below is named tmpfs
 from slurm_jobs import wait_for
 
 WRAPPER = ROOT / "wrappers" / "singularity_wrapper"

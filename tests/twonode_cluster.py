@@ -231,7 +231,8 @@ class TwoNodes(Cluster):
         all-reduce dies) and any other `HPCML_...=value` settings given."""
         text = (ROOT / "wrappers" / "sites" / "local.sh").read_text()
         env = settings.pop("HPCML_MULTI_NODE_ENV", "")
-        settings["HPCML_MULTI_NODE_ENV"] = f"('OMPI_MCA_btl_tcp_if_include={self.subnet}.0/24' {env})".replace(" )", ")")
+        only_ours = f"OMPI_MCA_btl_tcp_if_include={self.subnet}.0/24"
+        settings["HPCML_MULTI_NODE_ENV"] = f"('{only_ours}' {env})".replace(" )", ")")
         for name, value in settings.items():
             text, count = re.subn(rf"^{name}=.*$", f"{name}={value}", text, flags=re.M)
             if count != 1:
@@ -280,7 +281,8 @@ def main():
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     cluster.start()
     try:
-        print(f"two nodes up: {', '.join(f'{n} {a} (netns {cluster.netns[n]})' for n, a in cluster.addresses.items())}\n"
+        nodes = ", ".join(f"{n} {a} (netns {cluster.netns[n]})" for n, a in cluster.addresses.items())
+        print(f"two nodes up: {nodes}\n"
               f"in another shell:  export SLURM_CONF={cluster.conf} HPCML_SITE_FILE={cluster.site_file()}; "
               "sinfo; srun -N2 hostname\n"
               "press Enter (or Ctrl-C) to stop them and remove every trace", flush=True)

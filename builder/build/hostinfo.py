@@ -2,7 +2,7 @@
 
 import os
 import re
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 from .. import runner
@@ -46,7 +46,7 @@ def needs_fakeroot() -> bool:
     return os.geteuid() != 0 or not capability_bounding_set() >> CAP_SYS_RESOURCE & 1
 
 
-@lru_cache(maxsize=None)
+@cache
 def pip_settings() -> dict:
     """The host pip's CA bundle, indexes and local wheel directories (config and environment).
     Read once per process: a build asks for it for every layer."""

@@ -11,7 +11,7 @@ import re
 import ssl
 import urllib.error
 import urllib.request
-from functools import lru_cache
+from functools import cache
 
 TIMEOUT_S = 10
 # pip retries these statuses; anything else means the index is there (a 404 fails fast)
@@ -24,7 +24,7 @@ def named_in(text: str) -> list:
     return list(dict.fromkeys(_IN_DEFINITION.findall(text)))
 
 
-@lru_cache(maxsize=None)
+@cache
 def why_down(url: str, cafile=None):
     """None when ``url`` answers; otherwise a short reason (for the build's progress)."""
     context = ssl.create_default_context(cafile=cafile) if url.startswith("https:") else None

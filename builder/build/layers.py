@@ -53,7 +53,7 @@ LAYER_PARENTS = {"devel": (), "base": ("devel",), "image": ("devel", "base")}
 # them is time spent twice for nothing. Same content either way, so not part of the key.
 INTERMEDIATE = ("devel", "base")
 UNCOMPRESSED = "-noI -noD -noF -noX"      # no compression of inodes, data, fragments, xattrs
-_KEPT_FOLDER = re.compile(r"^kept=%s/([A-Za-z0-9_.-]+)$" % re.escape(KEPT_MOUNT), re.M)
+_KEPT_FOLDER = re.compile(rf"^kept={re.escape(KEPT_MOUNT)}/([A-Za-z0-9_.-]+)$", re.M)
 
 
 def is_current(sif: Path, key: str) -> bool:
@@ -68,7 +68,12 @@ def is_current(sif: Path, key: str) -> bool:
 
 def used_args(text: str, args: dict) -> dict:
     """The build arguments a definition uses; Apptainer refuses unused ones."""
-    return {name: value for name, value in args.items() if "{{ %s }}" % name in text}
+    return {name: value for name, value in args.items() if _placeholder(name) in text}
+
+
+def _placeholder(name: str) -> str:
+    """How a definition file names a build argument: {{ NAME }}."""
+    return "{{ " + name + " }}"
 
 
 def layer_keys(texts: dict, args: dict) -> dict:
@@ -168,7 +173,7 @@ def build_layer(runtime, text, sif, key, args, log_path, progress, packed=True, 
     try:
         definition = work / sif.name.replace(".sif", ".def")
         definition.write_text(text)
-        if "{{ %s }}" % runtime_wheel.BUILD_ARG in text:
+        if _placeholder(runtime_wheel.BUILD_ARG) in text:
             # under the work folder, which the toolbox can see; the .def checks its sha256
             wheel = runtime_wheel.current()
             wheel.write(work)
@@ -321,7 +326,7 @@ def _progress_lines(progress):
     return on_line
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _takes_squashfs_args(runtime) -> bool:
     """Apptainer 1.1+ and SingularityCE 3.9+ pass --mksquashfs-args on; older ones refuse it."""
     result = runner.run([runtime, "build", "--help"], check=False, timeout=60)

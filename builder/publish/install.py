@@ -28,8 +28,7 @@ from ..fileio import copy_hashed, sha256_file, write_atomic
 from ..invocation import hint
 from ..render.sitefile import GPU_FLAGS, render_site
 from .modulefile import Module, render_default, render_entry, render_lua, render_tcl
-from .placing import (MANIFEST, fix_modules, link_target, lock, module_files, move_into_place,
-                      recover, symlink_atomic)
+from .placing import MANIFEST, fix_modules, link_target, lock, module_files, move_into_place, recover, symlink_atomic
 from .stackinfo import stack_versions
 from .verify import SUMS, locate
 

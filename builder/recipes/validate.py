@@ -2,7 +2,7 @@
 
 import copy
 import re
-from functools import lru_cache
+from functools import cache
 from importlib import resources
 
 import jsonschema
@@ -15,7 +15,7 @@ _JSON_TYPES = {"string": "text", "integer": "a whole number", "number": "a numbe
                "null": "nothing"}
 
 
-@lru_cache(maxsize=None)
+@cache
 def schema(name: str, partial: bool = False) -> dict:
     text = resources.files(__package__).joinpath("schemas", f"{name}.yaml").read_text()
     loaded = yaml.safe_load(text)

@@ -1,7 +1,6 @@
 """What a building block returns: the pieces it adds to one stage, free of Apptainer syntax."""
 
 from dataclasses import dataclass
-from typing import Optional
 
 # `python -m builder build` binds a folder of the build host here for %post only (settings,
 # local wheels, kept outputs); a plain `apptainer build` has nothing there and just builds.
@@ -33,7 +32,7 @@ class Part:
     packages: tuple = ()           # Debian/Ubuntu packages the os block installs first
     build_env: tuple = ()          # ((name, value), ...) exported in %post before `post`
     files: tuple = ()              # ((host path, image path), ...) for %files, before %post
-    kept: Optional[Kept] = None    # a step kept between builds, rendered before `post`
+    kept: Kept | None = None    # a step kept between builds, rendered before `post`
     post: tuple = ()               # shell commands for %post
     copy_from_build: tuple = ()    # paths copied from the build stage (final stage only)
     env: tuple = ()                # ((name, value), ...) for %environment

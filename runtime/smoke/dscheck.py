@@ -129,8 +129,8 @@ def load_ops(promised):
 
 def engine(session, runs=ENGINE_RUNS):
     """deepspeed.initialize and a few steps for each run on this rank; a verdict for this rank."""
-    import torch
     import deepspeed
+    import torch
 
     logging.getLogger("DeepSpeed").setLevel(logging.WARNING)
     done, started, where = [], time.perf_counter(), "init_distributed"

@@ -44,8 +44,9 @@ _MISSING = [
     re.compile(r"Failed to open (lib[nr]ccl-net[^\s,]*)"),
 ]
 _NO_PLUGIN = re.compile(r"NET/Plugin\s*: No plugin found, using internal")  # 2.17-2.18, no name
-_DLERROR = re.compile(r"NET/Plugin\s*: (?:Plugin load (?:\([^)]*\) )?returned \d+ : (?:dlerror=)?)?"
-                      r"((\S+?): (?:cannot open shared object file|undefined symbol|version `)(?:(?! when loading)[^.])*)")
+_DLERROR = re.compile(r"NET/Plugin\s*: (?:Plugin load (?:\([^)]*\) )?returned \d+ : "
+                      r"(?:dlerror=)?)?((\S+?): (?:cannot open shared object file|undefined symbol|version `)"
+                      r"(?:(?! when loading)[^.])*)")
 _PLUGIN_WARN = re.compile(r"NCCL WARN (NET/OFI .+?)\s*$")
 _NO_SYMBOL = re.compile(r"NET/Plugin\s*: (Failed to find ncclNetPlugin symbol \(.*)$")
 

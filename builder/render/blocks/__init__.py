@@ -5,8 +5,20 @@ the os block, which installs the packages every other block asked for (so it is 
 with their wishes).
 """
 
-from . import (build_host, comm, cuda_toolkit, deepspeed, extras, frameworks, mpi, os_packages,
-               provenance, python, runtime, torch)
+from . import (
+    build_host,
+    comm,
+    cuda_toolkit,
+    deepspeed,
+    extras,
+    frameworks,
+    mpi,
+    os_packages,
+    provenance,
+    python,
+    runtime,
+    torch,
+)
 
 # The base layers (devel and base images) hold what changes rarely and builds slowly; the
 # top layer holds what changes often, so changing it rebuilds neither the OS nor torch.

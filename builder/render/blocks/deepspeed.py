@@ -104,7 +104,7 @@ def parts(target):
                 save=(f'cp {saved} "$kept/"',),
                 restore=(*MAKE_TMP, f"mkdir -p {WHEELS}", f'cp "$kept"/deepspeed-*.whl {WHEELS}/',
                          *restored))
-    post = [f'pip install --no-cache-dir "$ds_tmp"/wheel/deepspeed-*.whl', *installed,
+    post = ['pip install --no-cache-dir "$ds_tmp"/wheel/deepspeed-*.whl', *installed,
             'rm -rf "$ds_tmp"']
     final_post, test = list(needs), checks
     if ds.fix_master_address:

@@ -11,6 +11,7 @@ else for them. Example, a target that goes without:
 from ...shell import cmd
 from ..parts import Part
 
+
 def parts(target):
     if not target.frameworks:
         return []
