@@ -161,7 +161,7 @@ def add_package(recipes: Path):
 def image_size(sif: Path):
     """The SIF's size against what it must hold: the venv and the installed OS packages."""
     sys.path.insert(0, str(ROOT))
-    from builder.build import toolbox
+    from builder.host import toolbox
     apptainer = shutil.which("apptainer") or shutil.which("singularity") or str(toolbox.command())
     measure = ("du -sb /opt/venv | cut -f1; "
                "dpkg-query -Wf '${Installed-Size}\\n' | awk '{s+=$1} END {print s*1024}'")

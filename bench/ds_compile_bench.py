@@ -25,9 +25,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from builder.build import layers  # noqa: E402
-from builder.build.images import ready_runtime  # noqa: E402
-from builder.build.progress import Progress  # noqa: E402
+from builder.host.images import ready_runtime  # noqa: E402
+from builder.host.progress import Progress  # noqa: E402
+from builder.layerbuild import layers  # noqa: E402
 from builder.recipes.tree import RecipeTree  # noqa: E402
 from builder.render.blocks import deepspeed  # noqa: E402
 from builder.render.blocks.build_host import SETTINGS  # noqa: E402

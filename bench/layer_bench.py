@@ -23,9 +23,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from builder.build import hostinfo, layers  # noqa: E402
-from builder.build.images import find_runtime  # noqa: E402
-from builder.build.progress import Progress  # noqa: E402
+from builder.host import hostinfo  # noqa: E402
+from builder.host.images import find_runtime  # noqa: E402
+from builder.host.progress import Progress  # noqa: E402
+from builder.layerbuild import layers  # noqa: E402
 from builder.recipes.tree import RecipeTree  # noqa: E402
 from builder.render.layer_sharing import render_layers  # noqa: E402
 

@@ -47,7 +47,7 @@ def main():
     parser.add_argument("--quick", action="store_true", help="one pair of each: checks the bench runs")
     args = parser.parse_args()
     args.runs = args.runs or (1 if args.quick else 7)
-    from builder.build import toolbox
+    from builder.host import toolbox
     image = args.image.resolve()
     runtime = shutil.which("apptainer") or shutil.which("singularity") or str(toolbox.command())
     env = dict(os.environ, HPCML_APPTAINER=runtime, PYTHONPATH=str(ROOT))

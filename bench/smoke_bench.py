@@ -72,8 +72,9 @@ print(imported - started, time.perf_counter() - started)
 
 
 def host_venv(pins, torch_index):
-    from builder.build import hostinfo, indexes
-    from builder.build.cache import cache_dir
+    from builder.host import hostinfo
+    from builder.host.cache import cache_dir
+    from builder.layerbuild import indexes
     venv = cache_dir() / "bench-venv"
     python = venv / "bin" / "python"
     marker = venv / f".ready-{pins['torch']}-{pins['deepspeed']}"
@@ -120,7 +121,7 @@ def main():
     args = parser.parse_args()
     args.rounds = args.rounds or (1 if args.quick else 9)
     args.size = args.size or ("1M" if args.quick else "64M")
-    from builder.build import toolbox
+    from builder.host import toolbox
     from builder.recipes.tree import RecipeTree
     pins = yaml.safe_load((ROOT / "recipes" / "versions.yaml").read_text())["python_packages"]
     venv = host_venv(pins, RecipeTree(ROOT / "recipes").target("cpu").torch_index)

@@ -174,7 +174,7 @@ def main():
         return 2
     from twonode_cluster import TwoNodes
 
-    from builder.build import toolbox
+    from builder.host import toolbox
     image = args.image.resolve()
     runtime = shutil.which("apptainer") or shutil.which("singularity") or str(toolbox.command())
     folder = Path(tempfile.mkdtemp(prefix="hpcml-bench-"))

@@ -31,7 +31,7 @@ def main():
     parser.add_argument("--quick", action="store_true", help="3 pairs: checks the bench runs")
     args = parser.parse_args()
     runs = args.runs or (3 if args.quick else 20)
-    from builder.build import toolbox
+    from builder.host import toolbox
     runtime = shutil.which("apptainer") or shutil.which("singularity") or str(toolbox.command())
     env = dict(os.environ, HPCML_APPTAINER=runtime, HPCML_SITE="local")
     env.pop("HPCML_SITE_FILE", None)

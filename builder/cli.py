@@ -12,9 +12,9 @@ from pathlib import Path
 import yaml
 
 from . import __version__
-from .build.images import image_facts
 from .errors import BuilderError, CheckFailed, RecipeError
 from .fileio import write_atomic
+from .host.images import image_facts
 from .invocation import program
 from .recipes.tree import RecipeTree
 from .render import runtime_wheel
@@ -314,8 +314,8 @@ def site_files(tree, folder):
 
 
 def cmd_build(args):
-    from .build.layers import build
-    from .build.progress import Progress
+    from .host.progress import Progress
+    from .layerbuild.layers import build
     build(RecipeTree(args.recipes), args.target, images=Path(args.images), force=args.force,
           progress=Progress(), space_check=args.space_check)
 
@@ -383,9 +383,9 @@ def cmd_doctor(args):
 
 
 def cmd_toolbox(args):
-    from .build import toolbox
-    from .build.cache import cache_dir
-    from .build.progress import Progress
+    from .host import toolbox
+    from .host.cache import cache_dir
+    from .host.progress import Progress
     if args.action == "remove":
         toolbox.remove()
         print(f"removed {toolbox.home()}")

@@ -104,7 +104,7 @@ def cpu_image(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def apptainer(cpu_image):
-    from builder.build import toolbox
+    from builder.host import toolbox
     found = shutil.which("apptainer") or shutil.which("singularity")
     return found or str(toolbox.command())
 
@@ -157,7 +157,7 @@ def environment_modules(tmp_path_factory):
     """Environment Modules 5 (Tcl) unpacked from Debian's package: it conflicts with lmod as
     an installed package, but its modulecmd.tcl runs from any folder with Lmod's tclsh."""
     from builder import runner
-    from builder.build.cache import cache_dir
+    from builder.host.cache import cache_dir
     debs = cache_dir() / "debs"
     debs.mkdir(parents=True, exist_ok=True)
     found = sorted(debs.glob("environment-modules_*.deb"))

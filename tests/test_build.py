@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 from conftest import RECIPES, ROOT, run_builder, wait_until
 
-from builder.build.hostinfo import debian_mirror
-from builder.build.layers import layer_keys
+from builder.host.hostinfo import debian_mirror
+from builder.layerbuild.layers import layer_keys
 from builder.recipes.tree import RecipeTree
 from builder.render.definition import render_all
 
@@ -196,10 +196,10 @@ def test_a_top_component_change_keeps_the_os_and_torch_layers(tmp_path):
 BUILD_ONE_LAYER = """
 import sys
 from pathlib import Path
-from builder.build.layers import build_layer
-from builder.build.images import find_runtime
+from builder.layerbuild.layers import build_layer
+from builder.host.images import find_runtime
 from builder.errors import BuilderError
-from builder.build.progress import Progress
+from builder.host.progress import Progress
 from builder.recipes.tree import RecipeTree
 text, sif = Path(sys.argv[1]).read_text(), Path(sys.argv[2])
 site = RecipeTree(sys.argv[3]).sites["local"]
@@ -251,7 +251,7 @@ def test_a_kept_step_runs_once_and_a_silent_index_is_never_retried(cpu_image, tm
     """Two builds of one small layer: the first runs the kept step, then fails later on, and
     still stores the step's output; the second puts it back and succeeds. pip is given an
     index on a closed loopback port each time."""
-    from builder.build import cache
+    from builder.host import cache
     from builder.render.blocks import build_host
     from builder.render.blocks.torch import extra_index
     from builder.render.definition import _kept_step

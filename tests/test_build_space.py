@@ -12,7 +12,7 @@ import pytest
 from conftest import ROOT, run_builder, tmpfs
 from test_build import BUILD_ONE_LAYER, RECIPES
 
-from builder.build import space
+from builder.host import space
 
 PREVIOUS = b"the previous image\n"
 

@@ -5,8 +5,9 @@ import sys
 
 import pytest
 
-from builder.build import cache, layers
-from builder.build.progress import Progress
+from builder.host import cache
+from builder.host.progress import Progress
+from builder.layerbuild import layers
 
 
 @pytest.fixture(autouse=True)
@@ -91,15 +92,16 @@ def test_force_all_leaves_every_kept_folder_empty(tmp_path):
 
 
 def test_a_silent_index_is_left_out_of_the_settings_and_named_once(tmp_path, monkeypatch, capsys):
-    from builder.build import hostinfo, indexes
+    from builder.host import hostinfo
+    from builder.layerbuild import indexes
     monkeypatch.setattr(hostinfo, "pip_settings", lambda: {
         "cert": None, "index_url": "", "find_links": [],
         "extra_index_urls": ["http://answers.invalid/simple", "http://silent.invalid/simple"]})
     monkeypatch.setattr(indexes, "why_down", lambda url, cafile=None: "no route" if "silent" in url else None)
-    monkeypatch.setattr(layers, "_REPORTED", set())
     text = "set -- --extra-index-url http://torch.silent.invalid/whl\n"
+    progress = Progress(stream=sys.stderr)            # one per command, as `hpcml build` makes
     for n in range(2):
-        layers._write_host_settings(tmp_path / f"host{n}", text, Progress(stream=sys.stderr))
+        layers._write_host_settings(tmp_path / f"host{n}", text, progress)
     settings = (tmp_path / "host0" / "hpcml-build-host.sh").read_text().splitlines()
     assert "export PIP_EXTRA_INDEX_URL='http://answers.invalid/simple'" in settings
     assert ("export HPCML_PIP_INDEXES_DOWN='http://silent.invalid/simple "

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, run_builder, tmpfs, wait_until
 
-from builder.build import cache
+from builder.host import cache
 
 LOCKED_MESSAGES = ("another build of it is running", "a smoke run or publish is reading it",
                    "a build of it is running")
@@ -155,7 +155,7 @@ def test_the_layer_cache_survives_a_concurrent_prune(tmp_path, monkeypatch):
 def test_smoke_and_publish_read_an_image_in_a_read_only_folder(tmp_path, lock_file):
     """An admin publishing from a build folder they cannot write: the shared lock is taken
     on the lock file that is there (flock needs no write access), or none where none is."""
-    from builder.build.images import image_lock
+    from builder.host.images import image_lock
     with tmpfs(tmp_path / "images", "size=1m") as folder:
         if lock_file:
             (folder / ".cpu.lock").touch()

@@ -51,7 +51,7 @@ def run_in(apptainer, image, *argv):
 
 @pytest.fixture(scope="module")
 def apptainer(tree):
-    from builder.build import images
+    from builder.host import images
     return images.ready_runtime(tree.target("cpu").sites[0])
 
 

@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from builder.build import indexes
+from builder.layerbuild import indexes
 
 
 class _Index(http.server.BaseHTTPRequestHandler):

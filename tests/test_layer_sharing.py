@@ -9,7 +9,7 @@ import subprocess
 
 from conftest import CONTAINERS, RECIPES, run_builder
 
-from builder.build.layers import layer_keys
+from builder.layerbuild.layers import layer_keys
 from builder.recipes.tree import RecipeTree
 from builder.render.layer_sharing import layer_owner, render_layers
 

@@ -9,7 +9,7 @@ import pytest
 from conftest import CONTAINERS, RECIPES, ROOT, TARGETS, run_builder
 
 from builder import resources
-from builder.build.layers import layer_keys
+from builder.layerbuild.layers import layer_keys
 from builder.recipes.tree import RecipeTree
 from builder.render import runtime_wheel
 from builder.render.definition import render_all

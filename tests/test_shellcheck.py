@@ -28,7 +28,7 @@ def test_shellcheck_catches_a_bad_script():
     assert result.returncode != 0 and "SC2086" in result.stdout
 
 
-SCRIPTS = ["scripts/ensure-debian-packages", ".ci/run", "builder/build/toolbox-enter.sh",
+SCRIPTS = ["scripts/ensure-debian-packages", ".ci/run", "builder/host/toolbox-enter.sh",
            "builder/build-guard.sh", "wrappers/singularity_wrapper"] + sorted(
     str(p.relative_to(CONTAINERS.parent)) for p in (CONTAINERS.parent / "wrappers" / "sites").glob("*.sh"))
 

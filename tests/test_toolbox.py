@@ -6,9 +6,9 @@ import os
 import pytest
 from conftest import run_builder
 
-from builder.build import toolbox
-from builder.build.progress import Progress
 from builder.errors import ToolError
+from builder.host import toolbox
+from builder.host.progress import Progress
 
 
 def test_without_root_the_error_says_what_to_install(tmp_path, monkeypatch):

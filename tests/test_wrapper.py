@@ -254,7 +254,7 @@ def test_with_only_the_toolbox_the_wrapper_finds_it_and_binds_any_host_folder(en
     needs no HPCML_APPTAINER, and a bind outside the working tree, /tmp and $HOME works."""
     import shutil
 
-    from builder.build import toolbox
+    from builder.host import toolbox
     expected = shutil.which("apptainer") or shutil.which("singularity") or str(toolbox.command())
     outside = Path("/srv") / f"hpcml-test-{os.getpid()}"
     outside.mkdir(parents=True)

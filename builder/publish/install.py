@@ -22,9 +22,9 @@ import time
 from pathlib import Path
 
 from .. import __version__, faults, resources
-from ..build.images import IMAGE_SUM, REPORT, built_image, image_lock, read_labels, ready_runtime
 from ..errors import CheckFailed, RecipeError
 from ..fileio import copy_hashed, sha256_file, write_atomic
+from ..host.images import IMAGE_SUM, REPORT, built_image, image_lock, read_labels, ready_runtime
 from ..invocation import hint
 from ..render.sitefile import GPU_FLAGS, render_site
 from .modulefile import Module, render_default, render_entry, render_lua, render_tcl
@@ -156,7 +156,7 @@ def _module(target, site, name, version, root, labels, smoke):
         machine = smoke.get("machine", {})
         tested = (f"passed {smoke.get('created', '?')} on {machine.get('nodes', '?')} node(s), "
                   f"{machine.get('ranks', '?')} ranks ({machine.get('device', '?')}); "
-                  f"report: {root}/smoke.json")
+                  f"report: {root}/{REPORT}")
     stack = ", ".join(f"{k} {v}" for k, v in versions)
     help_text = "\n".join([
         f"{name}/{version}: {target.description}",
@@ -203,7 +203,7 @@ def _assemble(staging, image, site, module, labels, files, target_name, report):
     recipe = json.loads(labels.get("recipe", "{}"))
     (staging / "recipe.json").write_text(json.dumps(recipe, indent=2, sort_keys=True) + "\n")
     if report is not None:
-        shutil.copyfile(report, staging / "smoke.json")
+        shutil.copyfile(report, staging / REPORT)
     # Both, with or without --tcl: a Tcl link left by an earlier publish never dangles.
     (staging / "module.lua").write_text(render_lua(module))
     (staging / "module.tcl").write_text(render_tcl(module))

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from ..errors import CheckFailed, RecipeError
 from ..fileio import sha256_file
+from ..host.images import REPORT
 from .placing import settle
 
 SUMS = "SHA256SUMS"
@@ -67,11 +68,11 @@ def verify(prefix, spec):
                             "it was published with")
     if manifest.get("smoke") == "passed":
         try:
-            verdict = json.loads((root / "smoke.json").read_text()).get("verdict")
+            verdict = json.loads((root / REPORT).read_text()).get("verdict")
         except (OSError, ValueError, AttributeError):
             verdict = None
         if verdict != "pass":
-            problems.append("smoke.json: no longer a passing report")
+            problems.append(f"{REPORT}: no longer a passing report")
     if problems:
         for problem in problems:
             print(f"FAIL {root}/{problem}")

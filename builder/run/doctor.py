@@ -3,10 +3,10 @@
 from pathlib import Path
 
 from .. import runner
-from ..build import hostinfo, space, toolbox
-from ..build.cache import cache_dir
-from ..build.images import installed_runtime
 from ..errors import ToolError
+from ..host import hostinfo, space, toolbox
+from ..host.cache import cache_dir
+from ..host.images import installed_runtime
 
 
 def report(tree, images):

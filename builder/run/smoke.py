@@ -5,9 +5,9 @@ import os
 from pathlib import Path
 
 from .. import resources, runner
-from ..build.images import IMAGE_SUM, REPORT, built_image, image_lock, ready_runtime
 from ..errors import CheckFailed
 from ..fileio import sha256_file, write_atomic
+from ..host.images import IMAGE_SUM, REPORT, built_image, image_lock, ready_runtime
 from ..render.sitefile import render_site
 
 SITE_FILE = "site.sh"   # the site's settings as the recipes say now, beside the report

@@ -4,14 +4,10 @@ import hashlib
 import json
 
 from ... import __version__
+from ...labels import LABEL_PREFIX
 from ...shell import cmd
 from ..parts import Part
 
-LABEL_PREFIX = "org.hpc-ml-containers"
-# Labels only the built image knows: the NCCL (RCCL) and CUDA (HIP) that came with torch, and
-# the oldest driver that CUDA runs on (runtime/smoke/labels.py); %post appends them to the
-# labels Apptainer writes.
-MEASURED = ("nccl.version", "cuda.runtime", "cuda.min_driver", "rccl.version", "rocm.hip")
 # `apptainer build` names the file in APPTAINER_LABELS, SingularityCE in SINGULARITY_LABELS
 _LABELS_FILE = '"${APPTAINER_LABELS:-${SINGULARITY_LABELS:-/dev/null}}"'
 # The labels a layer inherits from the one below; a debootstrap layer's name the build host's

@@ -13,7 +13,7 @@ from pathlib import Path
 from .. import runner
 from ..errors import RecipeError, ToolError
 from ..invocation import hint, program
-from ..render.blocks.provenance import LABEL_PREFIX, MEASURED
+from ..labels import LABEL_PREFIX, MEASURED
 from . import toolbox
 
 REPORT = "smoke.json"

@@ -22,14 +22,27 @@ from pathlib import Path
 from .. import __version__, runner
 from ..errors import ToolError
 from ..fileio import link_or_copy, write_atomic
+from ..host import cache, hostinfo, space
+from ..host.images import find_runtime, image_lock
 from ..render import runtime_wheel
 from ..render.blocks.build_host import SETTINGS
 from ..render.blocks.torch import DOWN_VARIABLE
 from ..render.definition import LAYERS, file_name
 from ..render.layer_sharing import LOWER, layer_owner, render_layers
 from ..render.parts import HOST_MOUNT, KEPT_DIR, KEPT_MOUNT
-from . import cache, hostinfo, indexes, space
-from .images import find_runtime, image_lock
+from . import indexes
+
+PARENTS = {"DEVEL": "devel", "BASE": "base"}          # build argument -> layer
+# paths that differ between machines; what they hold is in the key already (parent keys, the
+# runtime wheel's sha256 in the definition)
+PATH_ARGS = frozenset(PARENTS) | {runtime_wheel.BUILD_ARG}
+LAYER_PARENTS = {"devel": (), "base": ("devel",), "image": ("devel", "base")}
+# Layers that never leave this machine: the next layer unpacks them again, so compressing
+# them is time spent twice for nothing. Same content either way, so not part of the key.
+INTERMEDIATE = ("devel", "base")
+UNCOMPRESSED = "-noI -noD -noF -noX"      # no compression of inodes, data, fragments, xattrs
+WORK_PREFIX = "hpcml-build-"           # a build's work folder under the build space's tmp
+_KEPT_FOLDER = re.compile(rf"^kept={re.escape(KEPT_MOUNT)}/([A-Za-z0-9_.-]+)$", re.M)
 
 
 def build_key(text, args, parent_keys=(), shipped=False):
@@ -42,18 +55,6 @@ def build_key(text, args, parent_keys=(), shipped=False):
     if shipped:
         material["from_label"] = "file name"
     return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
-
-
-PARENTS = {"DEVEL": "devel", "BASE": "base"}          # build argument -> layer
-# paths that differ between machines; what they hold is in the key already (parent keys, the
-# runtime wheel's sha256 in the definition)
-PATH_ARGS = frozenset(PARENTS) | {runtime_wheel.BUILD_ARG}
-LAYER_PARENTS = {"devel": (), "base": ("devel",), "image": ("devel", "base")}
-# Layers that never leave this machine: the next layer unpacks them again, so compressing
-# them is time spent twice for nothing. Same content either way, so not part of the key.
-INTERMEDIATE = ("devel", "base")
-UNCOMPRESSED = "-noI -noD -noF -noX"      # no compression of inodes, data, fragments, xattrs
-_KEPT_FOLDER = re.compile(rf"^kept={re.escape(KEPT_MOUNT)}/([A-Za-z0-9_.-]+)$", re.M)
 
 
 def is_current(sif: Path, key: str) -> bool:
@@ -257,9 +258,6 @@ def _meta_path(sif):
     return sif.with_name(sif.name + ".json")
 
 
-WORK_PREFIX = "hpcml-build-"
-
-
 def _remove_stale_temps(images, where, name):
     # left behind only if the guard itself was killed; the lock says no build is running
     for stale in images.glob(f".{name}.*sif.tmp-*"):
@@ -305,13 +303,8 @@ def _indexes_down(urls, cafile, progress) -> list:
         if reason is None:
             continue
         down.append(url)
-        if url not in _REPORTED:
-            _REPORTED.add(url)
-            progress.step(f"pip index {url} does not answer ({reason}); this build leaves it out")
+        progress.once(f"pip index {url} does not answer ({reason}); this build leaves it out")
     return down
-
-
-_REPORTED = set()
 
 
 STEP_MARKERS = ("--- devel: ", "--- base: ", "--- build: ", "--- final: ", "--- test: ",

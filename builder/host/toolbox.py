@@ -1,5 +1,5 @@
 """An Apptainer for hosts that have none: a Debian trixie root under the user's cache with
-Apptainer from sid, entered through a mount namespace (see builder/build/toolbox-enter.sh).
+Apptainer from sid, entered through a mount namespace (see builder/host/toolbox-enter.sh).
 
 Provisioned once, reused, rebuilt when broken, removed with `python -m builder toolbox remove`.
 """

@@ -1,1 +1,0 @@
-"""Build: layers with Apptainer (or the toolbox), keyed and cached, written atomically."""
