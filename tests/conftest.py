@@ -12,6 +12,7 @@ ROOT = Path(__file__).resolve().parent.parent
 RECIPES = ROOT / "recipes"
 CONTAINERS = ROOT / "containers"
 GOLDEN = Path(__file__).resolve().parent / "golden"
+LMOD_INIT = Path("/usr/share/lmod/lmod/init/bash")      # Debian's lmod: sourced by a login shell
 # targets that render their own files; an alias (alias_of) names another target's image
 TARGETS = sorted(path.stem for path in (RECIPES / "targets").glob("*.yaml")
                  if "alias_of:" not in path.read_text())

@@ -5,9 +5,8 @@ import os
 import subprocess
 from pathlib import Path
 
-from conftest import run_builder
+from conftest import LMOD_INIT, run_builder
 
-LMOD_INIT = Path("/usr/share/lmod/lmod/init/bash")
 LMOD_DIR = Path("/usr/share/lmod/lmod/libexec")
 
 

@@ -48,11 +48,11 @@ class Twin:
         return " ".join(words)
 
     def partition_lines(self) -> list:
-        """The site's partitions, the first one not for tests the default; a site file that
-        names none gets the cluster's one default partition."""
+        """The site's partitions, the first one not for tests the default; none for a site
+        file that names none (the cluster's one default partition then)."""
         parts = self.site.partitions
         if not parts:
-            return ["PartitionName=batch Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES"]
+            return []
         default = next((p.name for p in parts if not p.test), parts[0].name)
         return [f"PartitionName={p.name} Nodes=ALL Default={'YES' if p.name == default else 'NO'} "
                 f"MaxTime={p.max_time} MaxNodes={p.max_nodes} State=UP OverSubscribe=YES"

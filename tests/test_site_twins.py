@@ -10,22 +10,20 @@ Neither HPCML_APPTAINER nor HPCML_SITE_FILE is set: the script finds the runtime
 wrapper and the image by itself, or the job fails."""
 
 import json
-import os
 import re
-import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
-from conftest import RECIPES, run_builder
+from conftest import LMOD_INIT, RECIPES, run_builder
 from slurm_jobs import C10D_NO_NAME, NEEDS_TWO_NODES, QUICK, wait_for
 
+from builder.fileio import link_or_copy
 from builder.shell import leading_variable
 
 pytestmark = NEEDS_TWO_NODES
-LMOD_INIT = Path("/usr/share/lmod/lmod/init/bash")
 # the site files of machines in service, each with the target built for it
 SITES = {"lumi": "lumi-rocm", "jean-zay": "a100-cuda", "jean-zay-v100": "v100-cuda",
          "jean-zay-h100": "h100-cuda", "karolina": "a100-cuda", "local": "cpu"}
@@ -83,10 +81,7 @@ class Submitting:
         where = (self.model.image_dir() if self.site.image_dir else folder / "images") / f"{self.target}.sif"
         if not where.exists():
             where.parent.mkdir(parents=True, exist_ok=True)
-            try:
-                os.link(self.cpu_image, where)
-            except OSError:
-                shutil.copyfile(self.cpu_image, where)
+            link_or_copy(self.cpu_image, where)
         return where
 
     def write(self, folder: Path, *options, program=QUICK):

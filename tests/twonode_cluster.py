@@ -150,11 +150,12 @@ class TwoNodes(Cluster):
             *(self.twin.cluster_lines() if self.twin else []),
             *(f"NodeName={node} NodeAddr={address} CPUs={self.cpus} {node_options}State=UNKNOWN"
               for node, address in self.addresses.items()),
-            *(self.twin.partition_lines() if self.twin else
+            *((self.twin and self.twin.partition_lines()) or
               ["PartitionName=test Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES"]),
         ]) + "\n")
-        if self.twin and self.twin.gres_conf():
-            (root / "gres.conf").write_text(self.twin.gres_conf())
+        gres = self.twin.gres_conf() if self.twin else ""
+        if gres:
+            (root / "gres.conf").write_text(gres)
         # PMIx's per-step client folders are named by job and step only: nodes that share
         # /tmp would collide, so each node sees a folder of its own at one path
         pmix = root / "pmix"

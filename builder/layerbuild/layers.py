@@ -29,7 +29,7 @@ from ..render.blocks.build_host import SETTINGS
 from ..render.blocks.torch import DOWN_VARIABLE
 from ..render.definition import LAYERS, file_name
 from ..render.layer_sharing import LOWER, layer_owner, render_layers
-from ..render.parts import HOST_MOUNT, KEPT_DIR, KEPT_MOUNT
+from ..render.parts import HOST_MOUNT, KEPT_DIR, KEPT_MOUNT, build_arg
 from . import indexes
 
 PARENTS = {"DEVEL": "devel", "BASE": "base"}          # build argument -> layer
@@ -69,12 +69,7 @@ def is_current(sif: Path, key: str) -> bool:
 
 def used_args(text: str, args: dict) -> dict:
     """The build arguments a definition uses; Apptainer refuses unused ones."""
-    return {name: value for name, value in args.items() if _placeholder(name) in text}
-
-
-def _placeholder(name: str) -> str:
-    """How a definition file names a build argument: {{ NAME }}."""
-    return "{{ " + name + " }}"
+    return {name: value for name, value in args.items() if build_arg(name) in text}
 
 
 def layer_keys(texts: dict, args: dict) -> dict:
@@ -174,7 +169,7 @@ def build_layer(runtime, text, sif, key, args, log_path, progress, packed=True, 
     try:
         definition = work / sif.name.replace(".sif", ".def")
         definition.write_text(text)
-        if _placeholder(runtime_wheel.BUILD_ARG) in text:
+        if build_arg(runtime_wheel.BUILD_ARG) in text:
             # under the work folder, which the toolbox can see; the .def checks its sha256
             wheel = runtime_wheel.current()
             wheel.write(work)

@@ -133,6 +133,7 @@ class RecipeTree:
                                                       f"transport: ofi, found {network.get('transport')}")
         cpu, runtime, scratch = data["cpu"], data["runtime"], data.get("scratch", {})
         multi, launcher, slurm = data.get("multi_node", {}), data.get("launcher", {}), data.get("slurm", {})
+        modules = data.get("modules", {})
         return Site(
             name=name, description=data["description"], gpu_vendor=gpu["vendor"],
             gpu_model=gpu.get("model", ""), archs=archs, wavefront_size=wavefront,
@@ -142,8 +143,7 @@ class RecipeTree:
             runtime=runtime["command"], runtime_path=runtime.get("path", ""),
             runtime_module=runtime.get("module", ""), image_dir=runtime.get("image_dir", ""),
             image_copy=runtime.get("image_copy", ""),
-            modules_purge=data.get("modules", {}).get("purge", False),
-            modules_load=tuple(data.get("modules", {}).get("load", ())),
+            modules_purge=modules.get("purge", False), modules_load=tuple(modules.get("load", ())),
             requires_job=runtime.get("requires_job", False),
             binds=tuple(data["binds"]), tmpdir=scratch.get("tmpdir", ""),
             node_local=scratch.get("node_local", ""), env=_pairs(data.get("env", {})),

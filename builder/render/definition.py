@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from .. import __version__
 from ..shell import cmd, export
 from .blocks import parts_by_layer
-from .parts import KEPT_MOUNT
+from .parts import KEPT_MOUNT, build_arg
 from .templating import templates
 
 LAYERS = ("devel", "base", "image")
@@ -58,7 +58,7 @@ def render_all(target, devel_text=None) -> dict:
     base.files = [(path, path) for p in base_parts for path in p.copy_from_build]
     _add_post(base, base_parts, "final")
 
-    top_build = StageText("build", "localimage", "{{ DEVEL }}")
+    top_build = StageText("build", "localimage", build_arg("DEVEL"))
     # %post exports do not persist in an image: repeat the devel layer's (venv PATH, archs)
     inherited = [export(k, v) for p in base_parts if p.stage == "build" for k, v in p.build_env]
     top_build.post = ["echo '--- build: devel environment'", *inherited]
@@ -66,7 +66,7 @@ def render_all(target, devel_text=None) -> dict:
     stages = {"devel": [devel]}
     own_devel = _render(target, "devel", stages)
     _add_post(top_build, top_parts, "build", starts_from=devel_text or own_devel)
-    image = StageText("final", "localimage", "{{ BASE }}", files_from="build")
+    image = StageText("final", "localimage", build_arg("BASE"), files_from="build")
     # the venv gains DeepSpeed and the extras in the build stage; swap it in whole
     image.files = [(target.venv, f"{target.venv}.new")]
     image.post = ["echo '--- final: venv'", cmd("rm", "-rf", target.venv),
@@ -83,7 +83,7 @@ def render_all(target, devel_text=None) -> dict:
         image.labels += [f"{key} {value}" for key, value in part.labels]
         image.help += part.help
 
-    stages.update(base=[StageText("devel", "localimage", "{{ DEVEL }}"), base],
+    stages.update(base=[StageText("devel", "localimage", build_arg("DEVEL")), base],
                   image=[top_build, image])
     return {"devel": own_devel, **{layer: _render(target, layer, stages) for layer in LAYERS[1:]}}
 

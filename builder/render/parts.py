@@ -9,6 +9,12 @@ KEPT_DIR = "kept"                      # one folder per kept step and inputs, un
 KEPT_MOUNT = f"{HOST_MOUNT}/{KEPT_DIR}"
 
 
+def build_arg(name: str) -> str:
+    """How a definition names a value given at build time (apptainer build --build-arg):
+    build_arg("DEVEL") -> "{{ DEVEL }}"."""
+    return "{{ " + name + " }}"
+
+
 @dataclass(frozen=True)
 class Kept:
     """A slow step whose output the builder keeps between builds and puts back when the step's

@@ -349,6 +349,8 @@ def _launch(p: Plan):
     if masks:
         p.why.append("CPU binding: the site's masks, nearest cores to each GPU (cpu.cpu_bind)")
     ranks = ["python", "-m", "launchenv", "--", "python", *program]
+    # the site's MPI plugin on every srun of ranks, whatever Slurm's default: MPI starts
+    mpi = [f"--mpi={site.slurm_mpi}"] if site.slurm_mpi != "none" else []
     nodes = request.nodes
     if request.stage:
         # the copies go when the script ends, not at the next job on each node
@@ -367,8 +369,6 @@ def _launch(p: Plan):
                     + f'--rdzv-backend=c10d --rdzv-endpoint="$rdzv_host:{RDZV_PORT}" ' + cmd(*program))
             p.why.append("launch torchrun: one task per node, c10d rendezvous on the first node")
     elif p.launch == "srun" or (p.launch == "deepspeed" and nodes > 1):
-        # the site's MPI plugin too, whatever Slurm's default: MPI in the program (mpi4py) starts
-        mpi = [f"--mpi={site.slurm_mpi}"] if site.slurm_mpi != "none" else []
         line = cmd(*SRUN, *mpi, *bind, *wrapper, *ranks)
         if p.launch == "deepspeed":
             p.why.append("launch deepspeed across nodes: the srun launch, ranks from launchenv; "
@@ -378,8 +378,8 @@ def _launch(p: Plan):
             p.why.append("launch srun: one task per rank, launchenv sets the ranks"
                          + (f"; --mpi={site.slurm_mpi} lets MPI in the program start" if mpi else ""))
     elif p.launch == "mpirun":
-        if site.slurm_mpi != "none":
-            line = cmd(*SRUN, f"--mpi={site.slurm_mpi}", *bind, *wrapper, *ranks)
+        if mpi:
+            line = cmd(*SRUN, *mpi, *bind, *wrapper, *ranks)
             p.why.append(f"launch mpirun: srun --mpi={site.slurm_mpi} starts the MPI ranks (hybrid model)")
         else:
             line = ('mpirun -np "$SLURM_NTASKS" ' + cmd("--map-by", f"ppr:{p.ranks_per_node}:node",
@@ -424,9 +424,9 @@ def script(p: Plan) -> str:
     exports.append(("OMP_NUM_THREADS", str(p.cores_per_rank)))
     # the ranks' output reaches the job's log as it is printed, not when a buffer fills
     exports.append(("PYTHONUNBUFFERED", "1"))
-    lines = [f"export {name}={quote(value)}" for name, value in exports]
-    if p.image:
-        lines.insert(0, f"export SING_IMAGE={path_value(p.image)}")
+    # the image first; its path may start with a site variable, expanded when the job runs
+    lines = [f"export SING_IMAGE={path_value(p.image)}"] if p.image else []
+    lines += [f"export {name}={quote(value)}" for name, value in exports]
     account_hint = "" if request.account or not site.account else site.account.example
     return templates.get_template("job.sh.j2").render(
         version=__version__, command=request.command_line(p.target.name), plan=p,

@@ -12,7 +12,7 @@ import json
 
 from ...shell import cmd, python_check
 from .. import runtime_wheel
-from ..parts import Part
+from ..parts import Part, build_arg
 from . import comm
 
 STAGING = "/opt/hpcml-runtime"
@@ -67,7 +67,7 @@ def parts(target):
             'rm -rf "$smoke_out"']
     return [
         Part(block="runtime", stage="build",
-             files=((f"{{{{ {runtime_wheel.BUILD_ARG} }}}}", staged),), post=tuple(post)),
+             files=((build_arg(runtime_wheel.BUILD_ARG), staged),), post=tuple(post)),
         Part(block="runtime", stage="final", test=tuple(test),
              help=("`import launchenv; launchenv.apply()` sets RANK, LOCAL_RANK, WORLD_SIZE, "
                    "LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT from torchrun, MPI or Slurm.",
