@@ -40,7 +40,7 @@ unit: $(VENV)/.installed
 # (hours on 2 cores; the layer and DeepSpeed-wheel caches make reruns short).
 # HEAVY=a100-cuda picks targets (pytest -k).
 test-heavy: setup
-	$(PY) -m pytest -m heavy $(if $(HEAVY),-k "$(HEAVY)") tests/test_cuda_images.py
+	$(PY) -m pytest -m heavy $(if $(HEAVY),-k "$(HEAVY)") tests/images/test_cuda_images.py
 
 # Renders the target's layers and builds images/$(TARGET).sif (running its %test); where no
 # apptainer or singularity is installed and we are root, provisions a toolbox first.
@@ -75,7 +75,7 @@ publish: setup
 # A Slurm cluster of two nodes on this machine (network namespaces n1 and n2, as the tests
 # use it), up until Enter; root only. Submit the scripts of `make jobscript SITE=local NODES=2`.
 two-nodes: setup
-	$(PY) tests/twonode_cluster.py
+	PYTHONPATH=tests $(PY) -m helpers.twonode_cluster
 
 doctor: setup
 	$(PY) -m builder doctor

@@ -27,12 +27,11 @@ sys.path.insert(0, str(ROOT))
 
 from builder.host.images import ready_runtime  # noqa: E402
 from builder.host.progress import Progress  # noqa: E402
-from builder.layerbuild import layers  # noqa: E402
+from builder.layerbuild import host_settings  # noqa: E402
 from builder.recipes.tree import RecipeTree  # noqa: E402
 from builder.render.blocks import deepspeed  # noqa: E402
-from builder.render.blocks.build_host import SETTINGS  # noqa: E402
-from builder.render.layer_sharing import render_layers  # noqa: E402
-from builder.render.parts import HOST_MOUNT  # noqa: E402
+from builder.render.layer_sharing import plan_layers  # noqa: E402
+from builder.render.parts import HOST_MOUNT, HOST_SETTINGS  # noqa: E402
 
 
 def script(way, version):
@@ -41,7 +40,7 @@ def script(way, version):
     if way == "serial":
         lines = [f"pip wheel --no-build-isolation --no-deps --no-cache-dir -w {deepspeed.WHEELS} "
                  f"deepspeed=={version}"]
-    return "\n".join(["set -eu", f". {SETTINGS}", *deepspeed.MAKE_TMP, """trap 'rm -rf "$ds_tmp"' EXIT""",
+    return "\n".join(["set -eu", f". {HOST_SETTINGS}", *deepspeed.MAKE_TMP, """trap 'rm -rf "$ds_tmp"' EXIT""",
                       *lines, f"ls -l {deepspeed.WHEELS}/deepspeed-*.whl"]) + "\n"
 
 
@@ -81,7 +80,7 @@ def main():
     work = Path(tempfile.mkdtemp(prefix="hpcml-ds-bench-"))
     try:
         # the host's CA bundle, pip indexes and wheels, as a build's %post gets them
-        layers._write_host_settings(work / "host", render_layers(tree, "cpu")["image"][1], Progress())
+        host_settings.write(work / "host", plan_layers(tree, "cpu")["image"].pip_indexes, Progress())
         pairs = []
         for _ in range(options.rounds):              # interleaved, so drift hits both ways
             pairs.append((compile_once(runtime, devel, target, env, work / "host", "parallel"),

@@ -14,6 +14,7 @@ layers'.
 """
 
 import argparse
+import dataclasses
 import shutil
 import sys
 import tempfile
@@ -26,9 +27,10 @@ sys.path.insert(0, str(ROOT))
 from builder.host import hostinfo  # noqa: E402
 from builder.host.images import find_runtime  # noqa: E402
 from builder.host.progress import Progress  # noqa: E402
-from builder.layerbuild import layers  # noqa: E402
+from builder.layerbuild import layers, store  # noqa: E402
 from builder.recipes.tree import RecipeTree  # noqa: E402
-from builder.render.layer_sharing import render_layers  # noqa: E402
+from builder.render.layer_sharing import plan_layers  # noqa: E402
+from builder.render.plan import LayerPlan  # noqa: E402
 
 QUICK_BASE = """Bootstrap: scratch
 
@@ -43,10 +45,11 @@ org.hpc-ml-containers.bench layer_bench --quick
 """
 
 
-def timed_layer(runtime, text, sif, args, log, packed):
+def timed_layer(runtime, plan, sif, args, log):
     started = time.monotonic()
-    layers.build_layer(runtime, text, sif, layers.build_key(text, args), layers.used_args(text, args), log,
-                       Progress(), packed=packed, owner="cpu")
+    args = store.used_args(plan, args)
+    layers.build_layer(layers.LayerBuild(plan=plan, runtime=runtime, sif=sif, key=store.build_key(plan.text, args),
+                                         args=args, log=log), Progress())
     return time.monotonic() - started
 
 
@@ -61,23 +64,25 @@ def main():
         sys.exit(f"{devel} is missing; run: make build")
     tree = RecipeTree(ROOT / "recipes")
     target = tree.target("cpu")
-    texts = {layer: text for layer, (_, text) in render_layers(tree, "cpu").items()}
+    plans = plan_layers(tree, "cpu")
     if options.quick:
-        texts = {"base": QUICK_BASE, "image": QUICK_IMAGE}
+        plans = {"base": LayerPlan("base", "cpu", QUICK_BASE),
+                 "image": LayerPlan("image", "cpu", QUICK_IMAGE, build_args=("BASE",), parents=("base",))}
         print("quick mode: tiny base and image definitions (not the layers' figures)", flush=True)
     runtime, _ = find_runtime(target.sites[0], Progress(), options.images)
     mirror = {"MIRROR": hostinfo.debian_mirror()}
     work = Path(tempfile.mkdtemp(prefix="hpcml-layer-bench-", dir=options.images))
     try:
         rows = []
-        for packed in (True, False):
-            name = "packed" if packed else "uncompressed"
+        # a layer is written uncompressed when the plan says it is intermediate (base), packed
+        # when it ships (image): the same base plan, once as each
+        for name, base_plan in (("packed", dataclasses.replace(plans["base"], layer="image")),
+                                ("uncompressed", plans["base"])):
             base = work / f"base-{name}.sif"
-            base_s = timed_layer(runtime, texts["base"], base, dict(mirror, DEVEL=str(devel)),
-                                 work / f"base-{name}.log", packed)
+            base_s = timed_layer(runtime, base_plan, base, dict(mirror, DEVEL=str(devel)), work / f"base-{name}.log")
             image = work / f"image-{name}.sif"
-            image_s = timed_layer(runtime, texts["image"], image, {"DEVEL": str(devel), "BASE": str(base)},
-                                  work / f"image-{name}.log", True)
+            image_s = timed_layer(runtime, plans["image"], image, {"DEVEL": str(devel), "BASE": str(base)},
+                                  work / f"image-{name}.log")
             rows.append((name, base_s, base.stat().st_size, image_s))
             print(f"{name:<13} base {base_s:6.1f} s, {base.stat().st_size / 1e6:6.1f} MB; "
                   f"image on it {image_s:6.1f} s", flush=True)

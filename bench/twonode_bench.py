@@ -1,5 +1,5 @@
 """Figures for two-node jobs, on the test cluster of two Slurm nodes in network namespaces
-(tests/twonode_cluster.py; needs root), the CPU image and gloo:
+(tests/helpers/twonode_cluster.py; needs root), the CPU image and gloo:
 
 1. launch: per launch mode (torchrun, srun, mpirun, deepspeed) with 1 and 2 ranks per node,
    seconds from sbatch to all ranks joined (the smoke report's first line appears in the log)
@@ -172,7 +172,7 @@ def main():
     if os.geteuid() != 0:
         print("error: twonode_bench: the two-node cluster needs root", file=sys.stderr)
         return 2
-    from twonode_cluster import TwoNodes
+    from helpers.twonode_cluster import TwoNodes
 
     from builder.host import toolbox
     image = args.image.resolve()

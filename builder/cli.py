@@ -18,7 +18,7 @@ from .host.images import image_facts
 from .invocation import program
 from .recipes.tree import RecipeTree
 from .render import runtime_wheel
-from .render.layer_sharing import render_layers
+from .render.layer_sharing import plan_layers
 from .render.sitefile import render_site
 
 
@@ -188,7 +188,7 @@ def _parser():
     cmd.add_argument("--launch", help="torchrun, srun, mpirun or deepspeed (default: the site's); "
                      "deepspeed is DeepSpeed's launcher on one node and, across nodes, the srun "
                      "launch (ranks from launchenv; no DeepSpeed launcher or MPI discovery)")
-    cmd.add_argument("--time", default="01:00:00", help="wall time limit (default: 01:00:00)")
+    cmd.add_argument("--time", help="wall time limit (default: the site's slurm.time, else 01:00:00)")
     cmd.add_argument("--account", help="the project to bill (the site's form, e.g. abc@a100)")
     cmd.add_argument("--partition", help="default: the first of the site's that fits")
     cmd.add_argument("--qos", help="default: the first of the site's that fits (a test QoS, such as "
@@ -271,16 +271,18 @@ def cmd_list(args):
         print(f"  {name:<13} alias of {real}")
     print("sites:")
     for name, site in sorted(tree.sites.items()):
-        gpus = f"{site.gpus_per_node}x {site.gpu_model} ({','.join(site.archs)})" if site.archs else "no GPU"
+        gpus = f"{site.gpu.per_node}x {site.gpu.model} ({','.join(site.gpu.arch)})" if site.gpu.arch else "no GPU"
         retired = f" (retired {site.retired})" if site.retired else ""
-        print(f"  {name:<13} {gpus:<28} {site.runtime:<11} {site.description}{retired}")
+        print(f"  {name:<13} {gpus:<28} {site.runtime.command:<11} {site.description}{retired}")
     for name, error in sorted(tree.broken_sites.items()):
         print(f"  {name:<13} broken: {error}")
 
 
 def cmd_show(args):
-    target = RecipeTree(args.recipes).target(args.target)
-    shown = dict(target.resolved, site_facts={site.name: site.data for site in target.sites})
+    tree = RecipeTree(args.recipes)
+    target = tree.target(args.target)
+    # the site files as written, beside what the image is made of
+    shown = dict(target.resolved, site_facts={site.name: tree.site_docs[site.name].data for site in target.sites})
     measured = image_facts(target, Path(args.images))
     if measured:
         shown["built_image"] = measured
@@ -295,8 +297,8 @@ def cmd_render(args):
         tree.require_all_valid()
     names = sorted(tree.targets) if args.all else args.targets
     out = Path(args.out)
-    texts = {out / file: text for name in names                           # all of it, before writing
-             for file, text in render_layers(tree, name).values()}
+    texts = {out / plan.file_name: plan.text for name in names            # all of it, before writing
+             for plan in plan_layers(tree, name).values()}
     if args.all:
         texts.update(site_files(tree, Path(args.sites_out)))
     if out.exists() and not out.is_dir():
@@ -330,7 +332,7 @@ def cmd_jobscript(args):
     from .run import jobscript
     request = jobscript.Request(
         site=args.site or "", nodes=args.nodes, gpus=args.gpus or 0,
-        tasks_per_node=args.tasks_per_node or 0, launch=args.launch or "", time=args.time,
+        tasks_per_node=args.tasks_per_node or 0, launch=args.launch or "", time=args.time or "",
         account=args.account or "", partition=args.partition or "", qos=args.qos or "",
         binds=tuple(args.bind),
         stage=tuple(args.stage), image=args.image or "", wrapper=args.wrapper or "",
@@ -404,8 +406,8 @@ def cmd_check(args):
     problems = []
     expected = set()
     for name in sorted(tree.targets):
-        for file, text in render_layers(tree, name).values():
-            path = out / file
+        for plan in plan_layers(tree, name).values():
+            path, text = out / plan.file_name, plan.text
             if path.name in expected:
                 continue                                # a shared layer, checked already
             expected.add(path.name)

@@ -12,6 +12,8 @@ of a file system that lacks an operation. Nothing sets these variables in normal
 import os
 import signal
 
+from . import contract
+
 STEPS = (
     "publish:staged",            # the new version's folder assembled beside its place
     "publish:linked",            # its module files link to its place (dangling for a new one)
@@ -29,9 +31,9 @@ def point(name: str):
     """Die here by SIGKILL when HPCML_KILL_AT names this step."""
     if name not in STEPS:                  # a misspelt step would never fire
         raise ValueError(f"unknown fault point {name!r}")
-    if os.environ.get("HPCML_KILL_AT") == name:
+    if os.environ.get(contract.KILL_AT) == name:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
 def no_rename_exchange() -> bool:
-    return os.environ.get("HPCML_NO_RENAME_EXCHANGE") == "1"
+    return os.environ.get(contract.NO_RENAME_EXCHANGE) == "1"

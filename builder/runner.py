@@ -12,10 +12,10 @@ import threading
 import time
 from importlib import resources
 
+from . import contract
 from .errors import RecipeError, ToolError
 
 PR_SET_PDEATHSIG = 1
-STOP_GRACE_VARIABLE = "HPCML_STOP_GRACE"
 STOP_GRACE_S = 10       # TERM to KILL: time for apptainer to remove its own temporary folders
 STOP_MARGIN_S = 20      # past the guard's grace: its own cleanup (rm -rf of a build's work files)
 KILL_WAIT_S = 5         # a KILLed process ends at once, unless stuck in the kernel (hung I/O)
@@ -115,11 +115,11 @@ def run_attached(argv, *, env=None, timeout=None, grace=None):
 def stop_grace(env=None):
     """Seconds a stopped command has between TERM and KILL: HPCML_STOP_GRACE from ``env``
     (default: this process's environment), else STOP_GRACE_S."""
-    value = (os.environ if env is None else env).get(STOP_GRACE_VARIABLE, "")
+    value = (os.environ if env is None else env).get(contract.STOP_GRACE, "")
     if not value:
         return STOP_GRACE_S
     if not re.fullmatch(r"[0-9]{1,5}", value):     # the guard accepts the same, no more
-        raise RecipeError(f"{STOP_GRACE_VARIABLE}={value!r}: expected a whole number of seconds")
+        raise RecipeError(f"{contract.STOP_GRACE}={value!r}: expected a whole number of seconds")
     return int(value)
 
 

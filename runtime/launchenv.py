@@ -32,7 +32,7 @@ or not below the world size, a node list it cannot read, a port out of range), o
 than one node, a MASTER_ADDR that does not resolve on this node. detect() and apply() raise
 LaunchError for the same. A CMD that cannot be started: one line, exit status 127 (not found)
 or 126, as env(1) does.
-Standard library only: it runs in any image.
+Standard library only (and hpcml_contract, installed beside it): it runs in any image.
 """
 
 import itertools
@@ -42,8 +42,9 @@ import socket
 import sys
 from dataclasses import dataclass
 
+import hpcml_contract as contract
+
 VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
-SOURCE_VARIABLE = "HPCML_LAUNCHED_BY"
 
 
 class LaunchError(RuntimeError):
@@ -177,7 +178,7 @@ def _ranks(env):
         local_name = "LOCAL_WORLD_SIZE" if env.get("LOCAL_WORLD_SIZE") else "LOCAL_SIZE"
         local_world = read(local_name) if env.get(local_name) else world
         # set by `python -m launchenv --`, which found them: the launcher behind the variables
-        source = env.get(SOURCE_VARIABLE, "env")
+        source = env.get(contract.LAUNCHED_BY, "env")
         return source, read("RANK"), read("LOCAL_RANK"), world, local_world
     if "OMPI_COMM_WORLD_RANK" in env:
         return ("openmpi", read("OMPI_COMM_WORLD_RANK"), read("OMPI_COMM_WORLD_LOCAL_RANK"),
@@ -240,7 +241,7 @@ def _port(env, one_step):
         if not re.fullmatch(r"[0-9]{1,5}", port) or not 0 < int(port) < 65536:
             raise LaunchError(f"MASTER_PORT={port!r} is not a port number; expected 1 to 65535")
         return int(port)
-    base = _integer(env, "HPCML_MASTER_PORT_BASE", 10000)
+    base = _integer(env, contract.MASTER_PORT_BASE, 10000)
     job_var = next((v for v in ("SLURM_JOB_ID", "OMPI_MCA_ess_base_jobid") if env.get(v)), None)
     if job_var is None:
         return 29500                                # torch's own default: one job on the node
@@ -260,7 +261,7 @@ def _port(env, one_step):
         step = _integer(env, "OMPI_MCA_ess_base_jobid", 0) % 10
     port = base + job % 2000 * 10 + step
     if not 0 < port < 65536:
-        raise LaunchError(f"HPCML_MASTER_PORT_BASE={base} gives port {port} for {job_var}={job}, "
+        raise LaunchError(f"{contract.MASTER_PORT_BASE}={base} gives port {port} for {job_var}={job}, "
                           "not a port number; expected a base from 1 to 45536")
     return port
 
@@ -326,7 +327,7 @@ def main(argv=None):
         print("error: launchenv: " + " ".join(str(error).splitlines()), file=sys.stderr)
         return 2
     if len(argv) > 1:
-        os.environ.setdefault(SOURCE_VARIABLE, launch.source)
+        os.environ.setdefault(contract.LAUNCHED_BY, launch.source)
         try:
             os.execvp(argv[1], argv[1:])
         except OSError as error:                   # as env(1): 127 not found, 126 not runnable

@@ -113,7 +113,7 @@ def apptainer(cpu_image):
 @pytest.fixture(scope="session")
 def slurm(tmp_path_factory):
     """A real one-node Slurm cluster (munged, slurmctld, slurmd) with private ports."""
-    from slurm_cluster import Cluster
+    from helpers.slurm_cluster import Cluster
     cluster = Cluster(tmp_path_factory.mktemp("slurm")).start()
     yield cluster
     cluster.stop()
@@ -121,7 +121,7 @@ def slurm(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def two_nodes(tmp_path_factory):
-    from twonode_cluster import TwoNodes
+    from helpers.twonode_cluster import TwoNodes
     cluster = TwoNodes(tmp_path_factory.mktemp("two-nodes"))
     try:
         yield cluster.start()

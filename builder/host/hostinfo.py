@@ -5,7 +5,7 @@ import re
 from functools import cache
 from pathlib import Path
 
-from .. import runner
+from .. import contract, runner
 from ..errors import ToolError
 
 CAP_SYS_RESOURCE = 24
@@ -13,8 +13,8 @@ CAP_SYS_RESOURCE = 24
 
 def debian_mirror() -> str:
     """The host's Debian mirror URI (HPCML_MIRROR overrides), read from its apt sources."""
-    if os.environ.get("HPCML_MIRROR"):
-        return os.environ["HPCML_MIRROR"].rstrip("/")
+    if os.environ.get(contract.MIRROR):
+        return os.environ[contract.MIRROR].rstrip("/")
     candidates = []
     for path in sorted(Path("/etc/apt/sources.list.d").glob("*.sources")):
         for stanza in path.read_text(errors="replace").split("\n\n"):
@@ -30,7 +30,7 @@ def debian_mirror() -> str:
     for uri in candidates:
         if uri.rstrip("/").endswith("/debian"):
             return uri.rstrip("/")
-    raise ToolError("no Debian mirror found in /etc/apt/sources.list(.d); set HPCML_MIRROR "
+    raise ToolError(f"no Debian mirror found in /etc/apt/sources.list(.d); set {contract.MIRROR} "
                     "to a Debian mirror URL")
 
 

@@ -1,6 +1,7 @@
 """What build, smoke, publish and doctor share about images on this machine: the Apptainer
-that runs them, which image and site a command means, the smoke report's file names and the
-image's own labels. A low-level module: it imports none of the commands that use it."""
+that runs them, which image and site a command means, the checksum file beside the smoke
+report (the report's own name is in the contract) and the image's own labels. A low-level
+module: it imports none of the commands that use it."""
 
 import fcntl
 import json
@@ -10,20 +11,19 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import runner
+from .. import contract, runner
 from ..errors import RecipeError, ToolError
 from ..invocation import hint, program
 from ..labels import LABEL_PREFIX, MEASURED
 from . import toolbox
 
-REPORT = "smoke.json"
 IMAGE_SUM = "image.sha256"   # sha256sum's format: `sha256sum IMAGE > DIR/image.sha256` by hand
 
 
 def installed_runtime(site):
     """HPCML_APPTAINER, the site's runtime path (when a site is given), apptainer or
     singularity: the first found."""
-    wanted = [os.environ.get("HPCML_APPTAINER"), site and site.runtime_path, "apptainer", "singularity"]
+    wanted = [os.environ.get(contract.APPTAINER), site and site.runtime.path, "apptainer", "singularity"]
     return next(filter(None, map(shutil.which, filter(None, wanted))), None)
 
 

@@ -4,10 +4,9 @@ pip retries an index that does not answer five times for every package it looks 
 air-gapped or proxied host that is minutes of a build spent on warnings. The builder asks each
 index once, up front (one request, a short timeout), and leaves out the ones that fail: from
 the host settings it passes to %post, and, through HPCML_PIP_INDEXES_DOWN, from the recipe's
-own `--extra-index-url` lines (see render.blocks.torch).
+own `--extra-index-url` lines (see render.blocks.torch); the layer plan names those.
 """
 
-import re
 import ssl
 import urllib.error
 import urllib.request
@@ -16,12 +15,6 @@ from functools import cache
 TIMEOUT_S = 10
 # pip retries these statuses; anything else means the index is there (a 404 fails fast)
 _RETRIED = {500, 502, 503, 504, 520, 527}
-_IN_DEFINITION = re.compile(r"--(?:extra-)?index-url[= ]+(https?://[^\s'\"]+)")
-
-
-def named_in(text: str) -> list:
-    """The web indexes a definition names on pip command lines, in order, each once."""
-    return list(dict.fromkeys(_IN_DEFINITION.findall(text)))
 
 
 @cache

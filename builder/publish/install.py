@@ -21,10 +21,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from .. import __version__, faults, resources
+from .. import __version__, contract, faults, resources
 from ..errors import CheckFailed, RecipeError
 from ..fileio import copy_hashed, sha256_file, write_atomic
-from ..host.images import IMAGE_SUM, REPORT, built_image, image_lock, read_labels, ready_runtime
+from ..host.images import IMAGE_SUM, built_image, image_lock, read_labels, ready_runtime
 from ..invocation import hint
 from ..render.sitefile import GPU_FLAGS, render_site
 from .modulefile import Module, render_default, render_entry, render_lua, render_tcl
@@ -66,11 +66,11 @@ def publish(tree, target_name, *, prefix, name, version, site, images: Path, smo
             staging = Path(tempfile.mkdtemp(prefix=f".{version}.partial-", dir=root.parent))
             try:
                 module = _module(target, site, name, version, root, labels, smoke)
-                report = None if smoke is None else smoke_dir / REPORT
+                report = None if smoke is None else smoke_dir / contract.SMOKE_REPORT
                 checksum = _assemble(staging, image, site, module, labels, files, target_name,
                                      report)
                 if smoke is not None and tested != checksum:
-                    raise CheckFailed(f"{smoke_dir / REPORT}: the report is of another image (sha256 "
+                    raise CheckFailed(f"{smoke_dir / contract.SMOKE_REPORT}: the report is of another image (sha256 "
                                       f"{tested[:12] or 'not recorded'}, {image} has {checksum[:12]}); "
                                       "run the smoke tests on this build")
                 faults.point("publish:staged")
@@ -125,7 +125,7 @@ def _check_prefix(prefix) -> Path:
 
 def _passed_report(smoke_dir: Path, image: Path):
     """(the report, the sha256 of the image it tested, or "" where none was recorded)"""
-    report, recorded = smoke_dir / REPORT, smoke_dir / IMAGE_SUM
+    report, recorded = smoke_dir / contract.SMOKE_REPORT, smoke_dir / IMAGE_SUM
     smoke = hint(f"make smoke TARGET={image.stem}", f"smoke {image.stem} --images {image.parent}")
     hint_text = f"run `{smoke}` (in a job on the site's GPU nodes), or publish with --skip-smoke"
     if not report.is_file():
@@ -156,7 +156,7 @@ def _module(target, site, name, version, root, labels, smoke):
         machine = smoke.get("machine", {})
         tested = (f"passed {smoke.get('created', '?')} on {machine.get('nodes', '?')} node(s), "
                   f"{machine.get('ranks', '?')} ranks ({machine.get('device', '?')}); "
-                  f"report: {root}/{REPORT}")
+                  f"report: {root}/{contract.SMOKE_REPORT}")
     stack = ", ".join(f"{k} {v}" for k, v in versions)
     help_text = "\n".join([
         f"{name}/{version}: {target.description}",
@@ -167,7 +167,7 @@ def _module(target, site, name, version, root, labels, smoke):
         "  singularity_wrapper exec|run|shell ...   any command, with the site's binds",
         "In a job: srun singularity_wrapper exec torchrun ... (or srun python ...)",
         "Project data: export SING_BIND=/path/to/data   (comma-separated)",
-        "Extra Python packages: pip install PKG   (into $HPCML_USER_BASE, default",
+        f"Extra Python packages: pip install PKG   (into ${contract.USER_BASE}, default",
         f"  ~/.local/hpcml/{name}/{version}; the image itself is read-only)",
         "",
         f"Inside: {stack}",
@@ -175,16 +175,16 @@ def _module(target, site, name, version, root, labels, smoke):
         f"Recipe sha256: {recipe_sha} (full recipe: {root}/recipe.json)",
         f"Smoke tests: {tested}",
         f"Check the files: python -m builder verify --prefix {root.parent.parent} {name}/{version}",
-        *([f"Host MPI: {site.mpi_host} ({site.mpi_abi} ABI, the image's too)"] if site.mpi_host else []),
+        *([f"Host MPI: {site.mpi.host} ({site.mpi.abi} ABI, the image's too)"] if site.mpi.host else []),
         *(f"Note: {note}" for note in site.notes),
     ])
     whatis = (f"Name: {name}", f"Version: {version}", f"Description: {target.description}",
               f"Versions: {stack}", f"Built: {built}; recipe sha256 {recipe_sha}",
               "Smoke tests: " + ("NOT RUN (--skip-smoke)" if smoke is None else "passed"))
-    runtime, slurm_mpi = site.runtime, site.slurm_mpi
+    runtime, slurm_mpi = site.runtime.command, site.mpi.slurm_mpi
     return Module(name=name, version=version, root=str(root), site=site.name,
                   description=target.description, help_text=help_text, whatis=whatis,
-                  gpu_flag=GPU_FLAGS[site.gpu_vendor],
+                  gpu_flag=GPU_FLAGS[site.gpu.vendor],
                   slurm_mpi="" if slurm_mpi == "none" else slurm_mpi,
                   container_env=container_env, env_prefix=f"{runtime.upper()}ENV_")
 
@@ -203,7 +203,7 @@ def _assemble(staging, image, site, module, labels, files, target_name, report):
     recipe = json.loads(labels.get("recipe", "{}"))
     (staging / "recipe.json").write_text(json.dumps(recipe, indent=2, sort_keys=True) + "\n")
     if report is not None:
-        shutil.copyfile(report, staging / REPORT)
+        shutil.copyfile(report, staging / contract.SMOKE_REPORT)
     # Both, with or without --tcl: a Tcl link left by an earlier publish never dangles.
     (staging / "module.lua").write_text(render_lua(module))
     (staging / "module.tcl").write_text(render_tcl(module))

@@ -13,9 +13,9 @@ import json
 import os
 from pathlib import Path
 
+from .. import contract
 from ..errors import CheckFailed, RecipeError
 from ..fileio import sha256_file
-from ..host.images import REPORT
 from .placing import settle
 
 SUMS = "SHA256SUMS"
@@ -68,11 +68,11 @@ def verify(prefix, spec):
                             "it was published with")
     if manifest.get("smoke") == "passed":
         try:
-            verdict = json.loads((root / REPORT).read_text()).get("verdict")
+            verdict = json.loads((root / contract.SMOKE_REPORT).read_text()).get("verdict")
         except (OSError, ValueError, AttributeError):
             verdict = None
         if verdict != "pass":
-            problems.append(f"{REPORT}: no longer a passing report")
+            problems.append(f"{contract.SMOKE_REPORT}: no longer a passing report")
     if problems:
         for problem in problems:
             print(f"FAIL {root}/{problem}")

@@ -1,6 +1,6 @@
 """How a target that `extends:` another is combined with it.
 
-Rules (documented in docs/recipes.md and tested in tests/test_merge.py):
+Rules (documented in docs/recipes.md and tested in tests/builder/recipes/test_merge.py):
 1. Mappings merge key by key, recursively; a key only in the base is kept.
 2. Every other value (text, number, boolean, list) in the child replaces the base's value
    whole; lists are never concatenated, so a child can always shorten one.

@@ -12,17 +12,17 @@ Each stage gets at most one section of each kind, with an echoed banner per bloc
 may build on another's devel and base layers (layer_sharing.py).
 """
 
+import dataclasses
 import hashlib
 from dataclasses import dataclass, field
 
 from .. import __version__
 from ..shell import cmd, export
 from .blocks import parts_by_layer
+from .blocks.torch import arch_env as _arch_env
 from .parts import KEPT_MOUNT, build_arg
+from .plan import LAYERS, MIRROR_ARG, PARENT_ARGS, LayerPlan, file_name
 from .templating import templates
-
-LAYERS = ("devel", "base", "image")
-FILE_SUFFIX = {"devel": ".devel.def", "base": ".base.def", "image": ".def"}
 
 
 @dataclass
@@ -38,15 +38,46 @@ class StageText:
     runscript: list = field(default_factory=list)
     labels: list = field(default_factory=list)
     help: list = field(default_factory=list)
+    # what the build needs to know, gathered while the text is made (never read back from it)
+    args: set = field(default_factory=set)             # build arguments the stage uses
+    kept: list = field(default_factory=list)           # its kept steps' folder names
+    pip_indexes: list = field(default_factory=list)    # web indexes its pip lines name
+
+    def __post_init__(self):
+        if self.bootstrap == "debootstrap":
+            self.args.add(MIRROR_ARG)
+
+    @classmethod
+    def from_layer(cls, name, layer, **fields):
+        """A stage that starts from another layer of this target, named by a build argument."""
+        arg = next(arg for arg, parent in PARENT_ARGS.items() if parent == layer)
+        return cls(name, "localimage", build_arg(arg), args={arg}, **fields)
+
+    def take(self, part):
+        """The build facts of a part rendered into this stage."""
+        self.args.update(part.build_args)
+        self.pip_indexes += [url for url in part.pip_indexes if url not in self.pip_indexes]
 
 
-def file_name(target_name, layer):
-    return target_name + FILE_SUFFIX[layer]
+def lower_layer_parts(target) -> tuple:
+    """What the devel and base layers are made of: the stages they start from and the parts
+    as far as those layers hold them (environment, tests, runscript, labels and help go to
+    the image layer), with the GPU arch list left out: torch's wheel is built already, and
+    the image layer exports the archs again where DeepSpeed compiles for them."""
+    masked = {name for name, _ in _arch_env(target)}
+
+    def held(part):
+        build_env = tuple((k, "(archs)" if k in masked else v) for k, v in part.build_env)
+        return dataclasses.replace(part, build_env=build_env, env=(), test=(), runscript=(),
+                                   labels=(), help=())
+    build, final = target.stage("build"), target.stage("final")
+    return ((build.bootstrap, build.image), (final.bootstrap, final.image),
+            tuple(held(part) for part in parts_by_layer(target)["base"]))
 
 
 def render_all(target, devel_text=None) -> dict:
-    """{layer: definition text} for the three layers of a target. devel_text: the devel layer
-    the image layer builds on when it is another target's (layer_sharing)."""
+    """{layer: LayerPlan} for the three layers of a target. devel_text: the devel layer the
+    image layer builds on when it is another target's (layer_sharing)."""
     layers = parts_by_layer(target)
     base_parts, top_parts = layers["base"], layers["top"]
     build, final = target.stage("build"), target.stage("final")
@@ -58,15 +89,18 @@ def render_all(target, devel_text=None) -> dict:
     base.files = [(path, path) for p in base_parts for path in p.copy_from_build]
     _add_post(base, base_parts, "final")
 
-    top_build = StageText("build", "localimage", build_arg("DEVEL"))
+    top_build = StageText.from_layer("build", "devel")
     # %post exports do not persist in an image: repeat the devel layer's (venv PATH, archs)
     inherited = [export(k, v) for p in base_parts if p.stage == "build" for k, v in p.build_env]
     top_build.post = ["echo '--- build: devel environment'", *inherited]
-    top_build.files = [file for p in top_parts if p.stage == "build" for file in p.files]
+    for part in top_parts:
+        if part.stage == "build" and part.files:
+            top_build.files += part.files
+            top_build.take(part)
     stages = {"devel": [devel]}
-    own_devel = _render(target, "devel", stages)
+    own_devel = _render(target, "devel", stages).text
     _add_post(top_build, top_parts, "build", starts_from=devel_text or own_devel)
-    image = StageText("final", "localimage", build_arg("BASE"), files_from="build")
+    image = StageText.from_layer("final", "base", files_from="build")
     # the venv gains DeepSpeed and the extras in the build stage; swap it in whole
     image.files = [(target.venv, f"{target.venv}.new")]
     image.post = ["echo '--- final: venv'", cmd("rm", "-rf", target.venv),
@@ -83,15 +117,19 @@ def render_all(target, devel_text=None) -> dict:
         image.labels += [f"{key} {value}" for key, value in part.labels]
         image.help += part.help
 
-    stages.update(base=[StageText("devel", "localimage", build_arg("DEVEL")), base],
-                  image=[top_build, image])
-    return {"devel": own_devel, **{layer: _render(target, layer, stages) for layer in LAYERS[1:]}}
+    stages.update(base=[StageText.from_layer("devel", "devel"), base], image=[top_build, image])
+    return {layer: _render(target, layer, stages) for layer in LAYERS}
 
 
-def _render(target, layer, stages):
-    return templates.get_template("apptainer.def.j2").render(
+def _render(target, layer, stages) -> LayerPlan:
+    text = templates.get_template("apptainer.def.j2").render(
         version=__version__, target=target, layer=layer, stages=stages[layer],
-        file_name=file_name(target.name, layer))
+        file_name=file_name(target.name, layer), mirror=build_arg(MIRROR_ARG))
+    args = {arg for stage in stages[layer] for arg in stage.args}
+    return LayerPlan(layer=layer, owner=target.name, text=text, build_args=tuple(sorted(args)),
+                    parents=tuple(parent for arg, parent in PARENT_ARGS.items() if arg in args),
+                    kept=tuple(dict.fromkeys(k for stage in stages[layer] for k in stage.kept)),
+                    pip_indexes=tuple(dict.fromkeys(u for stage in stages[layer] for u in stage.pip_indexes)))
 
 
 def _add_post(stage, parts, which, starts_from=None):
@@ -105,20 +143,24 @@ def _add_post(stage, parts, which, starts_from=None):
         if part.kept:
             if starts_from is None:
                 raise ValueError(f"{part.block}: only build stages can keep a step's output")
-            body += _kept_step(part.kept, [starts_from, *os_lines, *body])
+            folder, lines = _kept_step(part.kept, [starts_from, *os_lines, *body])
+            stage.kept.append(folder)
+            body += lines
         body += part.post
         if body:
             # echoed, so a build log (and the build's progress lines) show the step
             stage.post += [f"echo '--- {stage.name}: {part.block}'"] + body
+            stage.take(part)
 
 
-def _kept_step(kept, inputs) -> list:
-    """The step, or its output put back from the builder's store when it holds one made from
-    the same inputs; the folder's name carries their hash, and `complete` marks a whole copy."""
+def _kept_step(kept, inputs) -> tuple:
+    """(folder name, lines): the step, or its output put back from the builder's store when it
+    holds one made from the same inputs; the folder's name carries their hash, and `complete`
+    marks a whole copy."""
     material = "\n".join([*inputs, *kept.build, "--save", *kept.save, "--restore", *kept.restore])
-    folder = f"{KEPT_MOUNT}/{kept.name}-{hashlib.sha256(material.encode()).hexdigest()[:16]}"
+    folder = f"{kept.name}-{hashlib.sha256(material.encode()).hexdigest()[:16]}"
     save = " && ".join([*kept.save, 'touch "$kept/complete"'])
-    return [f"kept={folder}",
+    return folder, [f"kept={KEPT_MOUNT}/{folder}",
             'if [ -e "$kept/complete" ]; then',
             f"    echo 'reusing {kept.name}, kept from a build with the same inputs'",
             *_indent(kept.restore),

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 HOST_MOUNT = "/mnt"
 KEPT_DIR = "kept"                      # one folder per kept step and inputs, under the mount
 KEPT_MOUNT = f"{HOST_MOUNT}/{KEPT_DIR}"
+HOST_SETTINGS = f"{HOST_MOUNT}/hpcml-build-host.sh"   # CA bundle and pip settings, sourced by %post
 
 
 def build_arg(name: str) -> str:
@@ -46,3 +47,5 @@ class Part:
     runscript: tuple = ()          # shell lines for %runscript
     labels: tuple = ()             # ((key, value), ...) for %labels
     help: tuple = ()               # lines for %help
+    build_args: tuple = ()         # names of the build arguments its lines use (build_arg)
+    pip_indexes: tuple = ()        # web indexes its pip lines name (the build checks each answers)

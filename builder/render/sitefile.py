@@ -7,6 +7,7 @@ here; the wrapper looks the variable up when it runs and never evaluates the tex
 
 import json
 
+from .. import contract
 from ..shell import quote
 
 GPU_FLAGS = {"nvidia": "--nv", "amd": "--rocm", "none": ""}
@@ -18,22 +19,22 @@ def render_site(site) -> str:
         f"# {site.name}: {site.description}",
         f"# Generated from recipes/sites/{site.name}.yaml by python -m builder render; do not edit.",
         "# shellcheck shell=bash disable=SC2034,SC2016  # read by singularity_wrapper; $VARS stay literal",
-        f"HPCML_SITE={quote(site.name)}",
-        f"HPCML_RUNTIME_PATH={quote(site.runtime_path)}",
+        f"{contract.SITE}={quote(site.name)}",
+        f"{contract.RUNTIME_PATH}={quote(site.runtime.path)}",
         "# the module that provides the runtime here, named when none is found",
-        f"HPCML_RUNTIME_MODULE={quote(site.runtime_module)}",
-        f"HPCML_GPU_FLAG={quote(GPU_FLAGS[site.gpu_vendor])}",
-        f"HPCML_REQUIRES_JOB={1 if site.requires_job else 0}",
-        _array("HPCML_BINDS", site.binds),
+        f"{contract.RUNTIME_MODULE}={quote(site.runtime.module)}",
+        f"{contract.GPU_FLAG}={quote(GPU_FLAGS[site.gpu.vendor])}",
+        f"{contract.REQUIRES_JOB}={1 if site.runtime.requires_job else 0}",
+        _array(contract.BINDS, site.binds),
         "# staged data (SING_STAGE) goes to the first of these that is set and exists",
-        _array("HPCML_STAGE_ROOTS", filter(None, (site.node_local, site.tmpdir))),
+        _array(contract.STAGE_ROOTS, filter(None, (site.scratch.node_local, site.scratch.tmpdir))),
         "# on jobs of more than one node only",
-        _array("HPCML_MULTI_NODE_BINDS", site.multi_node_binds_in_effect),
-        _array("HPCML_MULTI_NODE_ENV", (f"{name}={value}" for name, value in site.multi_node_env)),
-        _array("HPCML_MULTI_NODE_LIBRARY_PATH", site.multi_node_library_path_in_effect),
-        f"HPCML_MASTER_PORT_BASE={site.master_port_base}",
+        _array(contract.MULTI_NODE_BINDS, site.multi_node_binds_in_effect),
+        _array(contract.MULTI_NODE_ENV, (f"{name}={value}" for name, value in site.multi_node.env)),
+        _array(contract.MULTI_NODE_LIBRARY_PATH, site.multi_node_library_path_in_effect),
+        f"{contract.MASTER_PORT_BASE}={site.launcher.master_port_base}",
         "# what the smoke suite judges runs here against (python -m smoke reads it at run time)",
-        f"HPCML_SITE_FACTS={quote(facts)}",
+        f"{contract.SITE_FACTS}={quote(facts)}",
     ]
     return "\n".join(lines) + "\n"
 

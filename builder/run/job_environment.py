@@ -44,15 +44,15 @@ def environment(p):
             raise _error(f"--published {request.published}: {record['name']}/{record['version']} "
                          f"is {record['target']} for {record['site']}; this script is "
                          f"{p.target.name} on {site.name}")
-    if site.modules_purge:
+    if site.modules.purge:
         p.module_lines.append("module purge")
-    loads = list(site.modules_load)
-    if site.runtime_module:
-        loads.append(site.runtime_module)
-        p.why.append(f"module {site.runtime_module}: it provides {site.runtime} here (runtime.module)")
-    if p.launch == "mpirun" and site.slurm_mpi == "none" and site.mpi_host_module:
-        loads.append(site.mpi_host_module)
-        p.why.append(f"module {site.mpi_host_module}: the host's mpirun (mpi.host_module)")
+    loads = list(site.modules.load)
+    if site.runtime.module:
+        loads.append(site.runtime.module)
+        p.why.append(f"module {site.runtime.module}: it provides {site.runtime.command} here (runtime.module)")
+    if p.launch == "mpirun" and site.mpi.slurm_mpi == "none" and site.mpi.host_module:
+        loads.append(site.mpi.host_module)
+        p.why.append(f"module {site.mpi.host_module}: the host's mpirun (mpi.host_module)")
     if loads:
         p.module_lines.append(cmd("module", "load", *loads))
     if p.record:
@@ -62,14 +62,14 @@ def environment(p):
         p.why.append(f"module {module}: the published image and its singularity_wrapper (--published)")
     p.image = request.image
     if not p.image and not p.record:
-        p.image = (f"{site.image_dir}/{p.target.name}.sif" if site.image_dir
+        p.image = (f"{site.runtime.image_dir}/{p.target.name}.sif" if site.runtime.image_dir
                    else f"images/{p.target.name}.sif")
-    if site.image_dir and p.image and not _in_image_dir(p.image, site.image_dir):
-        copy = f" ({site.image_copy} IMAGE)" if site.image_copy else ""
-        raise _error(f"--image {p.image}: {site.name} runs images only from {site.image_dir}; copy "
-                     f"it there{copy} and give --image '{site.image_dir}/NAME.sif'")
-    if site.image_dir:
-        p.why.append(f"image from {site.image_dir}, expanded when the job runs (runtime.image_dir)")
+    if site.runtime.image_dir and p.image and not _in_image_dir(p.image, site.runtime.image_dir):
+        copy = f" ({site.runtime.image_copy} IMAGE)" if site.runtime.image_copy else ""
+        raise _error(f"--image {p.image}: {site.name} runs images only from {site.runtime.image_dir}; copy "
+                     f"it there{copy} and give --image '{site.runtime.image_dir}/NAME.sif'")
+    if site.runtime.image_dir:
+        p.why.append(f"image from {site.runtime.image_dir}, expanded when the job runs (runtime.image_dir)")
     p.wrapper = request.wrapper or ("singularity_wrapper" if p.record else str(resources.wrapper()))
 
 
@@ -87,7 +87,7 @@ def image_hint(p) -> str:
     """What the script says when the image is not where it looks."""
     if p.record:
         return f"the module {p.record['name']}/{p.record['version']} sets it"
-    if p.site.image_dir:
-        copy = f": {p.site.image_copy} {p.target.name}.sif" if p.site.image_copy else ""
-        return f"copy it into {p.site.image_dir} first{copy}"
+    if p.site.runtime.image_dir:
+        copy = f": {p.site.runtime.image_copy} {p.target.name}.sif" if p.site.runtime.image_copy else ""
+        return f"copy it into {p.site.runtime.image_dir} first{copy}"
     return f"build it with: make build TARGET={p.target.name}, or give --image"

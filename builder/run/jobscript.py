@@ -3,8 +3,8 @@
 Everything comes from the site file: the GPU request in the site's own form (gres with a GPU
 type, or --gpus-per-node), the first partition in the site's order of preference that fits
 (test partitions only when named), cores per task from the cores per GPU, memory by the
-site's rule, its CPU masks, QoS, constraint and extra sbatch options. The training runs
-through singularity_wrapper, launched one of four ways:
+site's rule, its CPU masks, QoS, constraint, extra sbatch options and default --time. The
+training runs through singularity_wrapper, launched one of four ways:
 
   torchrun   one task per node; torchrun starts a rank per GPU (c10d rendezvous on the
              first node across nodes, --standalone on one)
@@ -19,9 +19,9 @@ through singularity_wrapper, launched one of four ways:
 """
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from .. import __version__
+from .. import __version__, contract
 from ..errors import RecipeError
 from ..render.templating import templates
 from ..shell import cmd, path_value, quote
@@ -33,6 +33,7 @@ LAUNCHES = ("torchrun", "srun", "mpirun", "deepspeed")
 # waits for the tasks of a dead node until slurmctld marks it down (SlurmdTimeout, minutes).
 SRUN = ("srun", "--kill-on-bad-exit=1")
 RDZV_PORT = 29400
+TIME = "01:00:00"     # --time where neither the user nor the site (slurm.time) says one
 # Above the launch line of `--launch deepspeed` on more than one node: what runs is srun's.
 DEEPSPEED_ACROSS_NODES = (
     "# --launch deepspeed across nodes runs what --launch srun runs: one task per rank, and",
@@ -50,7 +51,7 @@ class Request:
     gpus: int = 0                  # per node; 0: every GPU of a node
     tasks_per_node: int = 0        # CPU sites: ranks per node (default 1)
     launch: str = ""               # default: the site's launcher
-    time: str = "01:00:00"
+    time: str = ""                 # default: the site's slurm.time, else TIME
     account: str = ""
     partition: str = ""
     qos: str = ""                  # default: the first of the site's QoS that fits
@@ -129,13 +130,15 @@ def plan(tree, target_name, request: Request) -> Plan:
     if site is None:
         site = tree.site(request.site)          # one line, with "did you mean", when unknown
         _check_archs(target, site)
-    launch = request.launch or site.launcher_default
+    launch = request.launch or site.launcher.default
     if launch not in LAUNCHES:
         raise _error(f"unknown launch mode {launch!r}; expected one of: {', '.join(LAUNCHES)}"
                      + did_you_mean(launch, LAUNCHES))
     if request.nodes < 1:
         raise _error(f"--nodes {request.nodes}: expected 1 or more")
-    result = Plan(target, site, request, launch)
+    result = Plan(target, site, _with_time(request, site), launch)
+    if not request.time and site.slurm.time:
+        result.why.append(f"time {site.slurm.time}: the site's default (slurm.time)")
     _size(result)
     _choose_partition(result)
     _resources(result)
@@ -144,42 +147,48 @@ def plan(tree, target_name, request: Request) -> Plan:
     return result
 
 
+def _with_time(request: Request, site) -> Request:
+    """The request with its time filled in, so that the script's header and its #SBATCH
+    line name the same time."""
+    return replace(request, time=request.time or site.slurm.time or TIME)
+
+
 def _check_archs(target, site):
     """Another site than the target's own: fine when the image holds code for its GPUs."""
-    missing = [arch for arch in site.archs if arch not in target.archs]
-    if missing or (target.archs and not site.archs):
+    missing = [arch for arch in site.gpu.arch if arch not in target.archs]
+    if missing or (target.archs and not site.gpu.arch):
         held = ", ".join(target.archs) or "no GPU code"
-        wanted = ", ".join(site.archs) or "no GPU"
+        wanted = ", ".join(site.gpu.arch) or "no GPU"
         raise _error(f"target {target.name} is built for {held}; site {site.name} has {wanted}")
 
 
 def _size(p: Plan):
     site, request = p.site, p.request
-    if site.gpus_per_node:
+    if site.gpu.per_node:
         if request.tasks_per_node:
             raise _error(f"--tasks-per-node: on {site.name} ranks follow the GPUs (one per GPU); "
                          f"use --gpus")
-        p.gpus = request.gpus or site.gpus_per_node
-        if not 1 <= p.gpus <= site.gpus_per_node:
-            raise _error(f"--gpus {request.gpus}: {site.name} has {site.gpus_per_node} GPUs per node")
+        p.gpus = request.gpus or site.gpu.per_node
+        if not 1 <= p.gpus <= site.gpu.per_node:
+            raise _error(f"--gpus {request.gpus}: {site.name} has {site.gpu.per_node} GPUs per node")
         p.ranks_per_node = p.gpus
-        cores = site.cores_per_gpu or site.cores_per_node // site.gpus_per_node
+        cores = site.cpu.cores_per_gpu or site.cpu.cores_per_node // site.gpu.per_node
         p.cores_per_rank = cores
         p.why.append(f"{p.gpus} GPU(s) per node, one rank each, {cores} cores per rank "
-                     f"({'cpu.cores_per_gpu' if site.cores_per_gpu else 'the node shared out'})")
+                     f"({'cpu.cores_per_gpu' if site.cpu.cores_per_gpu else 'the node shared out'})")
     else:
         if request.gpus:
             raise _error(f"--gpus {request.gpus}: site {site.name} has no GPUs")
         p.ranks_per_node = request.tasks_per_node or 1
-        if p.ranks_per_node > site.cores_per_node:
+        if p.ranks_per_node > site.cpu.cores_per_node:
             raise _error(f"--tasks-per-node {p.ranks_per_node}: {site.name} has "
-                         f"{site.cores_per_node} cores per node")
-        p.cores_per_rank = site.cores_per_node // p.ranks_per_node
+                         f"{site.cpu.cores_per_node} cores per node")
+        p.cores_per_rank = site.cpu.cores_per_node // p.ranks_per_node
         p.why.append(f"{p.ranks_per_node} rank(s) per node on CPU, {p.cores_per_rank} cores each")
-    whole = p.gpus == site.gpus_per_node if site.gpus_per_node else True
+    whole = p.gpus == site.gpu.per_node if site.gpu.per_node else True
     if p.launch == "torchrun" and request.nodes > 1 and not whole:
         raise _error(f"--gpus {p.gpus} on {request.nodes} nodes with torchrun: a multi-node "
-                     f"torchrun job takes whole nodes ({site.gpus_per_node} GPUs); use --launch srun "
+                     f"torchrun job takes whole nodes ({site.gpu.per_node} GPUs); use --launch srun "
                      f"for part of each node")
     single_task = p.launch == "torchrun" or (p.launch == "deepspeed" and request.nodes == 1)
     p.tasks_per_node = 1 if single_task else p.ranks_per_node
@@ -200,9 +209,9 @@ def _fits(p: Plan, partition):
         return f"{nodes} nodes > {partition.max_nodes}"
     if _seconds(p.request.time, "--time") > _seconds(partition.max_time, "max_time"):
         return f"--time {p.request.time} > {partition.max_time}"
-    if site.gpus_per_node and p.gpus > partition.max_gpus:
+    if site.gpu.per_node and p.gpus > partition.max_gpus:
         return f"{p.gpus} GPUs per node > {partition.max_gpus}"
-    if partition.whole_nodes and site.gpus_per_node and p.gpus < site.gpus_per_node:
+    if partition.whole_nodes and site.gpu.per_node and p.gpus < site.gpu.per_node:
         return "whole nodes only"
     return None
 
@@ -210,7 +219,7 @@ def _fits(p: Plan, partition):
 def _choose_partition(p: Plan):
     site, request = p.site, p.request
     _seconds(request.time, "--time")
-    partitions = {part.name: part for part in site.partitions}
+    partitions = {part.name: part for part in site.slurm.partitions}
     if request.partition:
         chosen = partitions.get(request.partition)
         if chosen is None:
@@ -227,7 +236,7 @@ def _choose_partition(p: Plan):
         p.why.append("partition: the cluster's default (the site file names none)")
         return
     refused = []
-    for part in site.partitions:
+    for part in site.slurm.partitions:
         if part.test:
             continue
         why_not = _fits(p, part)
@@ -256,7 +265,7 @@ def _choose_qos(p: Plan) -> str:
     """The QoS asked for, or the first of the site's (test ones only when named) that fits."""
     site, asked = p.site, p.request.qos
     if asked:
-        known = {qos.name: qos for qos in site.qos}
+        known = {qos.name: qos for qos in site.slurm.qos}
         if asked not in known:
             raise _error(f"--qos {asked}: not a QoS of {site.name}; expected one of: "
                          f"{', '.join(known) or 'none (the site file names none)'}"
@@ -266,15 +275,15 @@ def _choose_qos(p: Plan) -> str:
             raise _error(f"--qos {asked} does not fit this job ({why_not})")
         p.why.append(f"QoS {asked}: as asked")
         return asked
-    if not site.qos:
+    if not site.slurm.qos:
         return ""
     refused = []
-    for qos in site.qos:
+    for qos in site.slurm.qos:
         if qos.test:
             continue
         why_not = _qos_misfit(p, qos)
         if why_not is None:
-            if len(site.qos) > 1:
+            if len(site.slurm.qos) > 1:
                 skipped = f"; skipped {', '.join(refused)}" if refused else ""
                 p.why.append(f"QoS {qos.name}: the first of the site's that fits{skipped}")
             return qos.name
@@ -287,7 +296,7 @@ def _account(p: Plan) -> str:
     """The project to bill, checked against the site's form; one line when a site that
     requires one gets none."""
     site, asked = p.site, p.request.account
-    form = site.account
+    form = site.slurm.account
     if not asked:
         if form and form.required:
             raise _error(f"--account is required on {site.name}: the project to bill, such as "
@@ -310,16 +319,16 @@ def _resources(p: Plan):
     sbatch += [("nodes", str(request.nodes)), ("ntasks-per-node", str(p.tasks_per_node)),
                ("cpus-per-task", str(p.cpus_per_task))]
     if p.gpus:
-        if site.gpu_request == "gpus-per-node":
+        if site.slurm.gpu_request == "gpus-per-node":
             sbatch.append(("gpus-per-node", str(p.gpus)))
         else:
-            kind = f"{site.gres_type}:" if site.gres_type else ""
+            kind = f"{site.slurm.gres_type}:" if site.slurm.gres_type else ""
             sbatch.append(("gres", f"gpu:{kind}{p.gpus}"))
-        p.why.append(f"GPUs asked as --{sbatch[-1][0]} (slurm.gpu_request: {site.gpu_request})")
-    if site.mem_rule == "per_gpu" and p.gpus and site.mem_per_gpu_gb:
-        p.mem = f"{site.mem_per_gpu_gb * p.gpus}G"
-        p.why.append(f"memory {p.mem}: {site.mem_per_gpu_gb} GB per GPU (slurm.mem: per_gpu)")
-    elif site.mem_rule == "whole_node" and (not site.gpus_per_node or p.gpus == site.gpus_per_node):
+        p.why.append(f"GPUs asked as --{sbatch[-1][0]} (slurm.gpu_request: {site.slurm.gpu_request})")
+    if site.slurm.mem == "per_gpu" and p.gpus and site.cpu.mem_per_gpu_gb:
+        p.mem = f"{site.cpu.mem_per_gpu_gb * p.gpus}G"
+        p.why.append(f"memory {p.mem}: {site.cpu.mem_per_gpu_gb} GB per GPU (slurm.mem: per_gpu)")
+    elif site.slurm.mem == "whole_node" and (not site.gpu.per_node or p.gpus == site.gpu.per_node):
         p.mem = "0"
         p.why.append("memory: all of each node, --mem=0 (slurm.mem: whole_node)")
     if p.mem:
@@ -327,9 +336,9 @@ def _resources(p: Plan):
     qos = _choose_qos(p)
     if qos:
         sbatch.append(("qos", qos))
-    if site.constraint:
-        sbatch.append(("constraint", site.constraint))
-    for option in site.sbatch_extra:
+    if site.slurm.constraint:
+        sbatch.append(("constraint", site.slurm.constraint))
+    for option in site.slurm.sbatch:
         name, _, value = option[2:].partition("=")
         sbatch.append((name, value))
     sbatch.append(("time", request.time))
@@ -344,13 +353,13 @@ def _launch(p: Plan):
     wrapper = [p.wrapper, "exec"]
     program = _program(p)
     # the site's masks give each GPU's task its nearest cores; they describe a whole node
-    masks = site.cpu_bind and p.gpus == site.gpus_per_node and p.tasks_per_node == p.ranks_per_node
-    bind = [f"--cpu-bind={site.cpu_bind}"] if masks else []
+    masks = site.cpu.cpu_bind and p.gpus == site.gpu.per_node and p.tasks_per_node == p.ranks_per_node
+    bind = [f"--cpu-bind={site.cpu.cpu_bind}"] if masks else []
     if masks:
         p.why.append("CPU binding: the site's masks, nearest cores to each GPU (cpu.cpu_bind)")
     ranks = ["python", "-m", "launchenv", "--", "python", *program]
     # the site's MPI plugin on every srun of ranks, whatever Slurm's default: MPI starts
-    mpi = [f"--mpi={site.slurm_mpi}"] if site.slurm_mpi != "none" else []
+    mpi = [f"--mpi={site.mpi.slurm_mpi}"] if site.mpi.slurm_mpi != "none" else []
     nodes = request.nodes
     if request.stage:
         # the copies go when the script ends, not at the next job on each node
@@ -376,11 +385,11 @@ def _launch(p: Plan):
             p.launch_lines += DEEPSPEED_ACROSS_NODES
         else:
             p.why.append("launch srun: one task per rank, launchenv sets the ranks"
-                         + (f"; --mpi={site.slurm_mpi} lets MPI in the program start" if mpi else ""))
+                         + (f"; --mpi={site.mpi.slurm_mpi} lets MPI in the program start" if mpi else ""))
     elif p.launch == "mpirun":
         if mpi:
             line = cmd(*SRUN, *mpi, *bind, *wrapper, *ranks)
-            p.why.append(f"launch mpirun: srun --mpi={site.slurm_mpi} starts the MPI ranks (hybrid model)")
+            p.why.append(f"launch mpirun: srun --mpi={site.mpi.slurm_mpi} starts the MPI ranks (hybrid model)")
         else:
             line = ('mpirun -np "$SLURM_NTASKS" ' + cmd("--map-by", f"ppr:{p.ranks_per_node}:node",
                                                          *wrapper, *ranks))
@@ -416,7 +425,7 @@ def _program(p: Plan) -> list:
 
 def script(p: Plan) -> str:
     site, request = p.site, p.request
-    exports = [("HPCML_SITE", site.name)]
+    exports = [(contract.SITE, site.name)]
     if request.binds:
         exports.append(("SING_BIND", ",".join(request.binds)))
     if request.stage:
@@ -427,7 +436,7 @@ def script(p: Plan) -> str:
     # the image first; its path may start with a site variable, expanded when the job runs
     lines = [f"export SING_IMAGE={path_value(p.image)}"] if p.image else []
     lines += [f"export {name}={quote(value)}" for name, value in exports]
-    account_hint = "" if request.account or not site.account else site.account.example
+    account_hint = "" if request.account or not site.slurm.account else site.slurm.account.example
     return templates.get_template("job.sh.j2").render(
         version=__version__, command=request.command_line(p.target.name), plan=p,
         exports=lines, account_hint=account_hint, wrapper=quote(p.wrapper),

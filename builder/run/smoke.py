@@ -4,10 +4,10 @@ wrapper, under torchrun with one rank per GPU (two ranks on a machine without GP
 import os
 from pathlib import Path
 
-from .. import resources, runner
+from .. import contract, resources, runner
 from ..errors import CheckFailed
 from ..fileio import sha256_file, write_atomic
-from ..host.images import IMAGE_SUM, REPORT, built_image, image_lock, ready_runtime
+from ..host.images import IMAGE_SUM, built_image, image_lock, ready_runtime
 from ..render.sitefile import render_site
 
 SITE_FILE = "site.sh"   # the site's settings as the recipes say now, beside the report
@@ -17,7 +17,7 @@ GRACE_S = 60          # beyond the suite's own timeout, before the whole run is 
 def run(tree, name, *, images: Path, out, ranks, timeout, site, extra):
     built = built_image(tree, name, images, site)
     image, site = built.path, built.site
-    ranks = ranks or site.gpus_per_node or 2
+    ranks = ranks or site.gpu.per_node or 2
     out = Path(out or images / f"{name}.smoke").resolve()
     out.mkdir(parents=True, exist_ok=True)
     runtime = ready_runtime(site)
@@ -25,19 +25,19 @@ def run(tree, name, *, images: Path, out, ranks, timeout, site, extra):
     # the wrapper reads this site's settings (and hands its references to the suite) from the
     # recipes as they are now, not from a rendered copy that may be stale or absent
     write_atomic(out / SITE_FILE, render_site(site))
-    env = dict(os.environ, SING_IMAGE=str(image.resolve()), HPCML_SITE=site.name,
-               HPCML_SITE_FILE=str(out / SITE_FILE), HPCML_APPTAINER=runtime, SING_BIND=binds)
+    env = {**os.environ, "SING_IMAGE": str(image.resolve()), contract.SITE: site.name,
+           contract.SITE_FILE: str(out / SITE_FILE), contract.APPTAINER: runtime, "SING_BIND": binds}
     argv = [str(resources.wrapper()), "exec", "torchrun", "--standalone", f"--nproc-per-node={ranks}",
             "-m", "smoke", "all", "--out", str(out), "--timeout", f"{timeout:g}", *extra]
     # The report must name the image it tested, so that publish can refuse a report of
     # another build: the checksum is taken before the run, written only beside a new report;
     # the lock keeps a build from replacing the image in between.
     with image_lock(images, built.target.name, shared=True):
-        for stale in (out / REPORT, out / IMAGE_SUM):
+        for stale in (out / contract.SMOKE_REPORT, out / IMAGE_SUM):
             stale.unlink(missing_ok=True)
         checksum = sha256_file(image)
         status = runner.run_attached(argv, env=env, timeout=timeout + GRACE_S)
-        if (out / REPORT).is_file():
+        if (out / contract.SMOKE_REPORT).is_file():
             write_atomic(out / IMAGE_SUM, f"{checksum}  {image.name}\n")
     if status != 0:
         raise CheckFailed(f"smoke suite of {image} failed (exit status {status}); "

@@ -1,6 +1,8 @@
 """Bandwidth as nccl-tests defines it (doc/PERFORMANCE.md): algbw = bytes / time, and for
 all-reduce busbw = algbw * 2(n-1)/n, the figure comparable with the hardware's link speed."""
 
+from .verdict import NOT_MEASURED, Verdict
+
 
 def algbw_gbs(nbytes, seconds):
     return nbytes / seconds / 1e9 if seconds > 0 else 0.0
@@ -24,17 +26,17 @@ def pick_threshold(entries, nodes, dtypes):
 def judge(results, threshold):
     """Verdict for the busbw measured at the threshold's message size and dtype."""
     if threshold is None:
-        return {"verdict": "none", "why": "the site has no all-reduce reference for this shape"}
+        return Verdict.none("the site has no all-reduce reference for this shape")
     dtype = threshold.get("dtype", "float32")
     row = next((r for r in results if r["dtype"] == dtype and r["bytes"] == threshold["bytes"]), None)
     if row is None:
-        return {"verdict": "not measured", "threshold": threshold,
-                "why": f"the sweep did not include {threshold['bytes']} bytes of {dtype}"}
+        return Verdict(NOT_MEASURED, f"the sweep did not include {threshold['bytes']} bytes of {dtype}",
+                       {"threshold": threshold})
     floor = threshold["busbw_gbs"] * (1 - threshold.get("tolerance", 0.05))
     margin = row["busbw_gbs"] / floor - 1
     passed = row["busbw_gbs"] >= floor
-    return {"verdict": "pass" if passed else "fail", "threshold": threshold,
-            "measured_gbs": row["busbw_gbs"], "floor_gbs": floor, "margin": margin,
-            "why": f"busbw {row['busbw_gbs']:.2f} GB/s {'>=' if passed else '<'} {floor:.2f} GB/s "
-                   f"({threshold['busbw_gbs']} GB/s reference less {threshold.get('tolerance', 0.05):.0%}); "
-                   f"margin {margin:+.1%}"}
+    why = (f"busbw {row['busbw_gbs']:.2f} GB/s {'>=' if passed else '<'} {floor:.2f} GB/s "
+           f"({threshold['busbw_gbs']} GB/s reference less {threshold.get('tolerance', 0.05):.0%}); "
+           f"margin {margin:+.1%}")
+    return Verdict.judged(passed, why, threshold=threshold, measured_gbs=row["busbw_gbs"], floor_gbs=floor,
+                          margin=margin)

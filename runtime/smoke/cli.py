@@ -4,13 +4,16 @@ import argparse
 import os
 import socket
 import sys
+from dataclasses import replace
 from pathlib import Path
 
+import hpcml_contract as contract
 import launchenv
 
 from . import allreduce, bandwidth, config, ddp, dscheck, mpicheck, preflight, report, transport
 from .session import EXIT_FAILED, Session, fail
 from .sizes import SizeError, parse_sweep
+from .verdict import ERROR, FAIL, PASS, Verdict
 
 CHECKS = ("all", "preflight", "allreduce", "deepspeed", "mpi", "ddp")
 EXIT_BAD_INPUT = 2
@@ -39,11 +42,11 @@ def parser():
     p.add_argument("--op-timeout", type=_seconds, default=60.0,
                    help="limit for each collective and for joining, in seconds (default 60)")
     p.add_argument("--site-facts", metavar="FILE",
-                   help="the site's references and network as JSON (default: $HPCML_SITE_FACTS, "
+                   help=f"the site's references and network as JSON (default: ${contract.SITE_FACTS}, "
                         "which singularity_wrapper sets from the site's settings)")
-    p.add_argument("--out", default=os.environ.get("SMOKE_OUT", "smoke-report"),
-                   help="folder for smoke.json, smoke-busbw.png, transport logs and the DDP "
-                        "checkpoint; shared by all nodes (default ./smoke-report)")
+    p.add_argument("--out", default=os.environ.get("SMOKE_OUT", contract.SMOKE_FOLDER),
+                   help=f"folder for {contract.SMOKE_REPORT}, {contract.SMOKE_PLOT}, transport logs and the DDP "
+                        f"checkpoint; shared by all nodes (default ./{contract.SMOKE_FOLDER})")
     p.add_argument("--image-facts", help=argparse.SUPPRESS)     # tests: another image.json
     # The DeepSpeed launcher adds --local_rank=N; LOCAL_RANK in the environment says the same.
     p.add_argument("--local_rank", "--local-rank", type=int, help=argparse.SUPPRESS)
@@ -88,7 +91,7 @@ def main(argv=None):
         checks = preflight.check(preflight.probe(), facts)
         nodes = os.environ.get("SLURM_JOB_NUM_NODES", "1")
         checks.update(preflight.network(facts, site, int(nodes) if nodes.isdigit() else 1))
-        failed = report.overall(checks) == "fail"
+        failed = report.overall(checks) == FAIL
         if args.check == "preflight" or failed:
             _say_preflight(checks, failed and args.check == "all")
             return EXIT_FAILED if failed else 0
@@ -103,9 +106,8 @@ def main(argv=None):
             sizes = sizes or parse_sweep("8:256M" if session.backend == "nccl" else "8:64M")
             rows = allreduce.run(session, sizes, dtypes, args.warmup, args.iters)
             wrong = sum(row["wrong"] for row in rows)
-            checks["allreduce sum"] = {"verdict": "fail" if wrong else "pass",
-                                       "why": f"{wrong} wrong values" if wrong else
-                                       f"exact at all {len(rows)} sizes"}
+            checks["allreduce sum"] = Verdict.judged(not wrong, f"{wrong} wrong values" if wrong else
+                                                     f"exact at all {len(rows)} sizes")
             threshold = bandwidth.pick_threshold(site.get("allreduce", []), session.nodes, dtypes)
             checks["allreduce busbw"] = bandwidth.judge(rows, threshold)
             session.doing("reading the transport logs")
@@ -117,7 +119,7 @@ def main(argv=None):
         if args.check in ("all", "mpi"):
             session.doing("the mpi4py all-reduce")
             results = session.gather(mpicheck.check(session, site.get("slurm_mpi"), args.op_timeout))
-            checks["mpi4py"] = next((r for r in results if r["verdict"] == "fail"), results[0])
+            checks["mpi4py"] = next((r for r in results if r.verdict == FAIL), results[0])
         if args.check in ("all", "ddp"):
             checks["ddp"] = ddp.run(session)
         session.doing("writing the report")
@@ -130,10 +132,10 @@ def main(argv=None):
     except Exception as error:       # every failure becomes this rank's diagnosis
         status = fail(session, error)
         if session.rank == 0:
-            checks["error"] = {"verdict": "error", "why": session.diagnosis(str(error))}
+            checks["error"] = Verdict(ERROR, session.diagnosis(str(error)))
             _write_quietly(session, site_name, argv, checks, rows)
         return status
-    return EXIT_FAILED if report.overall(checks) == "fail" else 0
+    return EXIT_FAILED if report.overall(checks) == FAIL else 0
 
 
 def _say_preflight(checks, stopped):
@@ -168,16 +170,16 @@ def _deepspeed(session, facts, op_timeout):
         results["deepspeed op loads"] = dscheck.load_ops(promised)
     session.doing("the DeepSpeed engine under ZeRO 1, 2 and 3")
     if os.environ["DS_ACCELERATOR"] != "cpu" and session.device == "cpu":
-        results["deepspeed engine"] = {"verdict": "none", "why": "no GPU here; the engine check "
-                                       "runs where the image's GPUs are (python -m smoke on a GPU node)"}
+        results["deepspeed engine"] = Verdict.none("no GPU here; the engine check runs where the image's "
+                                                   "GPUs are (python -m smoke on a GPU node)")
     else:
         results["deepspeed engine"] = dscheck.engine(session)
     everyone = session.gather(results)
     merged = dict(everyone[0])
     engines = [r["deepspeed engine"] for r in everyone]
     ranks = f" on all {len(engines)} ranks" if len(engines) > 1 else ""
-    merged["deepspeed engine"] = next((e for e in engines if e["verdict"] != "pass"),
-                                      {**engines[0], "why": engines[0]["why"] + ranks})
+    merged["deepspeed engine"] = next((e for e in engines if e.verdict != PASS),
+                                      replace(engines[0], why=engines[0].why + ranks))
     return merged
 
 
@@ -186,16 +188,17 @@ def _report(session, site_name, argv, checks, rows, site):
     if rows:
         session.say(report.table(rows, session.world))
     session.say(report.verdict_lines(checks))
-    path = session.out / "smoke.json"
+    path = session.out / contract.SMOKE_REPORT
     report.write_json(path, data)
     written = [str(path)]
     if rows:
-        threshold = (checks.get("allreduce busbw") or {}).get("threshold")
+        busbw = checks.get("allreduce busbw")
+        threshold = busbw.details.get("threshold") if busbw else None
         try:
-            report.plot(session.out / "smoke-busbw.png", rows, threshold,
+            report.plot(session.out / contract.SMOKE_PLOT, rows, threshold,
                         f"all-reduce, {session.world} ranks on {session.nodes} node(s), "
                         f"{session.backend}, site {site_name or 'unknown'}")
-            written.append(str(session.out / "smoke-busbw.png"))
+            written.append(str(session.out / contract.SMOKE_PLOT))
         except ImportError:
             session.say("smoke: no plot: matplotlib is not installed")
     session.say(f"smoke: {data['verdict'].upper()}; report: {', '.join(written)}")
@@ -203,7 +206,7 @@ def _report(session, site_name, argv, checks, rows, site):
 
 def _write_quietly(session, site_name, argv, checks, rows):
     try:
-        report.write_json(session.out / "smoke.json",
+        report.write_json(session.out / contract.SMOKE_REPORT,
                           report.document(session, site_name, argv, checks, rows))
     except Exception:
         pass

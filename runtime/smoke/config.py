@@ -13,8 +13,9 @@ import os
 import sys
 from pathlib import Path
 
-IMAGE = Path(sys.prefix) / "share" / "hpc-ml-runtime" / "image.json"
-SITE_VARIABLE = "HPCML_SITE_FACTS"
+import hpcml_contract as contract
+
+IMAGE = Path(sys.prefix) / contract.IMAGE_FACTS
 
 
 class ConfigError(ValueError):
@@ -39,8 +40,8 @@ def site(path=None, environ=os.environ):
         except OSError as error:
             raise ConfigError(f"--site-facts {path}: {error.strerror} (expected a site facts "
                               f"JSON file)") from None
-    elif environ.get(SITE_VARIABLE):
-        text, where = environ[SITE_VARIABLE], f"${SITE_VARIABLE}"
+    elif environ.get(contract.SITE_FACTS):
+        text, where = environ[contract.SITE_FACTS], f"${contract.SITE_FACTS}"
     else:
         return None, {}
     facts = _parse(text, where)

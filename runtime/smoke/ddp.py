@@ -6,6 +6,8 @@ run may well see its loss rise for an epoch, so "not much higher than before" is
 
 import os
 
+from .verdict import Verdict
+
 # gloo on a CPU repeats the same sums; NCCL may add in another order between the two runs
 RESUME_TOLERANCE = 1e-3
 
@@ -85,11 +87,11 @@ def run(session, epochs=3):
     if abs(losses[-1] - continued) > RESUME_TOLERANCE * max(1.0, abs(continued)):
         problems.append(f"the resumed run's next epoch has loss {losses[-1]:.6f}, the run that never "
                         f"stopped {continued:.6f}: the checkpoint did not carry the whole state")
-    return {"verdict": "fail" if problems else "pass", "losses": losses, "parameter_spread": spread,
-            "continued": continued, "checkpoint": str(path),
-            "why": "; ".join(problems) or (f"loss {losses[0]:.4f} -> {losses[-2]:.4f} over {epochs} epochs "
-                                           f"on {session.world} ranks, identical parameters, resumed to "
-                                           f"{losses[-1]:.4f} as without the resume")}
+    why = "; ".join(problems) or (f"loss {losses[0]:.4f} -> {losses[-2]:.4f} over {epochs} epochs "
+                                  f"on {session.world} ranks, identical parameters, resumed to "
+                                  f"{losses[-1]:.4f} as without the resume")
+    return Verdict.judged(not problems, why, losses=losses, parameter_spread=spread, continued=continued,
+                          checkpoint=str(path))
 
 
 def _parameter_spread(session, ddp):

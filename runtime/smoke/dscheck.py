@@ -10,10 +10,12 @@ import logging
 import os
 import re
 import shutil
-import subprocess
 import tempfile
 import time
 import warnings
+
+from . import commands
+from .verdict import Verdict
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 # names of 23 characters or more get no dots: "deepspeed_not_implemented  [NO] ....... [OKAY]"
@@ -39,14 +41,14 @@ def parse_report(text):
 def check_ops(promised, listed, timeout):
     """ds_report's rows are the recipe's listed ops, and its installed column the promised ones."""
     try:
-        result = subprocess.run(["ds_report"], capture_output=True, text=True, timeout=timeout)
+        result = commands.run(["ds_report"], timeout)
     except FileNotFoundError:
-        return {"verdict": "fail", "why": "ds_report is not installed (no DeepSpeed in this environment)"}
-    except subprocess.TimeoutExpired:
-        return {"verdict": "fail", "why": f"ds_report did not finish within {timeout:g} s"}
+        return Verdict.failed("ds_report is not installed (no DeepSpeed in this environment)")
+    if result.timed_out:
+        return Verdict.failed(f"ds_report {result.late}")
     ops = parse_report(result.stdout)
     if not ops:
-        return {"verdict": "fail", "why": f"ds_report printed no op table (exit {result.returncode})"}
+        return Verdict.failed(f"ds_report printed no op table (exit {result.returncode})")
     installed = sorted(op for op, (yes, _) in ops.items() if yes)
     problems = []
     unknown = sorted(set(ops) - set(listed or ops))
@@ -61,14 +63,13 @@ def check_ops(promised, listed, timeout):
     unlisted = sorted(set(installed) - set(promised))
     if unlisted:
         problems.append("installed but not in the image's labels: " + ", ".join(unlisted))
-    verdict = {"installed": installed, "missing": missing, "unlisted": unlisted}
+    found = {"installed": installed, "missing": missing, "unlisted": unlisted}
     if problems:
-        return {**verdict, "verdict": "fail", "why": "; ".join(problems)}
+        return Verdict.failed("; ".join(problems), **found)
     if not promised:
-        return {**verdict, "verdict": "none", "why": "the image promises no prebuilt ops"}
-    return {**verdict, "verdict": "pass",
-            "why": f"ds_report shows exactly the {len(promised)} promised ops installed: "
-                   f"{', '.join(sorted(promised))}"}
+        return Verdict.none("the image promises no prebuilt ops", **found)
+    return Verdict.passed(f"ds_report shows exactly the {len(promised)} promised ops installed: "
+                          f"{', '.join(sorted(promised))}", **found)
 
 
 @contextlib.contextmanager
@@ -121,10 +122,8 @@ def load_ops(promised):
         failed["(run time)"] = str(error)
     seconds = time.perf_counter() - started
     if failed:
-        return {"verdict": "fail", "failed": failed,
-                "why": "; ".join(f"{op}: {why}" for op, why in sorted(failed.items()))}
-    return {"verdict": "pass", "seconds": seconds,
-            "why": f"all {len(promised)} promised ops load prebuilt ({seconds:.2f} s)"}
+        return Verdict.failed("; ".join(f"{op}: {why}" for op, why in sorted(failed.items())), failed=failed)
+    return Verdict.passed(f"all {len(promised)} promised ops load prebuilt ({seconds:.2f} s)", seconds=seconds)
 
 
 def engine(session, runs=ENGINE_RUNS):
@@ -144,17 +143,15 @@ def engine(session, runs=ENGINE_RUNS):
                 done.append(_train(torch, deepspeed, session.device, stage, optimizer, offload))
             where = "the end of the check"
     except Exception as error:                     # noqa: BLE001 - the verdict says what broke
-        return {"verdict": "fail", "runs": done,
-                "why": f"rank {session.rank}: {type(error).__name__} at {where}: {_first_line(error)}"}
+        return Verdict.failed(f"rank {session.rank}: {type(error).__name__} at {where}: {_first_line(error)}",
+                              runs=done)
     bad = [run for run in done if not run["learned"]]
     seconds = time.perf_counter() - started
     if bad:
-        return {"verdict": "fail", "runs": done,
-                "why": f"rank {session.rank}: the loss did not fall under " +
-                       ", ".join(run["name"] for run in bad)}
-    return {"verdict": "pass", "runs": done, "seconds": seconds,
-            "why": f"{len(done)} engines ({', '.join(run['name'] for run in done)}) trained "
-                   f"{STEPS} steps each, nothing compiled ({seconds:.1f} s)"}
+        return Verdict.failed(f"rank {session.rank}: the loss did not fall under "
+                              + ", ".join(run["name"] for run in bad), runs=done)
+    return Verdict.passed(f"{len(done)} engines ({', '.join(run['name'] for run in done)}) trained "
+                          f"{STEPS} steps each, nothing compiled ({seconds:.1f} s)", runs=done, seconds=seconds)
 
 
 def _train(torch, deepspeed, device, stage, optimizer, offload):

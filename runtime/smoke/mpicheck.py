@@ -5,8 +5,10 @@ take the smoke run with it.
     python -m smoke.mpicheck EXPECTED_SIZE      # prints 'size sum'
 """
 
-import subprocess
 import sys
+
+from . import commands
+from .verdict import Verdict
 
 MPI_LAUNCHERS = ("openmpi", "pmix", "pmi")
 
@@ -14,27 +16,24 @@ MPI_LAUNCHERS = ("openmpi", "pmix", "pmi")
 def check(session, slurm_mpi, timeout):
     source = session.launch.source
     if source == "slurm" and slurm_mpi in (None, "none"):
-        return {"verdict": "none", "why": "srun without an MPI plugin (the site's slurm_mpi is "
-                                         "none); launch with mpirun to check mpi4py"}
+        return Verdict.none("srun without an MPI plugin (the site's slurm_mpi is none); "
+                            "launch with mpirun to check mpi4py")
     if source not in MPI_LAUNCHERS + ("slurm",):
-        return {"verdict": "none", "why": f"launched by {source}, not by MPI or srun"}
-    try:
-        result = subprocess.run([sys.executable, "-m", "smoke.mpicheck", str(session.world)],
-                                capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return {"verdict": "fail", "why": f"MPI all-reduce did not finish within {timeout:g} s"}
+        return Verdict.none(f"launched by {source}, not by MPI or srun")
+    result = commands.run([sys.executable, "-m", "smoke.mpicheck", str(session.world)], timeout)
+    if result.timed_out:
+        return Verdict.failed(f"MPI all-reduce {result.late}")
     expected = session.world * (session.world + 1) // 2
     fields = result.stdout.split()
     if result.returncode != 0 or len(fields) != 2:
         last = (result.stderr.strip().splitlines() or ["no output"])[-1]
         hint = f" (under srun use --mpi={slurm_mpi})" if source == "slurm" else ""
-        return {"verdict": "fail", "why": f"mpi4py failed, exit {result.returncode}: {last}{hint}"}
+        return Verdict.failed(f"mpi4py failed, exit {result.returncode}: {last}{hint}")
     size, total = map(int, fields)
     if size != session.world:
-        return {"verdict": "fail", "why": f"MPI sees {size} ranks where the launcher started "
-                                         f"{session.world}: each rank started MPI on its own"}
-    verdict = "pass" if total == expected else "fail"
-    return {"verdict": verdict, "why": f"MPI all-reduce over {size} ranks gave {total}, expected {expected}"}
+        return Verdict.failed(f"MPI sees {size} ranks where the launcher started "
+                              f"{session.world}: each rank started MPI on its own")
+    return Verdict.judged(total == expected, f"MPI all-reduce over {size} ranks gave {total}, expected {expected}")
 
 
 def main():

@@ -37,8 +37,11 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
+
+import hpcml_contract as contract
+
+from . import commands
 
 CHECKS = ("plugin", "rccl", "provider", "wavefront")
 LOAD_MODE = os.RTLD_NOW | os.RTLD_GLOBAL
@@ -46,7 +49,6 @@ LOAD_MODE = os.RTLD_NOW | os.RTLD_GLOBAL
 NET_VERSIONS = range(11, 1, -1)
 # provider -> (basename prefix of the library a built-in provider maps, sysfs class of its devices)
 PROVIDERS = {"cxi": ("libcxi.so", "class/cxi")}
-SYSFS_ENV = "HPCML_NETCHECK_SYSFS"
 FI_INFO_TIMEOUT = 30
 ROCMINFO = "/opt/rocm/bin/rocminfo"
 ROCMINFO_TIMEOUT = 30
@@ -166,7 +168,7 @@ def check_provider(args):
     library_prefix, device_class = PROVIDERS[provider]
     load(args.libfabric, "libfabric")
     how = provider_library(args.libfabric, provider, library_prefix)
-    sysfs = os.environ.get(SYSFS_ENV, "/sys")
+    sysfs = os.environ.get(contract.NETCHECK_SYSFS, "/sys")   # tests fake a CXI device
     devices = os.path.join(sysfs, device_class)
     if not (os.path.isdir(devices) and os.listdir(devices)):
         return (f"libfabric {args.libfabric} has {provider} ({how}); provider library present; no "
@@ -210,13 +212,11 @@ def run_fi_info(args, provider):
     env["LD_LIBRARY_PATH"] = os.pathsep.join(filter(None, [libdir, env.get("LD_LIBRARY_PATH")]))
     command = [fi_info, "-p", provider]
     try:
-        done = subprocess.run(command, env=env, capture_output=True, text=True,
-                              timeout=args.timeout, stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired:
-        raise Fail(f"{' '.join(command)} did not finish in {args.timeout:g} s "
-                   f"(libfabric {args.libfabric})") from None
+        done = commands.run(command, args.timeout, env=env)
     except OSError as error:
         raise Fail(f"cannot run {fi_info}: {error}") from None
+    if done.timed_out:
+        raise Fail(f"{' '.join(command)} {done.late} (libfabric {args.libfabric})")
     if done.returncode != 0:
         raise Fail(f"{' '.join(command)} exited {done.returncode} on a node with a "
                    f"{provider.upper()} device: {last_line(done.stderr, done.stdout)}; expected the "
@@ -267,12 +267,11 @@ def rocminfo_gpu(path):
     if not rocminfo:
         return "no rocminfo"
     try:
-        done = subprocess.run([rocminfo], capture_output=True, text=True,
-                              timeout=ROCMINFO_TIMEOUT, stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired:
-        return f"{rocminfo} did not finish in {ROCMINFO_TIMEOUT} s"
+        done = commands.run([rocminfo], ROCMINFO_TIMEOUT)
     except OSError as error:
         return f"cannot run {rocminfo} ({error.strerror})"
+    if done.timed_out:
+        return f"{rocminfo} {done.late}"
     if done.returncode != 0:
         return f"{rocminfo} exited {done.returncode} ({last_line(done.stderr, done.stdout)})"
     gpus = parse_rocminfo(done.stdout)
@@ -351,11 +350,9 @@ def run(check, argv, timeout=120, env=None):
     full_env = dict(os.environ if env is None else env)
     full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [here, full_env.get("PYTHONPATH")]))
     command = [sys.executable, "-m", "smoke.netcheck", check, *map(str, argv)]
-    try:
-        done = subprocess.run(command, env=full_env, capture_output=True, text=True,
-                              timeout=timeout, stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired:
-        return False, f"netcheck {check}: FAIL: did not finish in {timeout} s"
+    done = commands.run(command, timeout, env=full_env)
+    if done.timed_out:
+        return False, f"netcheck {check}: FAIL: {done.late}"
     if done.returncode == 0:
         return True, last_line(done.stdout)
     return False, last_line(done.stderr, done.stdout)

@@ -15,11 +15,11 @@ each compiled DeepSpeed op (read from its .nv_fatbin) cover every arch the image
 import importlib.util
 import re
 import shutil
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import fatbin, netcheck
+from . import commands, fatbin, netcheck
+from .verdict import FAIL, Verdict
 
 NVIDIA_DRIVER = Path("/proc/driver/nvidia/version")
 KFD_NODES = Path("/sys/class/kfd/kfd/topology/nodes")
@@ -83,10 +83,11 @@ def _nvidia_gpus(timeout):
     if not shutil.which("nvidia-smi"):
         return (), "nvidia-smi is not in the container: start it with --nv (the wrapper does on GPU sites)"
     try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=name,compute_cap", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=timeout)
-    except (OSError, subprocess.TimeoutExpired) as error:
+        out = commands.run(["nvidia-smi", "--query-gpu=name,compute_cap", "--format=csv,noheader"], timeout)
+    except OSError as error:
         return (), f"nvidia-smi failed: {error}"
+    if out.timed_out:
+        return (), f"nvidia-smi {out.late}"
     if out.returncode != 0:
         return (), f"nvidia-smi failed: {(out.stdout + out.stderr).strip().splitlines()[-1:]}"
     gpus = []
@@ -152,35 +153,32 @@ def network(facts: dict, site: dict, nodes: int, run=netcheck.run) -> dict:
                        ["--libfabric", f"{libfabric_dir}/libfabric.so.1", "--provider", comm["provider"]]))
     for name, check, argv in checks:
         passed, line = run(check, argv)
-        results[name] = {"verdict": "pass" if passed else "fail",
-                         "why": line.split(": ok: ", 1)[-1].split(": FAIL: ", 1)[-1]}
+        results[name] = Verdict.judged(passed, line.split(": ok: ", 1)[-1].split(": FAIL: ", 1)[-1])
     return results
 
 
 def check(host: Host, facts: dict) -> dict:
-    """{check name: {"verdict", "why"}} for this node against the image's promises."""
+    """{check name: Verdict} for this node against the image's promises."""
     if "gpu" not in facts:
-        return {"preflight": {"verdict": "none", "why": "not inside an image: nothing promised "
-                                                        "to check this node against"}}
+        return {"preflight": Verdict.none("not inside an image: nothing promised to check this node against")}
     gpu = facts["gpu"] or {}
     archs = gpu.get("archs", [])
     results = {"preflight torch": _torch_build(host, archs)}
     if not archs:
-        results["preflight gpu"] = {"verdict": "pass", "why": "a CPU image: no GPU to check"}
+        results["preflight gpu"] = Verdict.passed("a CPU image: no GPU to check")
         return results
     if archs[0].startswith("sm_"):
         results["preflight image torch archs"] = _built_for(archs, [("torch", host.torch_archs)],
                                                             "torch")
         results["preflight image op archs"] = _ops_built_for(archs, host.op_archs, facts)
     if not host.gpus and not host.gpu_error:
-        results["preflight gpu"] = {
-            "verdict": "none", "why": "no GPU on this node: the driver and arch checks run on a "
-                                      "GPU node (python -m smoke preflight in a GPU job)"}
+        results["preflight gpu"] = Verdict.none("no GPU on this node: the driver and arch checks run on a "
+                                                "GPU node (python -m smoke preflight in a GPU job)")
         return results
     if archs[0].startswith("sm_"):
         results["preflight driver"] = _driver(host, gpu.get("min_driver", {}))
     if host.gpu_error:
-        results["preflight gpu"] = {"verdict": "fail", "why": host.gpu_error}
+        results["preflight gpu"] = Verdict.failed(host.gpu_error)
         return results
     results["preflight gpu arch"] = _arch(host.gpus, archs, "the image (and its DeepSpeed ops)",
                                           "use the image built for {arch}, or rebuild this one "
@@ -191,14 +189,14 @@ def check(host: Host, facts: dict) -> dict:
     for op, op_archs in host.op_archs:
         verdict = _arch(host.gpus, op_archs, f"DeepSpeed's {op}",
                         "rebuild the image with {arch} in its sites' GPU archs")
-        if verdict["verdict"] == "fail":
+        if verdict.verdict == FAIL:
             results["preflight op archs"] = verdict
             break
     else:
         if host.op_archs:
-            results["preflight op archs"] = {
-                "verdict": "pass", "why": f"all {len(host.op_archs)} CUDA ops of DeepSpeed run on "
-                                          f"{', '.join(sorted({arch for _, arch in host.gpus}))}"}
+            results["preflight op archs"] = Verdict.passed(
+                f"all {len(host.op_archs)} CUDA ops of DeepSpeed run on "
+                f"{', '.join(sorted({arch for _, arch in host.gpus}))}")
     return results
 
 
@@ -212,52 +210,48 @@ def _built_for(archs, holders, what):
     if short:
         name, (lacking, held) = next(iter(sorted(short.items())))
         more = f" (and {len(short) - 1} more)" if len(short) > 1 else ""
-        return {"verdict": "fail", "why": f"{name}{more} has no code for {', '.join(lacking)} "
-                                          f"(holds {', '.join(held) or 'none'}): the image does not "
-                                          f"keep its promise; rebuild it with a {what} build for "
-                                          f"those archs"}
-    return {"verdict": "pass", "why": f"{what} holds code for {', '.join(archs)}"
-                                      + (f" ({len(holders)} files)" if len(holders) > 1 else "")}
+        return Verdict.failed(f"{name}{more} has no code for {', '.join(lacking)} "
+                              f"(holds {', '.join(held) or 'none'}): the image does not "
+                              f"keep its promise; rebuild it with a {what} build for those archs")
+    return Verdict.passed(f"{what} holds code for {', '.join(archs)}"
+                          + (f" ({len(holders)} files)" if len(holders) > 1 else ""))
 
 
 def _ops_built_for(archs, op_archs, facts):
     ds = facts.get("deepspeed") or {}
     if not op_archs:
         if ds.get("accelerator") == "cuda" and ds.get("promised_ops"):
-            return {"verdict": "fail", "why": "no compiled DeepSpeed op holds CUDA code, but the "
-                                              "image promises CUDA ops: rebuild it (DS_ACCELERATOR=cuda)"}
-        return {"verdict": "none", "why": "no DeepSpeed op with CUDA code here"}
+            return Verdict.failed("no compiled DeepSpeed op holds CUDA code, but the image "
+                                  "promises CUDA ops: rebuild it (DS_ACCELERATOR=cuda)")
+        return Verdict.none("no DeepSpeed op with CUDA code here")
     return _built_for(archs, op_archs, "DeepSpeed op")
 
 
 def _torch_build(host, archs):
     if host.torch is None:
-        return {"verdict": "fail", "why": "torch does not import here: run inside the image "
-                                          "(singularity_wrapper exec python -m smoke preflight)"}
+        return Verdict.failed("torch does not import here: run inside the image "
+                              "(singularity_wrapper exec python -m smoke preflight)")
     wanted = "cuda" if archs and archs[0].startswith("sm_") else "rocm" if archs else "cpu"
     found = "cuda" if host.torch_cuda else "rocm" if host.torch_hip else "cpu"
     if found != wanted:
-        return {"verdict": "fail", "why": f"torch is a {found} build where the image promises "
-                                          f"{wanted}: rebuild the image"}
+        return Verdict.failed(f"torch is a {found} build where the image promises {wanted}: rebuild the image")
     detail = f" (CUDA {host.torch_cuda})" if host.torch_cuda else f" (HIP {host.torch_hip})" if host.torch_hip else ""
-    return {"verdict": "pass", "why": f"torch {host.torch}, a {found} build as promised{detail}"}
+    return Verdict.passed(f"torch {host.torch}, a {found} build as promised{detail}")
 
 
 def _driver(host, minimums):
     major = (host.torch_cuda or "").split(".")[0]
     needed = minimums.get(major)
     if not host.driver:
-        return {"verdict": "fail", "why": "GPUs but no NVIDIA driver version in "
-                                          f"{NVIDIA_DRIVER}: ask the site's admins"}
+        return Verdict.failed(f"GPUs but no NVIDIA driver version in {NVIDIA_DRIVER}: ask the site's admins")
     if not needed:
-        return {"verdict": "none", "why": f"driver {host.driver}; the image names no minimum "
-                                          f"for CUDA {host.torch_cuda}"}
+        return Verdict.none(f"driver {host.driver}; the image names no minimum for CUDA {host.torch_cuda}")
     if _version(host.driver) < _version(needed):
-        return {"verdict": "fail", "why": f"driver {host.driver} is older than {needed}, which "
-                                          f"CUDA {host.torch_cuda} in this image needs: use an "
-                                          f"image built for an older CUDA, or ask the admins "
-                                          f"for a newer driver"}
-    return {"verdict": "pass", "why": f"driver {host.driver} >= {needed} (CUDA {host.torch_cuda})"}
+        return Verdict.failed(f"driver {host.driver} is older than {needed}, which "
+                              f"CUDA {host.torch_cuda} in this image needs: use an "
+                              f"image built for an older CUDA, or ask the admins "
+                              f"for a newer driver")
+    return Verdict.passed(f"driver {host.driver} >= {needed} (CUDA {host.torch_cuda})")
 
 
 def _arch(gpus, archs, what, advice):
@@ -269,10 +263,9 @@ def _arch(gpus, archs, what, advice):
         how = runs_on(arch, archs)
         if not how:
             held = ", ".join(archs) or "none"
-            return {"verdict": "fail", "why": f"{name} ({arch}): {what} has no code for it (holds "
-                                              f"{held}); {advice.format(arch=arch)}"}
+            return Verdict.failed(f"{name} ({arch}): {what} has no code for it (holds "
+                                  f"{held}); {advice.format(arch=arch)}")
         if how == "ptx":
             slow.append(arch)
     note = f"; {', '.join(slow)} through PTX, compiled at first use" if slow else ""
-    return {"verdict": "pass", "why": f"{what} runs on {', '.join(sorted(seen))} "
-                                      f"({len(gpus)} GPU(s)){note}"}
+    return Verdict.passed(f"{what} runs on {', '.join(sorted(seen))} ({len(gpus)} GPU(s)){note}")

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 from .sizes import human
+from .verdict import ERROR, FAIL, NONE, PASS
 
 LABELS = Path("/.singularity.d/labels.json")
 LABEL_PREFIX = "org.hpc-ml-containers."
@@ -25,15 +26,15 @@ def table(rows, world):
 
 def verdict_lines(checks):
     width = max(map(len, checks), default=0)
-    return "\n".join(f"{name:<{width}}  {result['verdict'].upper():<12} {result.get('why', '')}"
+    return "\n".join(f"{name:<{width}}  {result.verdict.upper():<12} {result.why}"
                      for name, result in checks.items())
 
 
 def overall(checks):
-    verdicts = {result["verdict"] for result in checks.values()}
-    if verdicts & {"fail", "error"}:
-        return "fail"
-    return "pass" if "pass" in verdicts else "none"
+    verdicts = {result.verdict for result in checks.values()}
+    if verdicts & {FAIL, ERROR}:
+        return FAIL
+    return PASS if PASS in verdicts else NONE
 
 
 def image_labels():
@@ -77,7 +78,7 @@ def document(session, site_name, args, checks, rows):
         "image": image_labels(),
         "versions": versions(),
         "allreduce": rows,
-        "checks": checks,
+        "checks": {name: result.to_json() for name, result in checks.items()},
         "verdict": overall(checks),
     }
 

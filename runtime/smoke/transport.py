@@ -24,6 +24,8 @@ The lines come from the library and from the net plugin, and each has changed ov
 import re
 from pathlib import PurePosixPath
 
+from .verdict import Verdict
+
 # "host:pid:tid [dev] NCCL ...", after "[2025-11-12 11:11:57] " on WARN lines since NCCL 2.23 or a
 # launcher's own prefix ("(RayWorkerWrapper pid=927) ")
 _PREFIX = re.compile(r"(?:^|\s)(?P<host>[^\s:\[\]]+):(?P<pid>\d+):\d+ \[\d+\] ")
@@ -172,13 +174,12 @@ def judge(summaries, expected, nodes, backend):
     """Verdict for the ranks' summaries (in rank order) against the site's network (dict or None)."""
     nets = sorted({s.get("net") or "unknown" for s in summaries})
     if backend == "gloo":
-        return {"verdict": "none", "nets": ["socket"],
-                "why": "gloo (CPU) always talks TCP; the network check is for NCCL/RCCL"}
+        return Verdict.none("gloo (CPU) always talks TCP; the network check is for NCCL/RCCL", nets=["socket"])
     if nodes <= 1:
-        return {"verdict": "pass", "nets": nets,
-                "why": "one node: ranks talk over shared memory/NVLink/xGMI, the network is unused"}
+        return Verdict.passed("one node: ranks talk over shared memory/NVLink/xGMI, the network is unused",
+                              nets=nets)
     if not expected:
-        return {"verdict": "none", "nets": nets, "why": "the site file names no network"}
+        return Verdict.none("the site file names no network", nets=nets)
     want = expected["transport"]
     stopped = [i for i, s in enumerate(summaries) if s.get("net_error")]
     if stopped:
@@ -189,7 +190,7 @@ def judge(summaries, expected, nodes, backend):
                f"plugin provides: NCCL stopped{where} with \"{error}\"")
         hints = _hints([summaries[i] for i in stopped])
         why += f" ({'; '.join(hints)})" if hints else " (unset NCCL_NET or make its plugin loadable)"
-        return {"verdict": "fail", "nets": nets, "why": why}
+        return Verdict.failed(why, nets=nets)
     if nets != [want]:
         why = f"the site expects {want} between nodes but ranks used {', '.join(nets)}"
         wrong = [i for i, s in enumerate(summaries) if (s.get("net") or "unknown") != want]
@@ -198,10 +199,10 @@ def judge(summaries, expected, nodes, backend):
         hints = _hints([summaries[i] for i in wrong])
         if hints:
             why += f" ({'; '.join(hints)})"
-        return {"verdict": "fail", "nets": nets, "why": why}
+        return Verdict.failed(why, nets=nets)
     providers = sorted({s.get("provider") or "unknown" for s in summaries})
     if expected.get("provider") and providers != [expected["provider"]]:
-        return {"verdict": "fail", "nets": nets,
-                "why": f"OFI provider {', '.join(providers)}, the site expects {expected['provider']}"}
-    return {"verdict": "pass", "nets": nets, "why": f"every rank used {want}"
-            + (f" ({expected['provider']})" if expected.get("provider") else "")}
+        return Verdict.failed(f"OFI provider {', '.join(providers)}, the site expects {expected['provider']}",
+                              nets=nets)
+    provider = f" ({expected['provider']})" if expected.get("provider") else ""
+    return Verdict.passed(f"every rank used {want}{provider}", nets=nets)

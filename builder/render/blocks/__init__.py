@@ -3,26 +3,35 @@
 The order here is the order of each stage's %post. The build-host settings come first, then
 the os block, which installs the packages every other block asked for (so it is called last,
 with their wishes).
+
+Each module is named for the block its Parts carry (``Part.block``, the name in the rendered
+banners `echo '--- devel: torch'` and in tests/golden/blocks/<target>/<block>.txt), and its
+docstring says, as hpccm's building blocks do, what it emits, what it reads from the target
+and its sites, with an example. A Part's stage is build or final; the base layers render
+them as the devel and base images, the top layer as its build and final stages. Helpers that
+emit no Part live beside this package (render/git_sources.py).
 """
 
 from . import (
     build_host,
-    comm,
     cuda_toolkit,
     deepspeed,
     extras,
     frameworks,
+    libfabric,
     mpi,
-    os_packages,
+    nccl,
+    os,
     provenance,
     python,
+    rccl_ofi,
     runtime,
     torch,
 )
 
 # The base layers (devel and base images) hold what changes rarely and builds slowly; the
 # top layer holds what changes often, so changing it rebuilds neither the OS nor torch.
-BASE_BLOCKS = (python, torch, cuda_toolkit, comm, mpi)
+BASE_BLOCKS = (python, torch, cuda_toolkit, nccl, libfabric, rccl_ofi, mpi)
 TOP_BLOCKS = (provenance, extras, deepspeed, frameworks, runtime)
 
 
@@ -38,4 +47,4 @@ def parts_by_layer(target) -> dict:
     for part in base:
         wanted[part.stage].update(part.packages)
     host = build_host.parts(target)
-    return {"base": host + os_packages.parts(target, wanted) + base, "top": host + top}
+    return {"base": host + os.parts(target, wanted) + base, "top": host + top}

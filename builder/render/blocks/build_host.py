@@ -3,14 +3,21 @@
 `python -m builder build` binds a directory at /mnt for %post only; its settings file exports
 the CA bundle and pip's indexes and local wheels. /mnt is not part of the image, so nothing of
 the host stays in it. Without that file (a plain `apptainer build`) nothing changes.
+
+Emits: "build_host", build and final (first in every layer's %post): %post lines only.
+Reads: nothing of the target or its sites; the same two lines in every image.
+
+Example, every target (containers/cpu.devel.def):
+
+    echo '--- devel: build_host'
+    # shellcheck source=/dev/null  # present only while `builder build` runs
+    if [ -r /mnt/hpcml-build-host.sh ]; then . /mnt/hpcml-build-host.sh; fi
 """
 
-from ..parts import HOST_MOUNT, Part
-
-SETTINGS = f"{HOST_MOUNT}/hpcml-build-host.sh"
+from ..parts import HOST_SETTINGS, Part
 
 
 def parts(target):
     lines = ("# shellcheck source=/dev/null  # present only while `builder build` runs",
-             f"if [ -r {SETTINGS} ]; then . {SETTINGS}; fi")
+             f"if [ -r {HOST_SETTINGS} ]; then . {HOST_SETTINGS}; fi")
     return [Part(block="build_host", stage=stage, post=lines) for stage in ("build", "final")]

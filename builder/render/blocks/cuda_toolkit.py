@@ -15,6 +15,20 @@ Two routes, chosen per target (recipes/targets/<t>.yaml, `cuda_toolkit`):
       compiled with the gcc named here.
 
 Both live in the build stages only; the image runs on the CUDA libraries of torch's wheels.
+
+Emits: "cuda_toolkit", build only (CUDA images): CUDA_HOME (and CC, CXX) for the later
+compiles and the toolkit's install lines, or its Debian packages for the os block.
+Reads: target.cuda_toolkit (the target's `cuda_toolkit`: from, version, gcc). No site fields;
+whether the toolkit compiles for the sites' archs is the recipe's choice (see above).
+
+Example, recipes/targets/v100-cuda.yaml, `cuda_toolkit: {from: debian, gcc: "13"}`, renders
+(containers/v100-cuda.devel.def; nvidia-cuda-toolkit and g++-13 go to the os block):
+
+    echo '--- devel: cuda_toolkit'
+    export CUDA_HOME=/usr
+    export CC=gcc-13
+    export CXX=g++-13
+    nvcc --version
 """
 
 from ...shell import cmd

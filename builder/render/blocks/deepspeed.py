@@ -1,8 +1,40 @@
-"""DeepSpeed with its C++/CUDA/HIP ops compiled at build time, not JIT at first use."""
+"""DeepSpeed with its C++/CUDA/HIP ops compiled at build time, not JIT at first use.
+
+Emits: "deepspeed", build (DS_ACCELERATOR and a DS_BUILD_* switch per listed op; a kept step
+that compiles the wheel from the sdist; its install, and the master-address fix) and final
+(the ops' own packages, installed here since a top-layer block may not ask the os block;
+DS_ACCELERATOR=cpu for CPU images; the %tests of the fix and of the ROCm record; %help).
+Reads: target.deepspeed (deepspeed.accelerator, deepspeed.skip and fix_master_address, with
+recipes/deepspeed-ops.yaml for the listed ops, their switches and packages, and the
+versions.yaml pin), target.torch_flavour, target.venv; target.archs (site.archs: the sm_7x
+BF16 note; ROCm: the arch the op build is held to) and target.wavefront_size (ROCm: each
+site's `gpu: wavefront_size:`).
+
+Example, recipes/targets/cpu.yaml:
+
+    deepspeed:
+      accelerator: cpu
+      skip:
+        async_io: prebuilt it fails to load (...)
+        deepspeed_ccl_comm: needs Intel oneCCL (CCL_ROOT); ...
+
+renders (containers/cpu.def, shortened):
+
+    echo '--- build: deepspeed'
+    export DS_ACCELERATOR=cpu
+    export DS_BUILD_OPS=1
+    export DS_BUILD_AIO=0
+    export DS_BUILD_CCL_COMM=0
+    export DS_BUILD_CPU_ADAGRAD=1
+    ...
+    kept=/mnt/kept/deepspeed-wheel-840e81212beeb261
+    ...
+    pip install --no-cache-dir "$ds_tmp"/wheel/deepspeed-*.whl
+"""
 
 from ...shell import cmd, python_check
 from ..parts import Kept, Part
-from . import os_packages
+from . import os
 
 # A folder of its own per build: %post may see the host's /tmp (Apptainer binds it), where
 # another build, or a failed one's leftovers, would mix into the compile.
@@ -98,7 +130,7 @@ def parts(target):
     if target.torch_flavour == "cuda":
         compile_ops = [*_CUDA_LINK, *compile_ops, 'rm -rf "$ds_tmp/stubs"']
     # the ops' own packages (libaio) go in this layer, so an op change never rebuilds the OS
-    needs = list(os_packages.install(ds.packages)) if ds.packages else []
+    needs = list(os.install(ds.packages)) if ds.packages else []
     # kept between builds: the compile is the slowest step of the top layer
     kept = Kept(name="deepspeed-wheel", build=(*MAKE_TMP, *needs, *compile_ops),
                 save=(f'cp {saved} "$kept/"',),

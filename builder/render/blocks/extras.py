@@ -1,5 +1,21 @@
 """The target's extra Python packages, pinned in versions.yaml; a top-layer block, so adding
-one rebuilds neither the OS nor torch."""
+one rebuilds neither the OS nor torch.
+
+Emits: "extras", build only (one pip install into the venv, which the final stage copies);
+nothing when the target lists none.
+Reads: target.python_packages (python.packages, each at its versions.yaml python_packages
+pin). No site fields.
+
+Example, recipes/targets/cpu.yaml:
+
+    python:
+      packages: [numpy, matplotlib]   # matplotlib draws the smoke report's plot
+
+renders (containers/cpu.def):
+
+    echo '--- build: extras'
+    pip install --no-cache-dir numpy==2.4.6 matplotlib==3.11.2
+"""
 
 from ...shell import cmd
 from ..parts import Part

@@ -4,6 +4,29 @@ mpi4py's wheels (4.1 and later) carry one extension per MPI ABI (Open MPI's, MPI
 the one that matches the libmpi the loader finds at import: the image's, or the site's MPI
 that the wrapper binds in for multi-node jobs. Compiling mpi4py from source took five minutes
 of a fresh build and bought nothing the wheel lacks.
+
+Emits: "mpi", build (the MPI packages for the os block; mpi4py's wheel) and final (the MPI
+packages; a %test that mpi4py loads the expected MPI).
+Reads: target.mpi_abi (mpi.abi: openmpi or mpich, which must be every site's site.mpi_abi,
+its `mpi: abi:`; the recipe tree checks), target.mpi4py_version (mpi.mpi4py: true, pinned in
+versions.yaml python_packages; "" for none).
+
+Example, recipes/targets/lumi-rocm.yaml (recipes/sites/lumi.yaml has `mpi: {abi: mpich}`):
+
+    mpi:
+      abi: mpich
+      mpi4py: true
+
+renders mpich into the os block's install lines and (containers/lumi-rocm.devel.def,
+containers/lumi-rocm.def):
+
+    echo '--- devel: mpi'
+    pip install --no-cache-dir --only-binary=mpi4py mpi4py==4.1.2
+    ...
+    echo '--- test: mpi'
+    python -c 'import sys
+    ...
+    ' MPICH
 """
 
 from ...shell import cmd, python_check

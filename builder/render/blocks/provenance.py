@@ -1,4 +1,24 @@
-"""Labels that say where an image came from, with the resolved recipe embedded."""
+"""Labels that say where an image came from, with the resolved recipe embedded.
+
+Emits: "provenance", final only (first of the top layer): %labels (builder version, target,
+sites, GPU archs, recipe hash, stage images, pinned versions, promised DeepSpeed ops, the
+resolved recipe as JSON), %post lines that drop the build host's inherited labels and (GPU
+images) add the measured ones (`smoke.labels`), and %help.
+Reads: target.name, description, stages, torch_version, torch_flavour, deepspeed.version and
+.promised, mpi4py_version, python_packages, build_tools, plugin, venv, and target.resolved
+(the whole recipe); of each site, site.name and site.archs (through target.archs).
+
+Example, recipes/targets/a100-cuda.yaml (`sites: [karolina, jean-zay, mahti]`, all sm_80)
+renders (containers/a100-cuda.def, shortened):
+
+    %labels
+    org.hpc-ml-containers.builder.version 0.1.0
+    org.hpc-ml-containers.target a100-cuda
+    org.hpc-ml-containers.sites karolina,jean-zay,mahti
+    org.hpc-ml-containers.gpu.arch sm_80
+    ...
+    org.hpc-ml-containers.version.torch 2.13.0
+"""
 
 import hashlib
 import json

@@ -1,4 +1,24 @@
-"""A Python venv built in the build stage and copied whole into the final stage."""
+"""A Python venv built in the build stage and copied whole into the final stage.
+
+Emits: "python", build (python3 packages, the venv, pip's build tools; VIRTUAL_ENV and PATH
+for the later blocks) and final (python3, the venv copied from build, %environment, a %test,
+the %runscript and %help).
+Reads: target.venv (python.venv, default /opt/venv); target.build_tools (setuptools, wheel,
+ninja at their versions.yaml python_packages pins). No site fields.
+
+Example, recipes/targets/cpu.yaml:
+
+    python:
+      venv: /opt/venv
+
+renders (containers/cpu.devel.def):
+
+    echo '--- devel: python'
+    export VIRTUAL_ENV=/opt/venv
+    export PATH="/opt/venv/bin:${PATH}"
+    python3 -m venv /opt/venv
+    pip install --no-cache-dir setuptools==80.9.0 wheel==0.45.1 ninja==1.13.0
+"""
 
 from ...shell import cmd, python_check
 from ..parts import Part

@@ -6,17 +6,39 @@ wrapper hands them to the smoke suite at run time.
 The definition names the wheel by file and sha256; `python -m builder build` passes its path
 as the build argument RUNTIME_WHEEL (by hand: `--build-arg RUNTIME_WHEEL=containers/<wheel>`
 after `python -m builder render`, which writes it there).
+
+Emits: "runtime", build (the wheel as a %files entry, its sha256 check and install, image.json
+under the venv) and final (the %tests: launchenv, the smoke preflight, a small all-reduce and
+the DeepSpeed check; %help). Last of the top layer.
+Reads: target.name, target.venv, target.deepspeed (accelerator, listed and promised ops),
+target.cuda_min_driver (versions.yaml, CUDA images), the communication stack
+(rccl_ofi.image_facts: target.comm_library, plugin, libfabric); of the sites, their GPU archs
+(site.archs, through target.archs) and wavefront size (site.wavefront_size). Nothing else of
+a site: its facts reach the smoke suite at run time.
+
+Example, recipes/targets/lumi-rocm.yaml (`comm: {library: rccl, plugin: aws-ofi-nccl,
+libfabric: cxi}`) renders (containers/lumi-rocm.def, shortened):
+
+    echo '--- build: runtime'
+    echo '<sha256>  /opt/hpcml-runtime/hpc_ml_runtime-0.1.0-py3-none-any.whl' | sha256sum --check --quiet -
+    pip install --no-cache-dir --no-deps --no-index /opt/hpcml-runtime/hpc_ml_runtime-0.1.0-py3-none-any.whl
+    ...
+    cat > /opt/venv/share/hpc-ml-runtime/image.json <<'IMAGE_JSON'
+    {"comm": {
+      "libfabric_dir": "/opt/libfabric/lib",
+      "library": "rccl",
+    ...
 """
 
 import json
 
+from ... import contract
 from ...shell import cmd, python_check
 from .. import runtime_wheel
 from ..parts import Part, build_arg
-from . import comm
+from . import rccl_ofi
 
 STAGING = "/opt/hpcml-runtime"
-IMAGE_JSON = "share/hpc-ml-runtime/image.json"      # under the venv (smoke reads sys.prefix)
 END = "IMAGE_JSON"
 
 _LAUNCHENV_CHECK = """
@@ -40,14 +62,14 @@ def image_facts(target) -> dict:
             "deepspeed": {"accelerator": target.deepspeed.accelerator,
                           "listed_ops": list(target.deepspeed.listed),
                           "promised_ops": list(target.deepspeed.promised)},
-            "comm": comm.image_facts(target)}
+            "comm": rccl_ofi.image_facts(target)}
 
 
 def parts(target):
     wheel = runtime_wheel.current()
     staged = f"{STAGING}/{wheel.name}"
     facts = _two_levels(image_facts(target))
-    image_json = f"{target.venv}/{IMAGE_JSON}"
+    image_json = f"{target.venv}/{contract.IMAGE_FACTS}"      # smoke reads it under sys.prefix
     post = [f"echo {cmd(f'{wheel.sha256}  {staged}')} | sha256sum --check --quiet -",
             cmd("pip", "install", "--no-cache-dir", "--no-deps", "--no-index", staged),
             cmd("rm", "-rf", STAGING),
@@ -67,7 +89,8 @@ def parts(target):
             'rm -rf "$smoke_out"']
     return [
         Part(block="runtime", stage="build",
-             files=((build_arg(runtime_wheel.BUILD_ARG), staged),), post=tuple(post)),
+             files=((build_arg(runtime_wheel.BUILD_ARG), staged),), post=tuple(post),
+             build_args=(runtime_wheel.BUILD_ARG,)),
         Part(block="runtime", stage="final", test=tuple(test),
              help=("`import launchenv; launchenv.apply()` sets RANK, LOCAL_RANK, WORLD_SIZE, "
                    "LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT from torchrun, MPI or Slurm.",
@@ -75,8 +98,8 @@ def parts(target):
                    "several ranks) checks all-reduce sums and bandwidth against the site's "
                    "reference, the network NCCL/RCCL used, DeepSpeed's prebuilt ops and its "
                    "engine under ZeRO 1-3, mpi4py and a DDP run; it writes "
-                   "smoke-report/smoke.json and smoke-busbw.png. Site references come from "
-                   "the wrapper (singularity_wrapper), or --site-facts FILE.")),
+                   f"{contract.SMOKE_FOLDER}/{contract.SMOKE_REPORT} and {contract.SMOKE_PLOT}. "
+                   "Site references come from the wrapper (singularity_wrapper), or --site-facts FILE.")),
     ]
 
 

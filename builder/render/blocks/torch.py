@@ -1,5 +1,29 @@
-"""PyTorch from its wheel index, built for the archs of the target's sites."""
+"""PyTorch from its wheel index, built for the archs of the target's sites.
 
+Emits: "torch", build (the pip install, from the flavour's index when it has one, with the
+arch variable set for the later compiles) and final (the arch variable in %environment, a
+%test of the version, flavour and collectives).
+Reads: target.torch_version (torch.version, else versions.yaml's torch_by_flavour or torch
+pin), target.torch_flavour (torch.flavour: cpu, cuda or rocm), target.torch_index
+(versions.yaml torch_index for the flavour); target.archs, every site's site.archs (its
+`gpu: arch:`), as TORCH_CUDA_ARCH_LIST or PYTORCH_ROCM_ARCH.
+
+Example, recipes/targets/lumi-rocm.yaml (sites: [lumi]; recipes/sites/lumi.yaml has
+`gpu: {arch: [gfx90a]}`):
+
+    torch:
+      flavour: rocm
+
+renders (containers/lumi-rocm.devel.def, the case line shortened):
+
+    echo '--- devel: torch'
+    export PYTORCH_ROCM_ARCH=gfx90a
+    set -- --extra-index-url https://download.pytorch.org/whl/rocm6.4
+    case " ${HPCML_PIP_INDEXES_DOWN:-} " in *" $2 "*) ... set -- ;; esac
+    pip install --no-cache-dir torch==2.9.1 "$@"
+"""
+
+from ... import contract
 from ...shell import cmd, python_check
 from ..parts import Part
 
@@ -34,16 +58,12 @@ def arch_env(target):
     return ()
 
 
-# `python -m builder build` names here the indexes that did not answer it (build.indexes)
-DOWN_VARIABLE = "HPCML_PIP_INDEXES_DOWN"
-
-
 def extra_index(url) -> list:
     """Lines that set "$@" to `--extra-index-url URL`, or to nothing when the builder found
     URL silent (the host's own indexes or wheels serve then), so that pip does not retry it
-    for every package."""
+    for every package: `python -m builder build` names those in HPCML_PIP_INDEXES_DOWN."""
     return [cmd("set", "--", "--extra-index-url", url),
-            f'case " ${{{DOWN_VARIABLE}:-}} " in *" $2 "*) '
+            f'case " ${{{contract.PIP_INDEXES_DOWN}:-}} " in *" $2 "*) '
             f'echo "leaving out $2: it did not answer the builder"; set -- ;; esac']
 
 
@@ -53,7 +73,8 @@ def parts(target):
     # release on the default index, and dependencies still come from the default index.
     install = [*extra_index(target.torch_index), pip + ' "$@"'] if target.torch_index else [pip]
     return [
-        Part(block="torch", stage="build", build_env=arch_env(target), post=tuple(install)),
+        Part(block="torch", stage="build", build_env=arch_env(target), post=tuple(install),
+             pip_indexes=(target.torch_index,) if target.torch_index else ()),
         Part(block="torch", stage="final", env=arch_env(target),
              test=(python_check("python", _TORCH_CHECK, target.torch_version, target.torch_flavour),)),
     ]

@@ -1,0 +1,34 @@
+"""The contract between builder, wrapper and runtime: every `HPCML_*` variable and shared file
+name, as the runtime package defines them (runtime/hpcml_contract.py).
+
+The runtime ships alone inside each image and cannot import the builder, so the definitions
+live there, and the builder loads that very file from where it keeps the runtime's source: a
+checkout's runtime/, or builder/_data/runtime/ in an installed copy (resources.py). Use it as
+a module: `from .. import contract` then `contract.SITE_FACTS`, or
+`from ..contract import SMOKE_REPORT`.
+"""
+
+import importlib.util
+
+from . import resources
+
+_SOURCE = resources.runtime_source() / "hpcml_contract.py"
+
+
+def _load():
+    spec = importlib.util.spec_from_file_location("hpcml_contract", _SOURCE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_CONTRACT = _load()
+
+
+def __getattr__(name):
+    """The runtime module's names, read through this one (PEP 562)."""
+    return getattr(_CONTRACT, name)
+
+
+def __dir__():
+    return sorted(set(globals()) | set(dir(_CONTRACT)))

@@ -1,0 +1,56 @@
+"""The build host's CA bundle, pip indexes and local wheels, for %post only.
+
+`python -m builder build` binds a folder of the host at the definition's host mount while a
+layer builds; the settings file there (sourced by the build_host block) exports these. Indexes
+that do not answer are left out, and named in HPCML_PIP_INDEXES_DOWN for the pip lines of the
+definition's own (see layerbuild.indexes).
+"""
+
+import shutil
+from pathlib import Path
+
+from .. import contract
+from ..fileio import link_or_copy
+from ..host import hostinfo
+from ..render.parts import HOST_MOUNT, HOST_SETTINGS
+from . import indexes
+
+CA_VARIABLES = ("PIP_CERT", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE")
+
+
+def write(host: Path, pip_indexes: tuple, progress):
+    """The settings file and what it names, in the new folder ``host``; pip_indexes: the web
+    indexes the layer's own pip lines name (LayerPlan.pip_indexes)."""
+    host.mkdir()
+    pip = hostinfo.pip_settings()
+    down = _indexes_down([pip["index_url"], *pip["extra_index_urls"], *pip_indexes], pip["cert"], progress)
+    lines = []
+    if pip["cert"]:
+        shutil.copyfile(pip["cert"], host / "ca.crt")
+        lines += [f"export {var}={HOST_MOUNT}/ca.crt" for var in CA_VARIABLES]
+    if pip["index_url"]:
+        lines.append(f"export PIP_INDEX_URL='{pip['index_url']}'")
+    extra = [url for url in pip["extra_index_urls"] if url not in down]
+    if extra:
+        lines.append(f"export PIP_EXTRA_INDEX_URL='{' '.join(extra)}'")
+    if down:
+        lines.append(f"export {contract.PIP_INDEXES_DOWN}='{' '.join(down)}'")
+    if pip["find_links"]:
+        wheels = host / "wheels"
+        wheels.mkdir()
+        for directory in pip["find_links"]:
+            for wheel in Path(directory).glob("*.whl"):
+                link_or_copy(wheel, wheels / wheel.name)
+        lines.append(f"export PIP_FIND_LINKS={HOST_MOUNT}/wheels")
+    (host / Path(HOST_SETTINGS).name).write_text("\n".join(lines) + "\n")
+
+
+def _indexes_down(urls, cafile, progress) -> list:
+    down = []
+    for url in dict.fromkeys(u for u in urls if u):
+        reason = indexes.why_down(url, cafile)
+        if reason is None:
+            continue
+        down.append(url)
+        progress.once(f"pip index {url} does not answer ({reason}); this build leaves it out")
+    return down

@@ -1,0 +1,119 @@
+"""Which layers a build can skip: keys, the sidecar beside each image, kept step outputs, and
+the user's layer cache (host.cache) they come from and go back to.
+
+A layer's key is a hash of its definition, its build arguments and the keys of the layers it
+starts from; the sidecar file `<image>.sif.json` records it with the image's size and mtime,
+so an unchanged target answers "up to date" without starting Apptainer, and the user's layer
+cache supplies a layer built before under the same key.
+"""
+
+import contextlib
+import hashlib
+import json
+from pathlib import Path
+
+from .. import __version__
+from ..fileio import write_atomic
+from ..host import cache
+from ..render import runtime_wheel
+from ..render.parts import KEPT_DIR
+from ..render.plan import LAYERS, PARENT_ARGS
+
+# Layers that never leave this machine: the next layer unpacks them again, so compressing
+# them is time spent twice for nothing. Same content either way, so not part of the key.
+INTERMEDIATE = ("devel", "base")
+# paths that differ between machines; what they hold is in the key already (parent keys, the
+# runtime wheel's sha256 in the definition)
+PATH_ARGS = frozenset(PARENT_ARGS) | {runtime_wheel.BUILD_ARG}
+
+
+def build_key(text, args, parent_keys=(), shipped=False):
+    """What a layer is made of: its definition, its build arguments (less the paths of the
+    layers it starts from) and the keys of those layers. A shipped layer's key also says that
+    its parent is named by file name in its labels (images built before named it by absolute
+    path, a fact of the build machine, and must not be taken from the cache)."""
+    material = {"builder": __version__, "definition": text, "parents": list(parent_keys),
+                "build_args": {k: v for k, v in args.items() if k not in PATH_ARGS}}
+    if shipped:
+        material["from_label"] = "file name"
+    return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
+
+
+def layer_keys(plans: dict, host_args: dict) -> dict:
+    """{layer: key} for {layer: LayerPlan}; host_args: the values of the build arguments this
+    host supplies (the Debian mirror). A layer's key covers the keys of its parents."""
+    keys = {}
+    for layer in LAYERS:
+        plan = plans[layer]
+        keys[layer] = build_key(plan.text, used_args(plan, host_args), [keys[p] for p in plan.parents],
+                                shipped=layer not in INTERMEDIATE)
+    return keys
+
+
+def used_args(plan, args: dict) -> dict:
+    """The build arguments of ``args`` that the layer uses; Apptainer refuses unused ones."""
+    return {name: value for name, value in args.items() if name in plan.build_args}
+
+
+def layer_paths(images: Path, plans: dict) -> dict:
+    """{layer: image file}, each named for the target whose layer it is."""
+    return {layer: images / plan.file_name.replace(".def", ".sif") for layer, plan in plans.items()}
+
+
+def is_current(sif: Path, key: str) -> bool:
+    try:
+        meta = json.loads(_meta_path(sif).read_text())
+        stat = sif.stat()
+    except (OSError, ValueError):
+        return False
+    return (meta.get("key") == key and meta.get("size") == stat.st_size
+            and meta.get("mtime_ns") == stat.st_mtime_ns)
+
+
+def write_meta(sif, key):
+    stat = sif.stat()
+    write_atomic(_meta_path(sif), json.dumps(
+        {"key": key, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns},
+        indent=1, sort_keys=True) + "\n")
+
+
+def step(plan, forced, sif, key) -> str:
+    """What the build will do for a layer: "current", "fetch" (from the cache) or "build"."""
+    if plan.layer in forced:
+        return "build"
+    if is_current(sif, key):
+        return "current"
+    return "fetch" if cache.slot(plan.owner, plan.layer).joinpath(f"{key}.sif").is_file() else "build"
+
+
+def keep(plan, key, sif, progress):
+    """The layer into the user's cache; a cache that cannot take it fails no build."""
+    try:
+        cache.store(plan.owner, plan.layer, key, sif)
+    except OSError as error:
+        progress.step(f"the {plan.layer} layer was not kept in the cache {cache.cache_dir()} "
+                      f"({error.strerror}); the next build of it cannot take it from there")
+
+
+def provide_kept(host: Path, kept: tuple, reuse: bool) -> list:
+    """A folder under the host mount for each kept step, holding the stored output when there
+    is one; returns the names of those left to fill."""
+    to_fill = []
+    for folder in kept:
+        if not (reuse and cache.fetch_kept(folder, host / KEPT_DIR / folder)):
+            (host / KEPT_DIR / folder).mkdir(parents=True)
+            to_fill.append(folder)
+    return to_fill
+
+
+def store_kept(host: Path, folders: list, owner: str):
+    """Each kept step's output the build left complete, into the user's cache: a step that
+    finished is kept even when a later one (or %test) failed, so the next build repeats only
+    what broke (cache.store_kept takes only outputs marked complete)."""
+    for folder in folders:
+        with contextlib.suppress(OSError):     # a cache that cannot grow hides no error
+            cache.store_kept(folder, host / KEPT_DIR / folder, owner=owner)
+
+
+def _meta_path(sif):
+    return sif.with_name(sif.name + ".json")

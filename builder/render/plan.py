@@ -1,0 +1,40 @@
+"""What render hands the layer build: per layer, one frozen LayerPlan.
+
+A plan carries the definition text and every fact the build needs about it, gathered while
+the text was made (render.definition): the build arguments it uses, the layers it starts
+from, its kept steps and the pip indexes it names. The build never reads the text back.
+"""
+
+from dataclasses import dataclass
+
+LAYERS = ("devel", "base", "image")          # in build order
+FILE_SUFFIX = {"devel": ".devel.def", "base": ".base.def", "image": ".def"}
+# the build arguments that name the layers a layer starts from: {argument: layer}
+PARENT_ARGS = {"DEVEL": "devel", "BASE": "base"}
+MIRROR_ARG = "MIRROR"                        # a debootstrap stage's Debian mirror, a host fact
+
+
+def file_name(target_name, layer):
+    return target_name + FILE_SUFFIX[layer]
+
+
+@dataclass(frozen=True)
+class LayerPlan:
+    """One layer to build. Example, cpu's image layer: layer "image", owner "cpu",
+    build_args ("BASE", "DEVEL", "RUNTIME_WHEEL"), parents ("devel", "base"),
+    kept ("deepspeed-wheel-840e81212beeb261",), pip_indexes ()."""
+    layer: str                     # devel | base | image
+    owner: str                     # the target whose layer it is (another's when shared)
+    text: str                      # the definition
+    build_args: tuple = ()         # names of the build arguments the text uses, sorted
+    parents: tuple = ()            # the layers it starts from, in the order their keys count
+    kept: tuple = ()               # folder names of its kept steps (name-inputs hash)
+    pip_indexes: tuple = ()        # web indexes its pip lines name, in order
+
+    @property
+    def file_name(self) -> str:
+        return file_name(self.owner, self.layer)
+
+    def parent_args(self) -> dict:
+        """{build argument: layer} for the layers it starts from."""
+        return {arg: layer for arg, layer in PARENT_ARGS.items() if layer in self.parents}

@@ -1,0 +1,85 @@
+"""Every key a site file may hold lands in the typed site model under the same name (`gpu.per_node`
+in YAML is `site.gpu.per_node` in code), and code reads the model, never the raw file (the one
+exception: `show`, which prints the file as written)."""
+
+import re
+from dataclasses import fields, is_dataclass
+
+import yaml
+from conftest import ROOT
+
+from builder.recipes.site_model import Site
+
+
+def schema_keys():
+    schema = yaml.safe_load((ROOT / "builder" / "recipes" / "schemas" / "site.yaml").read_text())
+    keys = []
+    for key, spec in schema["properties"].items():
+        nested = spec.get("properties")
+        keys += [(key, sub) for sub in nested] if nested else [(key,)]
+    return keys
+
+
+def test_the_model_has_a_field_of_the_same_name_for_every_key_the_schema_allows():
+    parts = {f.name: f.type for f in fields(Site)}
+    missing = []
+    for key in schema_keys():
+        if key[0] not in parts or len(key) > 1 and key[1] not in {f.name for f in fields(parts[key[0]])}:
+            missing.append(".".join(key))
+    assert missing == []
+
+
+def reaches(model, written, where):
+    """Assert that the model holds what the file wrote at ``where``, key by key."""
+    if isinstance(written, dict) and isinstance(model, tuple) and all(is_dataclass(i) for i in model):
+        model = {item.name: item for item in model}            # slurm.partitions, by name
+        assert list(model) == list(written), where              # in the file's order
+        for name, spec in written.items():
+            reaches(model[name], spec, f"{where}.{name}")
+    elif isinstance(written, dict) and isinstance(model, tuple):
+        assert dict(model) == {k: str(v) for k, v in written.items()}, where    # environment variables
+    elif isinstance(written, dict):
+        for key, value in written.items():
+            reaches(getattr(model, key), value, f"{where}.{key}")
+    elif isinstance(written, list) and written and isinstance(written[0], dict):
+        assert len(model) == len(written), where               # slurm.qos, allreduce
+        for index, (item, spec) in enumerate(zip(model, written)):
+            reaches(item, spec, f"{where}[{index}]")
+    elif isinstance(written, list):
+        assert list(model) == written, where
+    else:
+        assert model == written, where
+
+
+def test_every_key_of_every_site_file_reaches_the_model_by_its_name(tree):
+    for name, site in tree.sites.items():
+        reaches(site, tree.site_docs[name].data, name)
+
+
+def test_what_a_site_file_leaves_out_takes_the_defaults(tree):
+    local = tree.sites["local"]
+    assert (local.cpu.cores_per_gpu, local.launcher.default, local.slurm.mem) == (0, "torchrun", "none")
+    assert (local.slurm.account, local.slurm.partitions, local.network.libfabric) == (None, (), "")
+    jean_zay = tree.sites["jean-zay"]
+    assert all(part.max_gpus == jean_zay.gpu.per_node for part in jean_zay.slurm.partitions
+               if "max_gpus" not in tree.site_docs["jean-zay"].data["slurm"]["partitions"][part.name])
+
+
+def test_the_job_script_facts_are_there_for_lumi(tree):
+    lumi = tree.sites["lumi"]
+    assert lumi.cpu.cpu_bind.startswith("mask_cpu:0x00fe000000000000,")
+    assert (lumi.cpu.cores_per_gpu, lumi.cpu.mem_per_gpu_gb, lumi.launcher.default) == (7, 60, "srun")
+    dev = next(p for p in lumi.slurm.partitions if p.name == "dev-g")
+    assert (dev.max_nodes, dev.max_time, dev.max_gpus, dev.test) == (32, "03:00:00", 8, True)
+    assert [p.name for p in lumi.slurm.partitions] == ["dev-g", "standard-g", "small-g"]   # preference
+    assert (lumi.slurm.gpu_request, lumi.slurm.mem) == ("gpus-per-node", "per_gpu")
+    assert (lumi.slurm.account.example, lumi.slurm.account.required) == ("project_465000000", True)
+
+
+def test_no_code_outside_the_recipe_loader_reads_the_raw_site_file():
+    readers = []
+    for path in (ROOT / "builder").rglob("*.py"):
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if re.search(r"\bsite_docs\b|\bsite\.data\b", line):
+                readers.append(f"{path.relative_to(ROOT)}:{number}")
+    assert [r for r in readers if not r.startswith(("builder/recipes/tree.py", "builder/cli.py"))] == []

@@ -1,0 +1,117 @@
+"""Golden text per building block and target: what each block asks of each stage.
+
+Blocks return structured Parts, so a change to one block shows up here, in that block's file
+only, before it shows up in the rendered .def. Refresh with: pytest --update-golden
+"""
+
+import pytest
+from conftest import GOLDEN, TARGETS, compare_golden
+
+from builder.render import blocks
+from builder.render.blocks import parts_by_layer
+from builder.render.parts import Part
+
+FIELDS = [name for name in Part.__dataclass_fields__ if name not in ("block", "stage")]
+
+
+def describe(parts):
+    lines = []
+    for part in parts:
+        lines.append(f"== {part.stage}")
+        for field in FIELDS:
+            value = getattr(part, field)
+            if not value:
+                continue
+            if field == "kept":
+                for name in ("build", "save", "restore"):
+                    lines += [f"-- kept {value.name}: {name}", *getattr(value, name)]
+                continue
+            lines.append(f"-- {field}")
+            for item in value:
+                lines.append(" ".join(item) if isinstance(item, tuple) else item)
+    return "\n".join(lines) + "\n"
+
+
+def parts_for(target):
+    """Every Part once, in %post order (the build-host Parts open both layers)."""
+    layers = parts_by_layer(target)
+    return layers["base"] + [part for part in layers["top"] if part.block != "build_host"]
+
+
+def by_block(target):
+    grouped = {}
+    for part in parts_for(target):
+        grouped.setdefault(part.block, []).append(part)
+    return grouped
+
+
+@pytest.mark.parametrize("name", TARGETS)
+def test_block_golden(tree, name, update_golden):
+    blocks = by_block(tree.target(name))
+    folder = GOLDEN / "blocks" / name
+    for block, parts in blocks.items():
+        compare_golden(folder / f"{block}.txt", describe(parts), update_golden)
+    if folder.is_dir():
+        assert sorted(p.stem for p in folder.glob("*.txt")) == sorted(blocks), \
+            "golden files for blocks that no longer exist; run pytest --update-golden and remove them"
+
+
+def test_blocks_come_in_build_order(tree):
+    order = list(by_block(tree.target("lumi-rocm")))
+    assert order == ["build_host", "os", "python", "torch", "libfabric", "rccl_ofi", "mpi", "provenance",
+                     "extras", "deepspeed", "frameworks", "runtime"]
+
+
+def test_each_part_belongs_to_the_layer_its_block_is_listed_in(tree):
+    layers = parts_by_layer(tree.target("lumi-rocm"))
+    base = {part.block for part in layers["base"]}
+    top = {part.block for part in layers["top"]}
+    assert {"os", "python", "torch", "rccl_ofi", "mpi"} <= base
+    assert top == {"build_host", "provenance", "extras", "deepspeed", "frameworks", "runtime"}
+
+
+def test_a_top_layer_block_may_not_ask_the_os_block_for_packages(tree, monkeypatch):
+    from builder.render.parts import Part
+    monkeypatch.setattr(blocks.extras, "parts",
+                        lambda target: [Part(block="extras", stage="build", packages=("vim",))])
+    with pytest.raises(ValueError, match=r"top-layer blocks may not ask .*\['extras'\]"):
+        parts_by_layer(tree.target("cpu"))
+
+
+def test_os_block_installs_the_union_of_every_blocks_packages_once(tree):
+    parts = parts_for(tree.target("lumi-rocm"))
+    os_build = next(p for p in parts if p.block == "os" and p.stage == "build")
+    wanted = {pkg for p in parts if p.stage == "build" for pkg in p.packages}
+    install = next(line for line in os_build.post if line.startswith("apt-get install"))
+    assert install.split()[4:] == sorted(wanted)
+
+
+def test_only_the_final_stage_gets_runtime_pieces(tree):
+    for name in TARGETS:
+        for part in parts_for(tree.target(name)):
+            if part.stage == "build":
+                assert not (part.env or part.test or part.runscript or part.labels or part.help
+                            or part.copy_from_build), (name, part.block)
+
+
+BLOCK_MODULES = [blocks.build_host, blocks.os, *blocks.BASE_BLOCKS, *blocks.TOP_BLOCKS]
+
+
+def test_each_block_file_is_named_for_the_block_it_emits(tree):
+    emitted = {}
+    for name in TARGETS:
+        target = tree.target(name)
+        for module in BLOCK_MODULES:
+            args = (target, {"build": {"ca-certificates"}, "final": set()}) if module is blocks.os else (target,)
+            emitted.setdefault(module.__name__.rsplit(".", 1)[-1], set()).update(
+                part.block for part in module.parts(*args))
+    assert {file: names for file, names in emitted.items() if names != {file}} == {}
+
+
+def test_each_block_documents_what_it_emits_and_reads_with_an_example():
+    for module in BLOCK_MODULES:
+        doc = module.__doc__ or ""
+        name = module.__name__.rsplit(".", 1)[-1]
+        assert f'Emits: "{name}"' in doc, f"{name}: no 'Emits: \"{name}\", <stages>' in its docstring"
+        assert "Reads: " in doc, f"{name}: no 'Reads: ' (target and site fields) in its docstring"
+        assert "Example" in doc and "\n    " in doc, f"{name}: no indented example in its docstring"

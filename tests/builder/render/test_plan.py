@@ -1,0 +1,50 @@
+"""The layer plan render hands the build: every fact it carries agrees with the definition
+text, for every target and layer, so the build never needs to read the text back."""
+
+import re
+from pathlib import Path
+
+import pytest
+from conftest import RECIPES, ROOT
+
+from builder.recipes.tree import RecipeTree
+from builder.render.layer_sharing import plan_layers
+
+TREE = RecipeTree(RECIPES)
+TARGETS = sorted(TREE.targets)
+# how the text shows each fact (read here, in the test, to check the plan against it)
+BUILD_ARG = re.compile(r"\{\{ ([A-Z_]+) \}\}")
+KEPT = re.compile(r"^kept=/mnt/kept/(\S+)$", re.M)
+PIP_INDEX = re.compile(r"--(?:extra-)?index-url[= ]+(https?://[^\s'\"]+)")
+
+
+@pytest.mark.parametrize("name", TARGETS)
+def test_the_plan_names_what_the_text_uses(name):
+    for layer, plan in plan_layers(TREE, name).items():
+        assert plan.layer == layer
+        assert plan.build_args == tuple(sorted(set(BUILD_ARG.findall(plan.text)))), (name, layer)
+        assert plan.kept == tuple(dict.fromkeys(KEPT.findall(plan.text))), (name, layer)
+        assert plan.pip_indexes == tuple(dict.fromkeys(PIP_INDEX.findall(plan.text))), (name, layer)
+        assert {f"From: {{{{ {arg} }}}}" for arg in plan.parent_args()} <= set(plan.text.splitlines())
+
+
+def test_the_layers_start_from_each_other_in_key_order():
+    plans = plan_layers(TREE, "cpu")
+    assert [plans[layer].parents for layer in ("devel", "base", "image")] == [(), ("devel",), ("devel", "base")]
+    assert plans["devel"].build_args == ("MIRROR",)                  # cpu bootstraps from Debian
+    assert "RUNTIME_WHEEL" in plans["image"].build_args
+    assert [k.rsplit("-", 1)[0] for k in plans["image"].kept] == ["deepspeed-wheel"]
+
+
+def test_a_target_with_its_own_torch_index_names_it():
+    plans = plan_layers(TREE, "lumi-rocm")
+    assert plans["devel"].pip_indexes and all("rocm" in url for url in plans["devel"].pip_indexes)
+    assert not plans["image"].pip_indexes
+
+
+def test_the_build_reads_no_definition_text():
+    """No regex in the layer build: what it needs comes from the plan."""
+    for path in sorted((ROOT / "builder" / "layerbuild").glob("*.py")):
+        assert not re.search(r"^import re$|^from re import", path.read_text(), re.M), path.name
+    sharing = Path(ROOT / "builder" / "render" / "layer_sharing.py").read_text()
+    assert "import re" not in sharing

@@ -1,0 +1,145 @@
+"""The contract between builder, wrapper and runtime (runtime/hpcml_contract.py): every
+`HPCML_*` name the three programs, the rendered files and the docs use is in the registry,
+docs/design.md gives each with the registry's meaning word for word, and Python code names
+them only through the registry. Bash cannot import it, hence the regexes.
+
+Names that only tests use stay in tests/ and are not part of the contract: HPCML_TWIN_*
+(the site twins' module markers), HPCML_TEST_MULTI_NODE and HPCML_X (what a test's
+environment carries through the wrapper)."""
+
+import ast
+import re
+import sys
+import tomllib
+
+import pytest
+from conftest import ROOT
+
+sys.path.insert(0, str(ROOT / "runtime"))
+import hpcml_contract  # noqa: E402
+
+NAME = re.compile(r"HPCML_[A-Z0-9_]*[A-Z0-9]")
+DESIGN = ROOT / "docs" / "design.md"
+# every place a contract name can appear outside tests/
+SCANNED = ["builder", "runtime", "wrappers", "containers", "docs", "scripts", "README.md", "Makefile"]
+REGISTRY_FILE = ROOT / "runtime" / "hpcml_contract.py"
+
+
+def text_files():
+    for top in SCANNED:
+        path = ROOT / top
+        for file in [path] if path.is_file() else sorted(path.rglob("*")):
+            if file.is_file() and "__pycache__" not in file.parts and b"\0" not in file.read_bytes():
+                yield file
+
+
+def design_rows(heading):
+    """{first cell: last cell} of the table rows under ``heading`` in docs/design.md, up to the
+    next heading."""
+    lines = DESIGN.read_text().splitlines()
+    rows = {}
+    for line in lines[lines.index(heading) + 1:]:
+        if line.startswith("#"):
+            break
+        cells = [cell.strip() for cell in line.split("|")[1:-1]]
+        if len(cells) >= 2 and cells[0].startswith("`"):
+            rows[cells[0].strip("`")] = cells[-1]
+    return rows
+
+
+def test_the_registry_is_well_formed():
+    for name, meaning in hpcml_contract.VARIABLES.items():
+        assert NAME.fullmatch(name), name
+        assert meaning and "\n" not in meaning, name
+    for name, meaning in hpcml_contract.FILES.items():
+        assert meaning and "\n" not in meaning, name
+
+
+def test_every_hpcml_name_outside_tests_is_in_the_registry():
+    unknown = {}
+    for file in text_files():
+        for name in set(NAME.findall(file.read_text(errors="replace"))) - set(hpcml_contract.VARIABLES):
+            unknown.setdefault(name, []).append(str(file.relative_to(ROOT)))
+    assert not unknown, f"not in runtime/hpcml_contract.py: {unknown}"
+
+
+def test_the_wrapper_and_the_site_files_use_the_registrys_names():
+    used = set()
+    for file in (ROOT / "wrappers").rglob("*"):
+        if file.is_file():
+            used |= set(NAME.findall(file.read_text()))
+    # it reads most of the contract; nothing else may appear there
+    assert used <= set(hpcml_contract.VARIABLES)
+    assert {hpcml_contract.SITE_FACTS, hpcml_contract.SITE_FILE, hpcml_contract.STAGE_ROOTS} <= used
+
+
+def test_design_md_gives_every_variable_with_the_registrys_meaning():
+    assert design_rows("## `HPCML_*` variables") == hpcml_contract.VARIABLES
+
+
+def test_design_md_gives_every_shared_file_with_the_registrys_meaning():
+    assert design_rows("### Files they share") == hpcml_contract.FILES
+
+
+def _docstrings(tree):
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            first = node.body[0] if node.body else None
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                yield first.value
+
+
+def spelled_out(path):
+    """The contract's names ``path`` spells out in code: in strings (docstrings aside) and as
+    keyword arguments (dict(os.environ, HPCML_SITE=...))."""
+    tree = ast.parse(path.read_text())
+    skip = {id(node) for node in _docstrings(tree)}
+    texts = [node.value for node in ast.walk(tree)
+             if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skip]
+    texts += [node.arg for node in ast.walk(tree) if isinstance(node, ast.keyword) and node.arg]
+    found = set()
+    for name in [*hpcml_contract.VARIABLES, *hpcml_contract.FILES]:
+        # whole names only: HPCML_SITE is not HPCML_SITE_FILE, smoke-report not --smoke-report
+        pattern = re.compile(rf"(?<![\w-]){re.escape(name)}(?![\w-])")
+        found |= {name for text in texts if pattern.search(text)}
+    return found
+
+
+@pytest.mark.parametrize("top", ["builder", "runtime"])
+def test_python_code_names_the_contract_only_through_the_registry(top):
+    spelled = {}
+    for path in sorted((ROOT / top).rglob("*.py")):
+        if path != REGISTRY_FILE and "_data" not in path.parts:
+            names = spelled_out(path)
+            if names:
+                spelled[str(path.relative_to(ROOT))] = sorted(names)
+    assert not spelled, f"use the constants of runtime/hpcml_contract.py instead: {spelled}"
+
+
+def test_a_spelled_out_name_is_caught(tmp_path):
+    path = tmp_path / "module.py"
+    path.write_text('"""Reads HPCML_SITE and smoke.json (a docstring may say so)."""\n'
+                    'env = dict(HPCML_APPTAINER="x")\n'
+                    'report = out / "smoke.json"\n'
+                    'flag = "--smoke-report"\n'
+                    'help = f"default ${contract.SITE_FACTS}"\n')
+    assert spelled_out(path) == {"HPCML_APPTAINER", "smoke.json"}
+
+
+def test_the_builder_reads_the_runtimes_registry():
+    from builder import contract
+    assert contract.VARIABLES == hpcml_contract.VARIABLES and contract.FILES == hpcml_contract.FILES
+    assert (contract.SITE_FACTS, contract.SMOKE_REPORT) == ("HPCML_SITE_FACTS", "smoke.json")
+    with pytest.raises(AttributeError):
+        contract.NO_SUCH_NAME      # noqa: B018
+
+
+def test_an_installed_builder_carries_every_file_of_the_runtime_wheel():
+    """builder/_data/runtime/ must hold what the runtime wheel is built from, the registry too:
+    an installed builder loads it from there."""
+    runtime = tomllib.loads((ROOT / "runtime" / "pyproject.toml").read_text())
+    shipped = runtime["tool"]["hatch"]["build"]["targets"]["wheel"]["only-include"]
+    builder = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    forced = builder["tool"]["hatch"]["build"]["targets"]["wheel"]["force-include"]
+    for name in shipped:
+        assert forced.get(f"runtime/{name}") == f"builder/_data/runtime/{name}", name

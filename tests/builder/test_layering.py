@@ -1,0 +1,79 @@
+"""Imports in builder/ point down: each package imports only from its own floor or below, so a
+shared helper never hides in a stage and no stage reaches back up."""
+
+import ast
+
+from conftest import ROOT
+
+BUILDER = ROOT / "builder"
+# bottom to top; a module not named here sits on the bottom floor (errors, runner, shell, ...)
+FLOORS = ["host", "recipes", "render", "layerbuild", "run publish", "cli __main__ wrapper_command"]
+
+
+def floor(parts):
+    for level, names in enumerate(FLOORS):
+        if parts and parts[0] in names.split():
+            return level
+    return 0
+
+
+def module_parts(path, builder=BUILDER):
+    """builder/run/smoke.py -> ("run", "smoke"); builder/cli.py -> ("cli",)."""
+    return path.relative_to(builder).with_suffix("").parts
+
+
+def imported(path, builder=BUILDER):
+    """The builder modules ``path`` imports, as tuples of names below builder/."""
+    package = module_parts(path, builder)[:-1]
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[:len(package) - node.level + 1]
+            elif (node.module or "").split(".")[0] == "builder":
+                base = ()
+            else:
+                continue
+            module = tuple(part for part in (node.module or "").split(".") if part)
+            base += module[1:] if not node.level else module
+            for alias in node.names:
+                yield base if base and node.module else base + (alias.name,)
+        elif isinstance(node, ast.Import):
+            yield from (tuple(a.name.split(".")[1:]) for a in node.names if a.name.startswith("builder."))
+
+
+def upward_imports(builder=BUILDER):
+    found = []
+    for path in sorted(builder.rglob("*.py")):
+        here = floor(module_parts(path, builder))
+        found += [f"{path.relative_to(builder)} imports {'.'.join(target)}"
+                  for target in imported(path, builder) if floor(target) > here]
+    return found
+
+
+def test_every_import_in_builder_points_down_or_across():
+    assert upward_imports() == []
+
+
+def test_an_upward_import_is_caught_in_each_spelling(tmp_path):
+    (tmp_path / "host").mkdir()
+    (tmp_path / "host" / "images.py").write_text("from ..render.blocks import provenance\n"
+                                                 "from ..run import smoke\n"
+                                                 "import builder.publish.install\n"
+                                                 "from builder.layerbuild.layers import build\n"
+                                                 "from .. import errors, cli\n"
+                                                 "from . import toolbox\n")
+    assert upward_imports(tmp_path) == [f"host/images.py imports {name}" for name in
+                                        ("render.blocks", "run", "publish.install", "layerbuild.layers", "cli")]
+
+
+def test_the_layer_build_takes_renders_plan_not_its_blocks():
+    """layerbuild/ reads what render decided (plan, parts' mount names, the wheel), never a
+    block or the definition's text-making."""
+    allowed = {"plan", "layer_sharing", "parts", "runtime_wheel"}
+    reached = set()
+    for path in sorted((BUILDER / "layerbuild").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "render":
+                names = node.module.split(".")[1:2] or [alias.name for alias in node.names]
+                reached.update(f"render.{name}" for name in names if name not in allowed)
+    assert reached == set()
