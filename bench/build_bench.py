@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-EXTRA = ("six", "1.17.0")          # a small pure-Python package for the top-layer rebuild
+EXTRA = ("six", "1.17.0")  # a small pure-Python package for the top-layer rebuild
 # --quick: what runs in place of `apptainer build`; the layer file is the definition itself
 STUB = r"""#!/bin/sh
 [ "$1" = build ] || { echo "build_bench stub: only 'build'" >&2; exit 2; }
@@ -46,8 +46,14 @@ cp "$definition" "$out"
 
 def builder(*args, env, root=ROOT):
     started = time.monotonic()
-    result = subprocess.run([sys.executable, "-m", "builder", *map(str, args)], cwd=root, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "builder", *map(str, args)],
+        cwd=root,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     elapsed = time.monotonic() - started
     if result.returncode != 0:
         sys.exit(f"builder {' '.join(map(str, args))} failed:\n{result.stdout[-3000:]}")
@@ -87,7 +93,7 @@ def baseline_build(rev: str, work: Path, stub=None) -> float:
     tree = snapshot(rev, work / "baseline")
     env = private_cache(work / "cache-baseline", tree, stub)
     seconds, _ = builder("build", "cpu", "--images", work / "images-baseline", env=env, root=tree)
-    shutil.rmtree(work / "images-baseline", ignore_errors=True)     # 3 GB of layers
+    shutil.rmtree(work / "images-baseline", ignore_errors=True)  # 3 GB of layers
     return seconds
 
 
@@ -96,8 +102,11 @@ def main():
     parser.add_argument("--rev", default="HEAD", help="the commit to measure (default HEAD)")
     parser.add_argument("--baseline", metavar="REV", help="also time a full build at this commit")
     parser.add_argument("--keep", type=Path, help="work in this directory and keep it")
-    parser.add_argument("--quick", action="store_true",
-                        help="dry run: a stub writes the layers instead of apptainer build (nothing compiled)")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="dry run: a stub writes the layers instead of apptainer build (nothing compiled)",
+    )
     parser.add_argument("--image", type=Path, help="--quick: the real image whose size to measure")
     args = parser.parse_args()
     work = args.keep or Path(tempfile.mkdtemp(prefix="hpcml-bench-"))
@@ -105,7 +114,7 @@ def main():
     try:
         measure(args, work)
     finally:
-        if not args.keep:                  # a failed run or Ctrl-C leaves nothing either
+        if not args.keep:  # a failed run or Ctrl-C leaves nothing either
             shutil.rmtree(work, ignore_errors=True)
 
 
@@ -149,9 +158,9 @@ def measure(args, work: Path):
 def add_package(recipes: Path):
     """EXTRA pinned in versions.yaml and added to the CPU target's packages."""
     for path, old, new in [
-            (recipes / "versions.yaml", "python_packages:\n", f"python_packages:\n  {EXTRA[0]}: {EXTRA[1]}\n"),
-            (recipes / "targets" / "cpu.yaml", "packages: [numpy, matplotlib",
-             f"packages: [numpy, matplotlib, {EXTRA[0]}")]:
+        (recipes / "versions.yaml", "python_packages:\n", f"python_packages:\n  {EXTRA[0]}: {EXTRA[1]}\n"),
+        (recipes / "targets" / "cpu.yaml", "packages: [numpy, matplotlib", f"packages: [numpy, matplotlib, {EXTRA[0]}"),
+    ]:
         text = path.read_text()
         if old not in text:
             sys.exit(f"{path} has no '{old.strip()}': the top-layer rebuild needs a new way to add a package")
@@ -162,16 +171,19 @@ def image_size(sif: Path):
     """The SIF's size against what it must hold: the venv and the installed OS packages."""
     sys.path.insert(0, str(ROOT))
     from builder.host import toolbox
+
     apptainer = shutil.which("apptainer") or shutil.which("singularity") or str(toolbox.command())
-    measure = ("du -sb /opt/venv | cut -f1; "
-               "dpkg-query -Wf '${Installed-Size}\\n' | awk '{s+=$1} END {print s*1024}'")
-    out = subprocess.run([apptainer, "exec", sif, "sh", "-c", measure], capture_output=True,
-                         text=True, check=True, timeout=600).stdout.split()
+    measure = "du -sb /opt/venv | cut -f1; dpkg-query -Wf '${Installed-Size}\\n' | awk '{s+=$1} END {print s*1024}'"
+    out = subprocess.run(
+        [apptainer, "exec", sif, "sh", "-c", measure], capture_output=True, text=True, check=True, timeout=600
+    ).stdout.split()
     venv, packages = int(out[0]), int(out[1])
     size = sif.stat().st_size
     print(f"image size:        {size / 1e6:8.0f} MB  (SIF, compressed squashfs)")
-    print(f"must contain:      {(venv + packages) / 1e6:8.0f} MB  (venv {venv / 1e6:.0f} MB + "
-          f"OS packages {packages / 1e6:.0f} MB, uncompressed)   ratio {size / (venv + packages):.3f}")
+    print(
+        f"must contain:      {(venv + packages) / 1e6:8.0f} MB  (venv {venv / 1e6:.0f} MB + "
+        f"OS packages {packages / 1e6:.0f} MB, uncompressed)   ratio {size / (venv + packages):.3f}"
+    )
 
 
 if __name__ == "__main__":

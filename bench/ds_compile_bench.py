@@ -38,16 +38,36 @@ def script(way, version):
     """The shell lines of one compile: $ds_tmp made as the .def makes it, removed at the end."""
     lines = deepspeed.compile_commands(version)
     if way == "serial":
-        lines = [f"pip wheel --no-build-isolation --no-deps --no-cache-dir -w {deepspeed.WHEELS} "
-                 f"deepspeed=={version}"]
-    return "\n".join(["set -eu", f". {HOST_SETTINGS}", *deepspeed.MAKE_TMP, """trap 'rm -rf "$ds_tmp"' EXIT""",
-                      *lines, f"ls -l {deepspeed.WHEELS}/deepspeed-*.whl"]) + "\n"
+        lines = [f"pip wheel --no-build-isolation --no-deps --no-cache-dir -w {deepspeed.WHEELS} deepspeed=={version}"]
+    return (
+        "\n".join(
+            [
+                "set -eu",
+                f". {HOST_SETTINGS}",
+                *deepspeed.MAKE_TMP,
+                """trap 'rm -rf "$ds_tmp"' EXIT""",
+                *lines,
+                f"ls -l {deepspeed.WHEELS}/deepspeed-*.whl",
+            ]
+        )
+        + "\n"
+    )
 
 
 def compile_once(runtime, devel, target, env, host, way):
-    argv = [runtime, "exec", "--cleanenv", "--bind", f"{host}:{HOST_MOUNT}",
-            f"--env=PATH={target.venv}/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-            *[f"--env={k}={v}" for k, v in env], str(devel), "sh", "-c", script(way, target.deepspeed.version)]
+    argv = [
+        runtime,
+        "exec",
+        "--cleanenv",
+        "--bind",
+        f"{host}:{HOST_MOUNT}",
+        f"--env=PATH={target.venv}/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        *[f"--env={k}={v}" for k, v in env],
+        str(devel),
+        "sh",
+        "-c",
+        script(way, target.deepspeed.version),
+    ]
     started = time.monotonic()
     result = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=3600)
     seconds = time.monotonic() - started
@@ -62,8 +82,11 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--images", type=Path, default=ROOT / "images")
     parser.add_argument("--rounds", type=int, default=1, help="pairs to time (default 1)")
-    parser.add_argument("--quick", action="store_true",
-                        help="every DS_BUILD_* switch 0: the wheel without any op compiled (no DeepSpeed compile)")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="every DS_BUILD_* switch 0: the wheel without any op compiled (no DeepSpeed compile)",
+    )
     options = parser.parse_args()
     devel = (options.images / "cpu.devel.sif").resolve()
     if not devel.is_file():
@@ -74,23 +97,31 @@ def main():
     env = list(build.build_env)
     if options.quick:
         env = [(k, "0" if k.startswith("DS_BUILD_") else v) for k, v in env]
-    print(f"DeepSpeed {target.deepspeed.version} in {devel.name}: "
-          + " ".join(f"{k}={v}" for k, v in env if k.startswith("DS_")))
+    print(
+        f"DeepSpeed {target.deepspeed.version} in {devel.name}: "
+        + " ".join(f"{k}={v}" for k, v in env if k.startswith("DS_"))
+    )
     runtime = ready_runtime(target.sites[0])
     work = Path(tempfile.mkdtemp(prefix="hpcml-ds-bench-"))
     try:
         # the host's CA bundle, pip indexes and wheels, as a build's %post gets them
         host_settings.write(work / "host", plan_layers(tree, "cpu")["image"].pip_indexes, Progress())
         pairs = []
-        for _ in range(options.rounds):              # interleaved, so drift hits both ways
-            pairs.append((compile_once(runtime, devel, target, env, work / "host", "parallel"),
-                          compile_once(runtime, devel, target, env, work / "host", "serial")))
+        for _ in range(options.rounds):  # interleaved, so drift hits both ways
+            pairs.append(
+                (
+                    compile_once(runtime, devel, target, env, work / "host", "parallel"),
+                    compile_once(runtime, devel, target, env, work / "host", "serial"),
+                )
+            )
     finally:
         shutil.rmtree(work, ignore_errors=True)
     parallel, serial = (statistics.median(way) for way in zip(*pairs))
     ratio = statistics.median(p / s for p, s in pairs)
-    print(f"parallel {parallel:.1f} s, serial {serial:.1f} s; ratio parallel / serial {ratio:.2f} "
-          f"(median of {len(pairs)} pair(s))")
+    print(
+        f"parallel {parallel:.1f} s, serial {serial:.1f} s; ratio parallel / serial {ratio:.2f} "
+        f"(median of {len(pairs)} pair(s))"
+    )
 
 
 if __name__ == "__main__":

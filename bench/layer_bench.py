@@ -48,16 +48,23 @@ org.hpc-ml-containers.bench layer_bench --quick
 def timed_layer(runtime, plan, sif, args, log):
     started = time.monotonic()
     args = store.used_args(plan, args)
-    layers.build_layer(layers.LayerBuild(plan=plan, runtime=runtime, sif=sif, key=store.build_key(plan.text, args),
-                                         args=args, log=log), Progress())
+    layers.build_layer(
+        layers.LayerBuild(
+            plan=plan, runtime=runtime, sif=sif, key=store.build_key(plan.text, args), args=args, log=log
+        ),
+        Progress(),
+    )
     return time.monotonic() - started
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--images", type=Path, default=ROOT / "images")
-    parser.add_argument("--quick", action="store_true",
-                        help="two tiny definitions on the devel layer instead of the target's base and image")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="two tiny definitions on the devel layer instead of the target's base and image",
+    )
     options = parser.parse_args()
     devel = (options.images / "cpu.devel.sif").resolve()
     if not devel.is_file():
@@ -66,8 +73,10 @@ def main():
     target = tree.target("cpu")
     plans = plan_layers(tree, "cpu")
     if options.quick:
-        plans = {"base": LayerPlan("base", "cpu", QUICK_BASE),
-                 "image": LayerPlan("image", "cpu", QUICK_IMAGE, build_args=("BASE",), parents=("base",))}
+        plans = {
+            "base": LayerPlan("base", "cpu", QUICK_BASE),
+            "image": LayerPlan("image", "cpu", QUICK_IMAGE, build_args=("BASE",), parents=("base",)),
+        }
         print("quick mode: tiny base and image definitions (not the layers' figures)", flush=True)
     runtime, _ = find_runtime(target.sites[0], Progress(), options.images)
     mirror = {"MIRROR": hostinfo.debian_mirror()}
@@ -76,20 +85,24 @@ def main():
         rows = []
         # a layer is written uncompressed when the plan says it is intermediate (base), packed
         # when it ships (image): the same base plan, once as each
-        for name, base_plan in (("packed", dataclasses.replace(plans["base"], layer="image")),
-                                ("uncompressed", plans["base"])):
+        for name, base_plan in (
+            ("packed", dataclasses.replace(plans["base"], layer="image")),
+            ("uncompressed", plans["base"]),
+        ):
             base = work / f"base-{name}.sif"
             base_s = timed_layer(runtime, base_plan, base, dict(mirror, DEVEL=str(devel)), work / f"base-{name}.log")
             image = work / f"image-{name}.sif"
-            image_s = timed_layer(runtime, plans["image"], image, {"DEVEL": str(devel), "BASE": str(base)},
-                                  work / f"image-{name}.log")
+            image_s = timed_layer(
+                runtime, plans["image"], image, {"DEVEL": str(devel), "BASE": str(base)}, work / f"image-{name}.log"
+            )
             rows.append((name, base_s, base.stat().st_size, image_s))
-            print(f"{name:<13} base {base_s:6.1f} s, {base.stat().st_size / 1e6:6.1f} MB; "
-                  f"image on it {image_s:6.1f} s", flush=True)
+            print(
+                f"{name:<13} base {base_s:6.1f} s, {base.stat().st_size / 1e6:6.1f} MB; image on it {image_s:6.1f} s",
+                flush=True,
+            )
         (_, packed_base, _, packed_image), (_, raw_base, _, raw_image) = rows
         print(f"base layer time   uncompressed / packed: {raw_base / packed_base:.2f}")
-        print(f"base + image time uncompressed / packed: "
-              f"{(raw_base + raw_image) / (packed_base + packed_image):.2f}")
+        print(f"base + image time uncompressed / packed: {(raw_base + raw_image) / (packed_base + packed_image):.2f}")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

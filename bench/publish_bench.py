@@ -31,13 +31,15 @@ def timed(argv, env, cwd=None):
 
 def compare(name, first, second, runs, goal):
     a, b = [], []
-    for _ in range(runs):                                 # interleaved, so drift hits both
+    for _ in range(runs):  # interleaved, so drift hits both
         a.append(first())
         b.append(second())
     ma, mb = statistics.median(a), statistics.median(b)
     ratio = statistics.median(x / y for x, y in zip(a, b))
-    print(f"{name:<26} {ma * 1000:8.1f} ms  vs by hand {mb * 1000:8.1f} ms  ratio {ratio:.3f}"
-          f"   (median of {runs} pairs; goal {goal})")
+    print(
+        f"{name:<26} {ma * 1000:8.1f} ms  vs by hand {mb * 1000:8.1f} ms  ratio {ratio:.3f}"
+        f"   (median of {runs} pairs; goal {goal})"
+    )
 
 
 def main():
@@ -48,17 +50,30 @@ def main():
     args = parser.parse_args()
     args.runs = args.runs or (1 if args.quick else 7)
     from builder.host import toolbox
+
     image = args.image.resolve()
     runtime = shutil.which("apptainer") or shutil.which("singularity") or str(toolbox.command())
     env = dict(os.environ, HPCML_APPTAINER=runtime, PYTHONPATH=str(ROOT))
     smoke = image.parent / f"{image.stem}.smoke"
     skip = [] if (smoke / "image.sha256").is_file() else ["--skip-smoke"]
-    print(f"image {image} ({image.stat().st_size / 1e6:.0f} MB); smoke report: "
-          + ("skipped" if skip else "used"))
+    print(f"image {image} ({image.stat().st_size / 1e6:.0f} MB); smoke report: " + ("skipped" if skip else "used"))
     with tempfile.TemporaryDirectory(dir=image.parent) as scratch:
         prefix = Path(scratch) / "prefix"
-        publish = [sys.executable, "-m", "builder", "publish", image.stem, "--images",
-                   str(image.parent), "--prefix", str(prefix), "--version", "bench", "--force", *skip]
+        publish = [
+            sys.executable,
+            "-m",
+            "builder",
+            "publish",
+            image.stem,
+            "--images",
+            str(image.parent),
+            "--prefix",
+            str(prefix),
+            "--version",
+            "bench",
+            "--force",
+            *skip,
+        ]
         copy = Path(scratch) / "copy.sif"
 
         def by_hand():
@@ -73,13 +88,19 @@ def main():
         root = prefix / "pytorch" / "bench"
         verify = [sys.executable, "-m", "builder", "verify", "--prefix", str(prefix), "pytorch/bench"]
         check = ["sha256sum", "--quiet", "-c", "SHA256SUMS"]
-        compare("verify", lambda: timed(verify, env, cwd=ROOT), lambda: timed(check, env, cwd=root),
-                args.runs, "<= 1.2")
+        compare(
+            "verify", lambda: timed(verify, env, cwd=ROOT), lambda: timed(check, env, cwd=root), args.runs, "<= 1.2"
+        )
         entry = [str(root / "bin" / "python"), "-c", "pass"]
         plain = [runtime, "exec", str(image), "python", "-c", "pass"]
         timed(entry, env), timed(plain, env)
-        compare("bin/python -c pass", lambda: timed(entry, env), lambda: timed(plain, env),
-                args.runs * 3, "under 50 ms more")
+        compare(
+            "bin/python -c pass",
+            lambda: timed(entry, env),
+            lambda: timed(plain, env),
+            args.runs * 3,
+            "under 50 ms more",
+        )
 
 
 if __name__ == "__main__":

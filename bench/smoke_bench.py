@@ -75,6 +75,7 @@ def host_venv(pins, torch_index):
     from builder.host import hostinfo
     from builder.host.cache import cache_dir
     from builder.layerbuild import indexes
+
     venv = cache_dir() / "bench-venv"
     python = venv / "bin" / "python"
     marker = venv / f".ready-{pins['torch']}-{pins['deepspeed']}"
@@ -83,21 +84,33 @@ def host_venv(pins, torch_index):
         subprocess.run([sys.executable, "-m", "venv", venv], check=True)
         pip = [str(python), "-m", "pip", "install", "--quiet"]
         # the index the image's torch comes from, when it answers (as the build does)
-        index = [] if indexes.why_down(torch_index, hostinfo.pip_settings()["cert"]) else \
-            ["--extra-index-url", torch_index]
+        index = (
+            [] if indexes.why_down(torch_index, hostinfo.pip_settings()["cert"]) else ["--extra-index-url", torch_index]
+        )
         subprocess.run(pip + [f"torch=={pins['torch']}", f"numpy=={pins['numpy']}", *index], check=True)
-        subprocess.run(pip + [f"setuptools=={pins['setuptools']}", f"wheel=={pins['wheel']}",
-                              f"ninja=={pins['ninja']}"], check=True)
+        subprocess.run(
+            pip + [f"setuptools=={pins['setuptools']}", f"wheel=={pins['wheel']}", f"ninja=={pins['ninja']}"],
+            check=True,
+        )
         # No DS_BUILD_* set: every op is left to JIT compilation at first use.
-        subprocess.run(pip + ["--no-cache-dir", "--no-build-isolation", f"deepspeed=={pins['deepspeed']}"],
-                       check=True, env=dict(os.environ, DS_BUILD_OPS="0"))
+        subprocess.run(
+            pip + ["--no-cache-dir", "--no-build-isolation", f"deepspeed=={pins['deepspeed']}"],
+            check=True,
+            env=dict(os.environ, DS_BUILD_OPS="0"),
+        )
         marker.touch()
     return venv
 
 
 def busbw(argv, env, out):
-    subprocess.run(argv + ["--out", str(out)], env=env, check=True, stdout=subprocess.DEVNULL,
-                   stderr=subprocess.DEVNULL, timeout=600)
+    subprocess.run(
+        argv + ["--out", str(out)],
+        env=env,
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        timeout=600,
+    )
     rows = json.loads((out / "smoke.json").read_text())["allreduce"]
     return rows[-1]["busbw_gbs"]
 
@@ -116,19 +129,24 @@ def main():
     parser.add_argument("--rounds", type=int, help="rounds of the all-reduce (default 9, --quick 1)")
     parser.add_argument("--size", help="all-reduce message size (default 64M, --quick 1M)")
     parser.add_argument("--only", choices=("allreduce", "step", "engine"), help="one of the three")
-    parser.add_argument("--quick", action="store_true",
-                        help="one round each, 1 MiB, JIT ops kept between quick runs: checks the bench runs")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="one round each, 1 MiB, JIT ops kept between quick runs: checks the bench runs",
+    )
     args = parser.parse_args()
     args.rounds = args.rounds or (1 if args.quick else 9)
     args.size = args.size or ("1M" if args.quick else "64M")
     from builder.host import toolbox
     from builder.recipes.tree import RecipeTree
+
     pins = yaml.safe_load((ROOT / "recipes" / "versions.yaml").read_text())["python_packages"]
     venv = host_venv(pins, RecipeTree(ROOT / "recipes").target("cpu").torch_index)
     runtime = shutil.which("apptainer") or shutil.which("singularity") or str(toolbox.command())
     inside = dict(os.environ, SING_IMAGE=str(args.image.resolve()), HPCML_APPTAINER=runtime, HPCML_SITE="local")
-    outside = dict(os.environ, PYTHONPATH=str(ROOT / "runtime"), DS_ACCELERATOR="cpu",
-                   PATH=f"{venv / 'bin'}:{os.environ['PATH']}")
+    outside = dict(
+        os.environ, PYTHONPATH=str(ROOT / "runtime"), DS_ACCELERATOR="cpu", PATH=f"{venv / 'bin'}:{os.environ['PATH']}"
+    )
     for env in (inside, outside):
         env.pop("HPCML_SITE_FILE", None)
     inside.pop("PYTHONPATH", None)
@@ -137,8 +155,10 @@ def main():
         # JIT ops go to a fresh folder each round; in quick mode to one kept in the venv
         kept = venv / "quick-extensions" if args.quick else None
         if kept:
-            print(f"quick mode: one round each; the host's ops are loaded from {kept} once compiled "
-                  "there (its JIT figures are not JIT figures)")
+            print(
+                f"quick mode: one round each; the host's ops are loaded from {kept} once compiled "
+                "there (its JIT figures are not JIT figures)"
+            )
         if args.only in (None, "allreduce"):
             allreduce_ratio(args, venv, inside, outside, scratch)
         if args.only in (None, "step"):
@@ -153,14 +173,17 @@ def allreduce_ratio(args, venv, inside, outside, scratch):
         sweep[-3:] = ["1", "--iters", "3"]
     torchrun = ["torchrun", "--standalone", "--nproc-per-node=2"]
     host_gbs, image_gbs = [], []
-    for round_ in range(args.rounds):        # interleaved, so drift hits both sides
-        host_gbs.append(busbw([str(venv / "bin" / "torchrun"), *torchrun[1:], *sweep], outside,
-                              Path(scratch) / f"host{round_}"))
+    for round_ in range(args.rounds):  # interleaved, so drift hits both sides
+        host_gbs.append(
+            busbw([str(venv / "bin" / "torchrun"), *torchrun[1:], *sweep], outside, Path(scratch) / f"host{round_}")
+        )
         image_gbs.append(busbw([WRAPPER, "exec", *torchrun, *sweep], inside, Path(scratch) / f"image{round_}"))
     h, i = statistics.median(host_gbs), statistics.median(image_gbs)
     ratio = statistics.median(b / a for a, b in zip(host_gbs, image_gbs))
-    print(f"all-reduce {args.size} busbw, 2 gloo ranks, median of {args.rounds}: "
-          f"host {h:.3f} GB/s, image {i:.3f} GB/s; ratio {ratio:.3f} (goal >= 0.95)")
+    print(
+        f"all-reduce {args.size} busbw, 2 gloo ranks, median of {args.rounds}: "
+        f"host {h:.3f} GB/s, image {i:.3f} GB/s; ratio {ratio:.3f} (goal >= 0.95)"
+    )
     print(f"  host rounds:  {', '.join(f'{x:.3f}' for x in host_gbs)}")
     print(f"  image rounds: {', '.join(f'{x:.3f}' for x in image_gbs)}")
 
@@ -177,15 +200,21 @@ def step_ratio(args, venv, inside, outside, scratch, kept=None):
     import_s = statistics.median(total for _, _, total in imports)
     jit_s = statistics.median(total for _, _, total in jit)
     adam_s = statistics.median(total for _, _, total in torch_adam)
-    print(f"first CPUAdam step, import included: prebuilt {step_s:.2f} s, import alone {import_s:.2f} s "
-          f"(ratio {step_s / import_s:.2f}, goal <= ~1), JIT {jit_s:.1f} s; JIT / prebuilt {jit_s / step_s:.1f}x "
-          f"(goal >= 15x)")
-    own = step_s - adam_s                   # within the noise when it is not above 0.05 s
-    print(f"  the same imports plus a first torch.optim.Adam step: {adam_s:.2f} s; DeepSpeed's own share "
-          f"of its first step: prebuilt {own:.2f} s, JIT {jit_s - adam_s:.1f} s"
-          + (f" (ratio {(jit_s - adam_s) / own:.0f}x)" if own > 0.05 else " (prebuilt: none measurable)"))
-    print(f"  wall times with container start: prebuilt {statistics.median(w for w, _, _ in prebuilt):.2f} s, "
-          f"JIT {statistics.median(w for w, _, _ in jit):.1f} s")
+    print(
+        f"first CPUAdam step, import included: prebuilt {step_s:.2f} s, import alone {import_s:.2f} s "
+        f"(ratio {step_s / import_s:.2f}, goal <= ~1), JIT {jit_s:.1f} s; JIT / prebuilt {jit_s / step_s:.1f}x "
+        f"(goal >= 15x)"
+    )
+    own = step_s - adam_s  # within the noise when it is not above 0.05 s
+    print(
+        f"  the same imports plus a first torch.optim.Adam step: {adam_s:.2f} s; DeepSpeed's own share "
+        f"of its first step: prebuilt {own:.2f} s, JIT {jit_s - adam_s:.1f} s"
+        + (f" (ratio {(jit_s - adam_s) / own:.0f}x)" if own > 0.05 else " (prebuilt: none measurable)")
+    )
+    print(
+        f"  wall times with container start: prebuilt {statistics.median(w for w, _, _ in prebuilt):.2f} s, "
+        f"JIT {statistics.median(w for w, _, _ in jit):.1f} s"
+    )
 
 
 def engine_ratio(args, venv, inside, outside, scratch, kept=None):
@@ -199,11 +228,15 @@ def engine_ratio(args, venv, inside, outside, scratch, kept=None):
     jit_s = statistics.median(total for _, _, total in jit)
     pre_init = statistics.median(init for _, init, _ in prebuilt)
     jit_init = statistics.median(init for _, init, _ in jit)
-    print(f"first DeepSpeed engine step (ZeRO 1, Adam), import included, median of {len(prebuilt)}: "
-          f"prebuilt {pre_s:.2f} s, JIT {jit_s:.1f} s; JIT / prebuilt {jit_s / pre_s:.1f}x")
+    print(
+        f"first DeepSpeed engine step (ZeRO 1, Adam), import included, median of {len(prebuilt)}: "
+        f"prebuilt {pre_s:.2f} s, JIT {jit_s:.1f} s; JIT / prebuilt {jit_s / pre_s:.1f}x"
+    )
     print(f"  up to initialize() returning: prebuilt {pre_init:.2f} s, JIT {jit_init:.1f} s")
-    print(f"  rounds: prebuilt {', '.join(f'{t:.2f}' for _, _, t in prebuilt)}; "
-          f"JIT {', '.join(f'{t:.1f}' for _, _, t in jit)}")
+    print(
+        f"  rounds: prebuilt {', '.join(f'{t:.2f}' for _, _, t in prebuilt)}; "
+        f"JIT {', '.join(f'{t:.1f}' for _, _, t in jit)}"
+    )
 
 
 if __name__ == "__main__":

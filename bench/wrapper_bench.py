@@ -32,22 +32,22 @@ def main():
     args = parser.parse_args()
     runs = args.runs or (3 if args.quick else 20)
     from builder.host import toolbox
+
     runtime = shutil.which("apptainer") or shutil.which("singularity") or str(toolbox.command())
     env = dict(os.environ, HPCML_APPTAINER=runtime, HPCML_SITE="local")
     env.pop("HPCML_SITE_FILE", None)
     plain = [runtime, "exec", str(args.image), "true"]
     wrapped = [str(ROOT / "wrappers" / "singularity_wrapper"), "--image", str(args.image), "exec", "true"]
-    timed(plain, env), timed(wrapped, env)                     # warm the page cache
+    timed(plain, env), timed(wrapped, env)  # warm the page cache
     bare, via = [], []
-    for _ in range(runs):                                      # interleaved, so drift hits both
+    for _ in range(runs):  # interleaved, so drift hits both
         bare.append(timed(plain, env))
         via.append(timed(wrapped, env))
     b, w = statistics.median(bare), statistics.median(via)
     ratio = statistics.median(v / p for v, p in zip(via, bare))
     print(f"apptainer exec true:           median {b * 1000:7.1f} ms over {runs} runs")
     print(f"singularity_wrapper exec true: median {w * 1000:7.1f} ms")
-    print(f"overhead: {(w - b) * 1000:.1f} ms, ratio {ratio:.3f} (median of the pairs)   "
-          f"(goal: under 50 ms)")
+    print(f"overhead: {(w - b) * 1000:.1f} ms, ratio {ratio:.3f} (median of the pairs)   (goal: under 50 ms)")
 
 
 if __name__ == "__main__":

@@ -15,21 +15,21 @@ import signal
 from . import contract
 
 STEPS = (
-    "publish:staged",            # the new version's folder assembled beside its place
-    "publish:linked",            # its module files link to its place (dangling for a new one)
-    "publish:exchanged",         # the folder swapped with the published one in one rename
-    "publish:old-moved-aside",   # no exchange: the published folder renamed to .VERSION.old-*
-    "publish:new-moved-in",      # the new folder renamed into place
-    "publish:removing-old",      # the replaced folder about to be removed
+    "publish:staged",  # the new version's folder assembled beside its place
+    "publish:linked",  # its module files link to its place (dangling for a new one)
+    "publish:exchanged",  # the folder swapped with the published one in one rename
+    "publish:old-moved-aside",  # no exchange: the published folder renamed to .VERSION.old-*
+    "publish:new-moved-in",  # the new folder renamed into place
+    "publish:removing-old",  # the replaced folder about to be removed
     "publish:old-removed",
-    "publish:modules-done",      # module files of this version no longer published removed
-    "publish:default-written",   # .version written (--default)
+    "publish:modules-done",  # module files of this version no longer published removed
+    "publish:default-written",  # .version written (--default)
 )
 
 
 def point(name: str):
     """Die here by SIGKILL when HPCML_KILL_AT names this step."""
-    if name not in STEPS:                  # a misspelt step would never fire
+    if name not in STEPS:  # a misspelt step would never fire
         raise ValueError(f"unknown fault point {name!r}")
     if os.environ.get(contract.KILL_AT) == name:
         os.kill(os.getpid(), signal.SIGKILL)

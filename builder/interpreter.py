@@ -17,16 +17,21 @@ def lacking(packages, why="") -> str:
     to do."""
     where = f"{sys.executable} (Python {sys.version.split()[0]})"
     why = f" ({why})" if why else ""
-    return (f"{where} lacks the package{'s' if len(packages) > 1 else ''} {', '.join(packages)}{why}; "
-            f"in a checkout run `make setup` and use `.venv/bin/python -m builder` (or the make "
-            f"targets), elsewhere `pip install` this project")
+    return (
+        f"{where} lacks the package{'s' if len(packages) > 1 else ''} {', '.join(packages)}{why}; "
+        f"in a checkout run `make setup` and use `.venv/bin/python -m builder` (or the make "
+        f"targets), elsewhere `pip install` this project"
+    )
 
 
 def require_dependencies():
     """Exit 2 with one line when this interpreter cannot run the builder."""
     if sys.version_info < MIN_PYTHON:
-        print(f"error: {sys.executable} (Python {sys.version.split()[0]}) is too old; the builder "
-              f"needs Python {'.'.join(map(str, MIN_PYTHON))} or newer", file=sys.stderr)
+        print(
+            f"error: {sys.executable} (Python {sys.version.split()[0]}) is too old; the builder "
+            f"needs Python {'.'.join(map(str, MIN_PYTHON))} or newer",
+            file=sys.stderr,
+        )
         sys.exit(2)
     missing = [package for module, package in NEEDED.items() if importlib.util.find_spec(module) is None]
     if missing:

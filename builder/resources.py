@@ -17,8 +17,10 @@ def _find(name: str) -> Path:
     for root in _ROOTS:
         if (root / name).is_dir():
             return root / name
-    raise ToolError(f"the builder's {name}/ folder is missing (looked in "
-                    f"{' and '.join(str(root) for root in _ROOTS)}); reinstall hpc-ml-containers")
+    raise ToolError(
+        f"the builder's {name}/ folder is missing (looked in "
+        f"{' and '.join(str(root) for root in _ROOTS)}); reinstall hpc-ml-containers"
+    )
 
 
 def wrappers() -> Path:

@@ -16,9 +16,9 @@ from . import contract
 from .errors import RecipeError, ToolError
 
 PR_SET_PDEATHSIG = 1
-STOP_GRACE_S = 10       # TERM to KILL: time for apptainer to remove its own temporary folders
-STOP_MARGIN_S = 20      # past the guard's grace: its own cleanup (rm -rf of a build's work files)
-KILL_WAIT_S = 5         # a KILLed process ends at once, unless stuck in the kernel (hung I/O)
+STOP_GRACE_S = 10  # TERM to KILL: time for apptainer to remove its own temporary folders
+STOP_MARGIN_S = 20  # past the guard's grace: its own cleanup (rm -rf of a build's work files)
+KILL_WAIT_S = 5  # a KILLed process ends at once, unless stuck in the kernel (hung I/O)
 POLL_S = 0.1
 
 INSTALL_HINTS = {"shellcheck": "apt-get install shellcheck"}
@@ -31,8 +31,9 @@ def run(argv, *, input=None, cwd=None, env=None, check=True, timeout=None):
         hint = INSTALL_HINTS.get(argv[0])
         raise ToolError(f"{argv[0]}: command not found" + (f"; install it with: {hint}" if hint else ""))
     try:
-        result = subprocess.run([program, *argv[1:]], input=input, cwd=cwd, env=env,
-                                capture_output=True, text=True, timeout=timeout)
+        result = subprocess.run(
+            [program, *argv[1:]], input=input, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
+        )
     except subprocess.TimeoutExpired:
         raise ToolError(f"{argv[0]} did not finish within {timeout} s") from None
     if check and result.returncode != 0:
@@ -41,8 +42,7 @@ def run(argv, *, input=None, cwd=None, env=None, check=True, timeout=None):
     return result
 
 
-def run_logged(argv, log_path, *, cwd=None, env=None, what=None, note="", cleanup=(),
-               on_line=None, timeout=None):
+def run_logged(argv, log_path, *, cwd=None, env=None, what=None, note="", cleanup=(), on_line=None, timeout=None):
     """Run ``argv`` with its output appended to the file ``log_path``.
 
     A small guard process (build-guard.sh) runs the command in a process group of its own; the
@@ -56,28 +56,33 @@ def run_logged(argv, log_path, *, cwd=None, env=None, what=None, note="", cleanu
     if program is None:
         hint = INSTALL_HINTS.get(argv[0])
         raise ToolError(f"{argv[0]}: command not found" + (f"; install it with: {hint}" if hint else ""))
-    grace = stop_grace(env)          # the guard reads the same variable from the same environment
+    grace = stop_grace(env)  # the guard reads the same variable from the same environment
     guard = resources.files(__package__).joinpath("build-guard.sh")
     with open(log_path, "a") as log:
         log.write(f"$ {' '.join(map(str, argv))}\n")
         log.flush()
         # a group of its own: the last resort below KILLs it without hitting this process
-        process = subprocess.Popen(["bash", str(guard), *map(str, cleanup), "--", program, *argv[1:]],
-                                   cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                   stdin=subprocess.DEVNULL, start_new_session=True,
-                                   preexec_fn=_die_with_parent)
+        process = subprocess.Popen(
+            ["bash", str(guard), *map(str, cleanup), "--", program, *argv[1:]],
+            cwd=cwd,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
+        )
         done = threading.Event()
         follower = None
         if on_line:
-            follower = threading.Thread(target=_follow, args=(log_path, log.tell(), done, on_line),
-                                        daemon=True)
+            follower = threading.Thread(target=_follow, args=(log_path, log.tell(), done, on_line), daemon=True)
             follower.start()
         try:
             status = process.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             _stop_group(process, grace + STOP_MARGIN_S)
             status = None
-        except BaseException:          # Ctrl-C: the guard stops the command and cleans up
+        except BaseException:  # Ctrl-C: the guard stops the command and cleans up
             _stop_group(process, grace + STOP_MARGIN_S)
             raise
         finally:
@@ -85,11 +90,14 @@ def run_logged(argv, log_path, *, cwd=None, env=None, what=None, note="", cleanu
             if follower:
                 follower.join(timeout=2)
     if status is None:
-        raise ToolError(f"{what or argv[0]} did not finish within {timeout:g} s and was stopped{note}; "
-                        f"last lines of {log_path}:\n{tail(log_path)}")
+        raise ToolError(
+            f"{what or argv[0]} did not finish within {timeout:g} s and was stopped{note}; "
+            f"last lines of {log_path}:\n{tail(log_path)}"
+        )
     if status != 0:
-        raise ToolError(f"{what or argv[0]} failed (exit status {status}){note}; last lines of "
-                        f"{log_path}:\n{tail(log_path)}")
+        raise ToolError(
+            f"{what or argv[0]} failed (exit status {status}){note}; last lines of {log_path}:\n{tail(log_path)}"
+        )
 
 
 def run_attached(argv, *, env=None, timeout=None, grace=None):
@@ -100,8 +108,13 @@ def run_attached(argv, *, env=None, timeout=None, grace=None):
     if program is None:
         raise ToolError(f"{argv[0]}: command not found")
     grace = stop_grace(env) if grace is None else grace
-    process = subprocess.Popen([program, *map(str, argv[1:])], env=env, stdin=subprocess.DEVNULL,
-                               start_new_session=True, preexec_fn=_die_with_parent)
+    process = subprocess.Popen(
+        [program, *map(str, argv[1:])],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+        preexec_fn=_die_with_parent,
+    )
     try:
         return process.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -118,7 +131,7 @@ def stop_grace(env=None):
     value = (os.environ if env is None else env).get(contract.STOP_GRACE, "")
     if not value:
         return STOP_GRACE_S
-    if not re.fullmatch(r"[0-9]{1,5}", value):     # the guard accepts the same, no more
+    if not re.fullmatch(r"[0-9]{1,5}", value):  # the guard accepts the same, no more
         raise RecipeError(f"{contract.STOP_GRACE}={value!r}: expected a whole number of seconds")
     return int(value)
 
@@ -130,7 +143,7 @@ def _stop_group(process, patience):
     _signal_group(process.pid, signal.SIGTERM)
     if _wait_group(process, patience):
         return
-    children = _children(process.pid)    # read before the KILL: then they belong to init
+    children = _children(process.pid)  # read before the KILL: then they belong to init
     for pgid in [process.pid, *children]:
         _signal_group(pgid, signal.SIGKILL)
     _wait_group(process, KILL_WAIT_S)
@@ -166,14 +179,14 @@ def _group_alive(pgid):
     try:
         names = [name for name in os.listdir("/proc") if name.isdigit()]
     except OSError:
-        return True                        # no /proc to tell: the group is there
+        return True  # no /proc to tell: the group is there
     for name in names:
         try:
             with open(f"/proc/{name}/stat") as handle:
                 stat = handle.read()
         except OSError:
-            continue                       # ended meanwhile
-        fields = stat[stat.rfind(")") + 2:].split()    # after "PID (COMMAND) "
+            continue  # ended meanwhile
+        fields = stat[stat.rfind(")") + 2 :].split()  # after "PID (COMMAND) "
         if len(fields) > 2 and fields[2] == str(pgid) and fields[0] not in ("Z", "X"):
             return True
     return False
@@ -202,8 +215,8 @@ def _follow(log_path, offset, done, on_line):
                 on_line((partial + line).rstrip("\n"))
                 partial = ""
             elif line:
-                partial += line        # the rest of the line is not written yet
-            elif done.is_set():        # the command has ended: all it wrote has been read
+                partial += line  # the rest of the line is not written yet
+            elif done.is_set():  # the command has ended: all it wrote has been read
                 if partial:
                     on_line(partial)
                 return

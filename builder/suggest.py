@@ -1,4 +1,4 @@
-""""Did you mean" for names a user types: targets, sites, launch modes."""
+""" "Did you mean" for names a user types: targets, sites, launch modes."""
 
 import difflib
 

@@ -68,8 +68,11 @@ class Position:
 
 def last_checkpoint(folder):
     """OUT/step-N with the largest N, or None; temporary folders of an unfinished save are not named so."""
-    found = [(int(match.group(1)), name) for name in (os.listdir(folder) if os.path.isdir(folder) else [])
-             if (match := CHECKPOINT.fullmatch(name))]
+    found = [
+        (int(match.group(1)), name)
+        for name in (os.listdir(folder) if os.path.isdir(folder) else [])
+        if (match := CHECKPOINT.fullmatch(name))
+    ]
     return os.path.join(folder, max(found)[1]) if found else None
 
 
@@ -101,24 +104,33 @@ def main():
     from accelerate.utils import DataLoaderConfiguration, DeepSpeedPlugin, set_seed
 
     # stage 3: the parameters are gathered from their shards for the digest at the end
-    plugin = DeepSpeedPlugin(zero_stage=args.zero_stage, gradient_clipping=1.0,
-                             zero3_save_16bit_model=args.zero_stage == 3) if args.zero_stage else None
+    plugin = (
+        DeepSpeedPlugin(zero_stage=args.zero_stage, gradient_clipping=1.0, zero3_save_16bit_model=args.zero_stage == 3)
+        if args.zero_stage
+        else None
+    )
     if not torch.cuda.is_available():
         # Accelerate 1.15 joins ranks on CPUs only when told the device is the CPU: without, each
         # rank trains alone; told on the Accelerator (cpu=True, or ACCELERATE_USE_CPU=1), it
         # leaves a DeepSpeed plugin out. Told on its process state first, it does both, as
         # transformers' Trainer sets it up.
         accelerate.PartialState(cpu=True)
-    accelerator = accelerate.Accelerator(deepspeed_plugin=plugin,
-                                         dataloader_config=DataLoaderConfiguration(use_seedable_sampler=True))
+    accelerator = accelerate.Accelerator(
+        deepspeed_plugin=plugin, dataloader_config=DataLoaderConfiguration(use_seedable_sampler=True)
+    )
     if accelerator.num_processes != launched:
         die(f"the launcher started {launched} ranks but Accelerate joined {accelerator.num_processes}")
     if plugin and accelerator.distributed_type != accelerate.DistributedType.DEEPSPEED:
-        die(f"--zero-stage {args.zero_stage}: Accelerate set up {accelerator.distributed_type.value}, not DeepSpeed"
-            + (" (ACCELERATE_USE_CPU is set: Accelerate then leaves DeepSpeed out)"
-               if os.environ.get("ACCELERATE_USE_CPU", "").lower() in ("1", "true", "yes") else ""))
+        die(
+            f"--zero-stage {args.zero_stage}: Accelerate set up {accelerator.distributed_type.value}, not DeepSpeed"
+            + (
+                " (ACCELERATE_USE_CPU is set: Accelerate then leaves DeepSpeed out)"
+                if os.environ.get("ACCELERATE_USE_CPU", "").lower() in ("1", "true", "yes")
+                else ""
+            )
+        )
     world = accelerator.num_processes
-    log = accelerator.print                                   # rank 0 only
+    log = accelerator.print  # rank 0 only
     set_seed(args.seed)
     model = make_language_model(args.layers, args.heads, args.width, args.vocab, args.length)
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.0)
@@ -136,14 +148,16 @@ def main():
             log(f"no checkpoint in {args.out}: starting from scratch")
     distributed = world > 1
     engine = f"DeepSpeed ZeRO stage {args.zero_stage}" if args.zero_stage else "DDP" if distributed else "one process"
-    log(f"accelerate_loop: world {world} on {', '.join(hosts(distributed))}, {accelerator.device.type}, {engine}, "
-        f"{len(loader)} steps per epoch, steps {position.step + 1}-{args.steps}")
+    log(
+        f"accelerate_loop: world {world} on {', '.join(hosts(distributed))}, {accelerator.device.type}, {engine}, "
+        f"{len(loader)} steps per epoch, steps {position.step + 1}-{args.steps}"
+    )
     losses, total, count, started = [], torch.zeros((), device=accelerator.device), 0, time.perf_counter()
     saved = found
     model.train()
     while position.step < args.steps:
         epoch, skip = divmod(position.step, len(loader))
-        loader.set_epoch(epoch)                                # the same order as a run that never stopped
+        loader.set_epoch(epoch)  # the same order as a run that never stopped
         batches = accelerator.skip_first_batches(loader, skip) if skip else loader
         for (tokens,) in batches:
             loss = model(input_ids=tokens, labels=tokens).loss
@@ -153,7 +167,7 @@ def main():
             position.step += 1
             total, count = total + loss.detach(), count + 1
             if position.step % args.log_every == 0 or position.step == args.steps:
-                mean = accelerator.reduce(total / count, "mean").item()     # over the steps and the ranks
+                mean = accelerator.reduce(total / count, "mean").item()  # over the steps and the ranks
                 losses.append(mean)
                 log(f"step {position.step}/{args.steps}: loss {mean:.4f}")
                 total, count = torch.zeros((), device=accelerator.device), 0
@@ -165,7 +179,7 @@ def main():
         log(f"first loss {losses[0]:.4f}")
         log(f"last loss {losses[-1]:.4f}")
     log(f"trained to step {position.step} in {time.perf_counter() - started:.1f} s; checkpoint -> {saved}")
-    state = accelerator.get_state_dict(model)                # gathered from the shards under ZeRO stage 3
+    state = accelerator.get_state_dict(model)  # gathered from the shards under ZeRO stage 3
     log(f"final parameters sha256 {parameters_digest(state) if state is not None else ''}")
     accelerator.wait_for_everyone()
     accelerator.end_training()

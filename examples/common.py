@@ -49,20 +49,36 @@ def make_language_model(layers=2, heads=2, width=64, vocab=256, length=64):
     that a run straight through drew elsewhere (a data loader's iterator takes a seed from
     torch's generator when it starts), and ends with the same parameters."""
     import transformers
-    config = transformers.GPT2Config(n_layer=layers, n_head=heads, n_embd=width, vocab_size=vocab,
-                                     n_positions=max(64, length), bos_token_id=0, eos_token_id=0,
-                                     resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+
+    config = transformers.GPT2Config(
+        n_layer=layers,
+        n_head=heads,
+        n_embd=width,
+        vocab_size=vocab,
+        n_positions=max(64, length),
+        bos_token_id=0,
+        eos_token_id=0,
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+    )
     model = transformers.GPT2LMHeadModel(config)
-    model.loss_type = "ForCausalLM"          # what GPT-2 uses anyway; said here, transformers does not warn
+    model.loss_type = "ForCausalLM"  # what GPT-2 uses anyway; said here, transformers does not warn
     return model
 
 
 def make_model():
     """Two convolutions and a linear layer: about 6k parameters, fast on a CPU."""
     return nn.Sequential(
-        nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),      # 16 x 4 x 4
-        nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),     # 32 x 2 x 2
-        nn.Flatten(), nn.Linear(128, 10))
+        nn.Conv2d(1, 16, 3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(2),  # 16 x 4 x 4
+        nn.Conv2d(16, 32, 3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(2),  # 32 x 2 x 2
+        nn.Flatten(),
+        nn.Linear(128, 10),
+    )
 
 
 def parameters_digest(model):
@@ -90,9 +106,11 @@ def launched_world():
     RANK and WORLD_SIZE (Hugging Face's Trainer, Accelerate) would train each task alone."""
     tasks = int(os.environ.get("SLURM_STEP_NUM_TASKS") or 1)
     if "WORLD_SIZE" not in os.environ and tasks > 1:
-        die(f"srun started {tasks} tasks but nothing set RANK and WORLD_SIZE: run the script through the "
+        die(
+            f"srun started {tasks} tasks but nothing set RANK and WORLD_SIZE: run the script through the "
             f"image's launchenv, `python -m launchenv -- python {sys.argv[0]} ...`, as the job scripts of "
-            "--launch srun do")
+            "--launch srun do"
+        )
     return int(os.environ.get("WORLD_SIZE", "1"))
 
 
@@ -134,8 +152,18 @@ def save_atomically(state, path):
     os.replace(temporary, path)
 
 
-LANGUAGE_MODEL_COUNTS = ("steps", "samples", "length", "vocab", "layers", "heads", "width", "batch_size",
-                         "log_every", "save_every")
+LANGUAGE_MODEL_COUNTS = (
+    "steps",
+    "samples",
+    "length",
+    "vocab",
+    "layers",
+    "heads",
+    "width",
+    "batch_size",
+    "log_every",
+    "save_every",
+)
 
 
 def language_model_parser(doc, out):
@@ -172,8 +200,9 @@ def parse_with_config(parser, argv=None):
     """parser.parse_args, with `--config FILE` (JSON, or YAML where PyYAML is installed) giving
     defaults: its keys are the long options' names (`batch_size` or `batch-size`), and options
     given on the command line win over the file."""
-    parser.add_argument("--config", metavar="FILE",
-                        help="JSON or YAML file of option defaults, e.g. {\"steps\": 60, \"lr\": 0.003}")
+    parser.add_argument(
+        "--config", metavar="FILE", help='JSON or YAML file of option defaults, e.g. {"steps": 60, "lr": 0.003}'
+    )
     first, _ = parser.parse_known_args(argv)
     if first.config:
         try:
@@ -181,10 +210,11 @@ def parse_with_config(parser, argv=None):
                 text = handle.read()
             if first.config.endswith((".yaml", ".yml")):
                 import yaml
+
                 values = yaml.safe_load(text) or {}
             else:
                 values = json.loads(text)
-        except Exception as error:          # unreadable, neither JSON nor YAML, or no PyYAML
+        except Exception as error:  # unreadable, neither JSON nor YAML, or no PyYAML
             die(f"--config {first.config}: {' '.join(str(error).split())}")
         if not isinstance(values, dict):
             die(f"--config {first.config}: expected a mapping of option names to values")

@@ -47,9 +47,13 @@ def arguments():
     parser.add_argument("--checkpoint-dir", default="checkpoints")
     parser.add_argument("--resume", action="store_true", help="go on from CHECKPOINT_DIR/last.pt if it exists")
     parser.add_argument("--timeout", type=float, default=300, help="seconds a collective may wait for a rank")
-    parser.add_argument("--step-pause", type=float, default=0.0,
-                        help="seconds to sleep after each step: a stand-in for a heavier model, to try "
-                             "Slurm's --signal on a machine where this small one trains in seconds")
+    parser.add_argument(
+        "--step-pause",
+        type=float,
+        default=0.0,
+        help="seconds to sleep after each step: a stand-in for a heavier model, to try "
+        "Slurm's --signal on a machine where this small one trains in seconds",
+    )
     args = parser.parse_args()
     if args.epochs < 1 or args.samples < 1 or args.batch_size < 1:
         die("--epochs, --samples and --batch-size must be positive")
@@ -64,8 +68,11 @@ def join(timeout):
     if world > 1:
         if device.type == "cuda":
             torch.cuda.set_device(device)
-        dist.init_process_group("nccl" if device.type == "cuda" else "gloo", init_method="env://",
-                                timeout=datetime.timedelta(seconds=timeout))
+        dist.init_process_group(
+            "nccl" if device.type == "cuda" else "gloo",
+            init_method="env://",
+            timeout=datetime.timedelta(seconds=timeout),
+        )
     return rank, world, local_rank, device, world > 1
 
 
@@ -114,26 +121,38 @@ def train(args, rank, world, device, distributed):
     epoch, step = load(path, model, optimizer, world, rank) if args.resume else (0, 0)
     ddp = torch.nn.parallel.DistributedDataParallel(model) if distributed else model
     dataset = make_dataset(args.samples, args.seed)
-    sampler = torch.utils.data.DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=True,
-                                                  seed=args.seed, drop_last=True)
+    sampler = torch.utils.data.DistributedSampler(
+        dataset, num_replicas=world, rank=rank, shuffle=True, seed=args.seed, drop_last=True
+    )
     loader = torch.utils.data.DataLoader(dataset, batch_size=args.batch_size, sampler=sampler, drop_last=True)
     stop = CheckpointSignal()
     if distributed:
         settle_buckets(ddp, dataset[:2][0].to(device))
-    log(rank, f"ddp_cnn: {world} rank(s) on {', '.join(hosts(distributed))}, {device.type}, "
-              f"{len(loader)} steps per epoch, epochs {epoch + 1}-{args.epochs}")
+    log(
+        rank,
+        f"ddp_cnn: {world} rank(s) on {', '.join(hosts(distributed))}, {device.type}, "
+        f"{len(loader)} steps per epoch, epochs {epoch + 1}-{args.epochs}",
+    )
 
     def checkpoint(epoch, step):
         if rank == 0:
-            save_atomically({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                             "epoch": epoch, "step": step, "world_size": world}, path)
+            save_atomically(
+                {
+                    "model": model.state_dict(),
+                    "optimizer": optimizer.state_dict(),
+                    "epoch": epoch,
+                    "step": step,
+                    "world_size": world,
+                },
+                path,
+            )
         if distributed:
             dist.barrier()
 
     while epoch < args.epochs:
         sampler.set_epoch(epoch)
-        started, totals = time.perf_counter(), torch.zeros(3, dtype=torch.float64)   # loss sum, right, seen
-        done = step                                # batches of this epoch already trained
+        started, totals = time.perf_counter(), torch.zeros(3, dtype=torch.float64)  # loss sum, right, seen
+        done = step  # batches of this epoch already trained
         for step, (images, labels) in enumerate(itertools.islice(loader, done, None), start=done):
             images, labels = images.to(device), labels.to(device)
             optimizer.zero_grad()
@@ -142,20 +161,27 @@ def train(args, rank, world, device, distributed):
             loss.backward()
             optimizer.step()
             time.sleep(args.step_pause)
-            totals += torch.tensor([loss.item() * len(labels), (output.argmax(1) == labels).sum().item(), len(labels)],
-                                   dtype=torch.float64)
+            totals += torch.tensor(
+                [loss.item() * len(labels), (output.argmax(1) == labels).sum().item(), len(labels)], dtype=torch.float64
+            )
             if stop.agreed(distributed):
                 checkpoint(epoch, step + 1)
-                log(rank, f"checkpoint on SIGUSR1 at epoch {epoch + 1} step {step + 1} -> {path}; "
-                          "submit again with --resume to go on")
+                log(
+                    rank,
+                    f"checkpoint on SIGUSR1 at epoch {epoch + 1} step {step + 1} -> {path}; "
+                    "submit again with --resume to go on",
+                )
                 return 0
         if distributed:
             dist.all_reduce(totals)
         epoch, step = epoch + 1, 0
         checkpoint(epoch, 0)
-        log(rank, f"epoch {epoch}/{args.epochs}: loss {totals[0] / max(totals[2], 1):.4f}, "
-                  f"accuracy {totals[1] / max(totals[2], 1):.3f}, {time.perf_counter() - started:.1f} s; "
-                  f"checkpoint -> {path}")
+        log(
+            rank,
+            f"epoch {epoch}/{args.epochs}: loss {totals[0] / max(totals[2], 1):.4f}, "
+            f"accuracy {totals[1] / max(totals[2], 1):.3f}, {time.perf_counter() - started:.1f} s; "
+            f"checkpoint -> {path}",
+        )
     log(rank, f"final parameters sha256 {parameters_digest(model)}")
     return 0
 

@@ -76,18 +76,23 @@ def main():
             epoch, step = state["epoch"], state["step"]
             log(rank, f"resumed from {path}: epoch {epoch + 1}, step {step}")
     dataset = make_dataset(args.samples, args.seed)
-    sampler = torch.utils.data.DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=True,
-                                                  seed=args.seed, drop_last=True)
-    loader = torch.utils.data.DataLoader(dataset, batch_size=engine.train_micro_batch_size_per_gpu(),
-                                         sampler=sampler, drop_last=True)
+    sampler = torch.utils.data.DistributedSampler(
+        dataset, num_replicas=world, rank=rank, shuffle=True, seed=args.seed, drop_last=True
+    )
+    loader = torch.utils.data.DataLoader(
+        dataset, batch_size=engine.train_micro_batch_size_per_gpu(), sampler=sampler, drop_last=True
+    )
     stop = CheckpointSignal()
-    log(rank, f"ds_zero: {world} rank(s) on {', '.join(hosts(True))}, ZeRO stage {engine.zero_optimization_stage()}, "
-              f"{type(engine.optimizer).__name__}, {len(loader)} steps per epoch, epochs {epoch + 1}-{args.epochs}")
+    log(
+        rank,
+        f"ds_zero: {world} rank(s) on {', '.join(hosts(True))}, ZeRO stage {engine.zero_optimization_stage()}, "
+        f"{type(engine.optimizer).__name__}, {len(loader)} steps per epoch, epochs {epoch + 1}-{args.epochs}",
+    )
     while epoch < args.epochs:
         sampler.set_epoch(epoch)
-        started, totals = time.perf_counter(), torch.zeros(2, dtype=torch.float64)   # loss sum, samples
+        started, totals = time.perf_counter(), torch.zeros(2, dtype=torch.float64)  # loss sum, samples
         for index, (images, labels) in enumerate(loader):
-            if index < step:                 # resumed mid-epoch: these were trained already
+            if index < step:  # resumed mid-epoch: these were trained already
                 continue
             loss = torch.nn.functional.cross_entropy(engine(images.to(engine.device)), labels.to(engine.device))
             engine.backward(loss)
@@ -95,14 +100,20 @@ def main():
             totals += torch.tensor([loss.item() * len(labels), len(labels)], dtype=torch.float64)
             if stop.agreed(True):
                 tag = save(engine, args.checkpoint_dir, epoch, index + 1)
-                log(rank, f"checkpoint on SIGUSR1 at epoch {epoch + 1} step {index + 1} -> "
-                          f"{args.checkpoint_dir}/{tag}; submit again with --resume to go on")
+                log(
+                    rank,
+                    f"checkpoint on SIGUSR1 at epoch {epoch + 1} step {index + 1} -> "
+                    f"{args.checkpoint_dir}/{tag}; submit again with --resume to go on",
+                )
                 return 0
         dist.all_reduce(totals)
         epoch, step = epoch + 1, 0
         tag = save(engine, args.checkpoint_dir, epoch, 0)
-        log(rank, f"epoch {epoch}/{args.epochs}: loss {totals[0] / max(totals[1], 1):.4f}, "
-                  f"{time.perf_counter() - started:.1f} s; checkpoint -> {args.checkpoint_dir}/{tag}")
+        log(
+            rank,
+            f"epoch {epoch}/{args.epochs}: loss {totals[0] / max(totals[1], 1):.4f}, "
+            f"{time.perf_counter() - started:.1f} s; checkpoint -> {args.checkpoint_dir}/{tag}",
+        )
     log(rank, f"final parameters sha256 {parameters_digest(engine.module)}")
     return 0
 

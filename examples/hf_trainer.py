@@ -67,14 +67,29 @@ def main():
     sequences = make_sequences(args.samples, args.length, args.vocab, args.seed).tolist()
     data = datasets.Dataset.from_dict({"input_ids": sequences, "labels": sequences})
     training = transformers.TrainingArguments(
-        output_dir=args.out, max_steps=args.steps, per_device_train_batch_size=args.batch_size,
-        learning_rate=args.lr, lr_scheduler_type="constant", warmup_steps=0, weight_decay=0.0,
-        logging_strategy="steps", logging_steps=args.log_every,
-        save_strategy="steps", save_steps=args.save_every, save_total_limit=2,
-        report_to=[], disable_tqdm=True, seed=args.seed, data_seed=args.seed,
+        output_dir=args.out,
+        max_steps=args.steps,
+        per_device_train_batch_size=args.batch_size,
+        learning_rate=args.lr,
+        lr_scheduler_type="constant",
+        warmup_steps=0,
+        weight_decay=0.0,
+        logging_strategy="steps",
+        logging_steps=args.log_every,
+        save_strategy="steps",
+        save_steps=args.save_every,
+        save_total_limit=2,
+        report_to=[],
+        disable_tqdm=True,
+        seed=args.seed,
+        data_seed=args.seed,
         # on CPUs, say so: otherwise each rank trains alone (Accelerate joins CPU ranks only when told)
-        use_cpu=not torch.cuda.is_available(), ddp_timeout=args.timeout, deepspeed=args.deepspeed,
-        dataloader_drop_last=True, ddp_find_unused_parameters=False)
+        use_cpu=not torch.cuda.is_available(),
+        ddp_timeout=args.timeout,
+        deepspeed=args.deepspeed,
+        dataloader_drop_last=True,
+        ddp_find_unused_parameters=False,
+    )
     rank, world = training.process_index, training.world_size
     if world != launched:
         die(f"the launcher started {launched} ranks but the Trainer joined {world}")
@@ -92,31 +107,46 @@ def main():
                 losses.append(logs["loss"])
                 log(f"step {state.global_step}/{state.max_steps}: loss {logs['loss']:.4f}")
 
-    trainer = transformers.Trainer(model=model, args=training, train_dataset=data,
-                                   data_collator=transformers.default_data_collator, callbacks=[Losses()])
-    trainer.remove_callback(transformers.PrinterCallback)       # its dict lines: ours say the same
+    trainer = transformers.Trainer(
+        model=model,
+        args=training,
+        train_dataset=data,
+        data_collator=transformers.default_data_collator,
+        callbacks=[Losses()],
+    )
+    trainer.remove_callback(transformers.PrinterCallback)  # its dict lines: ours say the same
     start_from = None
     if args.resume:
         start_from = get_last_checkpoint(args.out) if os.path.isdir(args.out) else None
         log(f"resumed from {start_from}" if start_from else f"no checkpoint in {args.out}: starting from scratch")
     plugin = trainer.accelerator.state.deepspeed_plugin
     if training.deepspeed and plugin is None:
-        die("--deepspeed: Accelerate set up the Trainer without DeepSpeed"
-            + (" (ACCELERATE_USE_CPU is set: Accelerate then leaves DeepSpeed out)"
-               if os.environ.get("ACCELERATE_USE_CPU", "").lower() in ("1", "true", "yes") else ""))
+        die(
+            "--deepspeed: Accelerate set up the Trainer without DeepSpeed"
+            + (
+                " (ACCELERATE_USE_CPU is set: Accelerate then leaves DeepSpeed out)"
+                if os.environ.get("ACCELERATE_USE_CPU", "").lower() in ("1", "true", "yes")
+                else ""
+            )
+        )
     distributed = torch.distributed.is_available() and torch.distributed.is_initialized()
     engine = f"DeepSpeed ZeRO stage {plugin.zero_stage}" if plugin else "DDP" if world > 1 else "one process"
-    log(f"hf_trainer: world {world} on {', '.join(hosts(distributed))}, {training.device.type}, {engine}, "
-        f"{sum(p.numel() for p in model.parameters())} parameters, steps to {args.steps}")
+    log(
+        f"hf_trainer: world {world} on {', '.join(hosts(distributed))}, {training.device.type}, {engine}, "
+        f"{sum(p.numel() for p in model.parameters())} parameters, steps to {args.steps}"
+    )
     started = time.perf_counter()
     result = trainer.train(resume_from_checkpoint=start_from)
     if losses:
         log(f"first loss {losses[0]:.4f}")
         log(f"last loss {losses[-1]:.4f}")
-    optimizer = getattr(trainer.model_wrapped, "basic_optimizer", None) \
-        or getattr(trainer.optimizer, "optimizer", trainer.optimizer)        # DeepSpeed's, else torch's
-    log(f"trained to step {result.global_step} in {time.perf_counter() - started:.1f} s with "
-        f"{type(optimizer).__name__}; checkpoint -> {get_last_checkpoint(args.out)}")
+    optimizer = getattr(trainer.model_wrapped, "basic_optimizer", None) or getattr(
+        trainer.optimizer, "optimizer", trainer.optimizer
+    )  # DeepSpeed's, else torch's
+    log(
+        f"trained to step {result.global_step} in {time.perf_counter() - started:.1f} s with "
+        f"{type(optimizer).__name__}; checkpoint -> {get_last_checkpoint(args.out)}"
+    )
     log(f"final parameters sha256 {parameters_digest(trainer.model)}")
     if distributed:
         torch.distributed.barrier()

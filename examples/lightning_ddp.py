@@ -60,7 +60,8 @@ def layout(args):
     rather than left to its detection, and the layout to tell it, which Lightning's own check
     against the launcher's must find equal."""
     from lightning.pytorch.plugins.environments import LightningEnvironment, SLURMEnvironment, TorchElasticEnvironment
-    if TorchElasticEnvironment.detect():                        # Lightning ranks torchrun first too
+
+    if TorchElasticEnvironment.detect():  # Lightning ranks torchrun first too
         per_node = int(os.environ["LOCAL_WORLD_SIZE"])
         environment = TorchElasticEnvironment()
         found = per_node, int(os.environ["WORLD_SIZE"]) // per_node, "torchrun"
@@ -68,8 +69,10 @@ def layout(args):
         # srun started the ranks. Lightning's detection skips jobs named bash or interactive (what
         # salloc names its job), where it would start ranks itself: named here, Slurm's ranks count.
         if "SLURM_NTASKS_PER_NODE" not in os.environ:
-            die("srun started this without SLURM_NTASKS_PER_NODE: Lightning needs the job's tasks per node; "
-                "ask for them with --ntasks-per-node (sbatch, salloc or srun), not --ntasks")
+            die(
+                "srun started this without SLURM_NTASKS_PER_NODE: Lightning needs the job's tasks per node; "
+                "ask for them with --ntasks-per-node (sbatch, salloc or srun), not --ntasks"
+            )
         # auto_requeue=False: Lightning's answer to Slurm's --signal=USR1 (a checkpoint taken in
         # the signal handler, then `scontrol requeue`) left both ranks of a DDP job blocked here,
         # and the container has no scontrol; without it, the signal ends the ranks
@@ -81,8 +84,10 @@ def layout(args):
         environment, found = LightningEnvironment(), (1, 1, None)
     devices, num_nodes = args.devices or found[0], args.num_nodes or found[1]
     if found[2] and (devices, num_nodes) != found[:2]:
-        die(f"--devices {devices} --num-nodes {num_nodes} do not match what {found[2]} started "
-            f"({found[0]} per node on {found[1]} node(s)); leave them out to take the launcher's")
+        die(
+            f"--devices {devices} --num-nodes {num_nodes} do not match what {found[2]} started "
+            f"({found[0]} per node on {found[1]} node(s)); leave them out to take the launcher's"
+        )
     return environment, devices, num_nodes
 
 
@@ -91,7 +96,7 @@ def main():
     import lightning as L
     import torch
 
-    warnings.filterwarnings("ignore", ".*does not have many workers.*")     # 1 core per rank: none to spare
+    warnings.filterwarnings("ignore", ".*does not have many workers.*")  # 1 core per rank: none to spare
     environment, devices, num_nodes = layout(args)
 
     class Classifier(L.LightningModule):
@@ -121,13 +126,19 @@ def main():
             names = hosts(distributed)
             if trainer.is_global_zero:
                 if args.resume:
-                    print(f"resumed from {trainer.ckpt_path}: epoch {trainer.current_epoch + 1}" if trainer.ckpt_path
-                          else f"no checkpoint in {args.checkpoint_dir}: starting from scratch", flush=True)
+                    print(
+                        f"resumed from {trainer.ckpt_path}: epoch {trainer.current_epoch + 1}"
+                        if trainer.ckpt_path
+                        else f"no checkpoint in {args.checkpoint_dir}: starting from scratch",
+                        flush=True,
+                    )
                 environment = type(trainer.strategy.cluster_environment).__name__
-                print(f"lightning_ddp: world {trainer.world_size} on {', '.join(names)}, "
-                      f"{trainer.strategy.root_device.type}, {environment}, {trainer.num_nodes} node(s) x "
-                      f"{trainer.num_devices} device(s), epochs {trainer.current_epoch + 1}-{trainer.max_epochs}",
-                      flush=True)
+                print(
+                    f"lightning_ddp: world {trainer.world_size} on {', '.join(names)}, "
+                    f"{trainer.strategy.root_device.type}, {environment}, {trainer.num_nodes} node(s) x "
+                    f"{trainer.num_devices} device(s), epochs {trainer.current_epoch + 1}-{trainer.max_epochs}",
+                    flush=True,
+                )
 
         def on_train_epoch_start(self, trainer, module):
             self.started = time.perf_counter()
@@ -136,20 +147,33 @@ def main():
             loss = float(trainer.callback_metrics["loss"])
             self.losses.append(loss)
             if trainer.is_global_zero:
-                print(f"epoch {trainer.current_epoch + 1}/{trainer.max_epochs}: loss {loss:.4f}, "
-                      f"{time.perf_counter() - self.started:.1f} s", flush=True)
+                print(
+                    f"epoch {trainer.current_epoch + 1}/{trainer.max_epochs}: loss {loss:.4f}, "
+                    f"{time.perf_counter() - self.started:.1f} s",
+                    flush=True,
+                )
 
     L.seed_everything(args.seed, verbose=False)
     module = Classifier(args.lr)
-    loader = torch.utils.data.DataLoader(make_dataset(args.samples, args.seed), batch_size=args.batch_size,
-                                         shuffle=True, drop_last=True)
-    checkpoints = L.pytorch.callbacks.ModelCheckpoint(dirpath=args.checkpoint_dir, filename="{epoch}",
-                                                      save_last=True, save_top_k=1, every_n_epochs=1)
+    loader = torch.utils.data.DataLoader(
+        make_dataset(args.samples, args.seed), batch_size=args.batch_size, shuffle=True, drop_last=True
+    )
+    checkpoints = L.pytorch.callbacks.ModelCheckpoint(
+        dirpath=args.checkpoint_dir, filename="{epoch}", save_last=True, save_top_k=1, every_n_epochs=1
+    )
     report = Report()
-    trainer = L.Trainer(strategy="ddp" if devices * num_nodes > 1 else "auto", accelerator=args.accelerator,
-                        devices=devices, num_nodes=num_nodes, max_epochs=args.epochs, logger=False,
-                        callbacks=[checkpoints, report], enable_progress_bar=False, enable_model_summary=False,
-                        plugins=[environment])
+    trainer = L.Trainer(
+        strategy="ddp" if devices * num_nodes > 1 else "auto",
+        accelerator=args.accelerator,
+        devices=devices,
+        num_nodes=num_nodes,
+        max_epochs=args.epochs,
+        logger=False,
+        callbacks=[checkpoints, report],
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        plugins=[environment],
+    )
     trainer.fit(module, loader, ckpt_path="last" if args.resume else None)
     if trainer.is_global_zero:
         if report.losses:

@@ -62,13 +62,18 @@ class Launch:
     master_port: int
 
     def variables(self):
-        return {"RANK": str(self.rank), "LOCAL_RANK": str(self.local_rank),
-                "WORLD_SIZE": str(self.world_size), "LOCAL_WORLD_SIZE": str(self.local_world_size),
-                "MASTER_ADDR": self.master_addr, "MASTER_PORT": str(self.master_port)}
+        return {
+            "RANK": str(self.rank),
+            "LOCAL_RANK": str(self.local_rank),
+            "WORLD_SIZE": str(self.world_size),
+            "LOCAL_WORLD_SIZE": str(self.local_world_size),
+            "MASTER_ADDR": self.master_addr,
+            "MASTER_PORT": str(self.master_port),
+        }
 
 
-MAX_HOSTS = 1_000_000            # more than any machine has: garbage, not a node list
-STEP_NAMES = ("batch", "extern", "interactive")   # Slurm's steps without a number
+MAX_HOSTS = 1_000_000  # more than any machine has: garbage, not a node list
+STEP_NAMES = ("batch", "extern", "interactive")  # Slurm's steps without a number
 
 
 def expand_hostlist(expression):
@@ -99,7 +104,7 @@ def _split_top_level(text):
 
 def _expand_item(item, room):
     """The hosts of one item, at most ``room``; the last bracket group varies fastest."""
-    pieces = re.split(r"\[([^\]]*)\]", item)       # text, group, text, group, ..., text
+    pieces = re.split(r"\[([^\]]*)\]", item)  # text, group, text, group, ..., text
     choices, count = [], 1
     for index, piece in enumerate(pieces):
         numbers = _numbers(piece, item, room // count) if index % 2 else [piece]
@@ -115,11 +120,14 @@ def _numbers(group, item, limit):
     numbers = []
     for part in group.split(","):
         bounds = part.split("-")
-        if not all(re.fullmatch(r"[0-9]+", bound) for bound in bounds) or len(bounds) > 2 \
-                or int(bounds[0]) > int(bounds[-1]):
+        if (
+            not all(re.fullmatch(r"[0-9]+", bound) for bound in bounds)
+            or len(bounds) > 2
+            or int(bounds[0]) > int(bounds[-1])
+        ):
             raise LaunchError(f"bad hostlist range {part!r} in {item!r}; expected N or LOW-HIGH")
         low, high = int(bounds[0]), int(bounds[-1])
-        if high - low + 1 + len(numbers) > limit:      # counted before it is spelt out
+        if high - low + 1 + len(numbers) > limit:  # counted before it is spelt out
             raise LaunchError(f"hostlist names more than {MAX_HOSTS} hosts (at {item!r})")
         numbers += [str(n).zfill(len(bounds[0])) for n in range(low, high + 1)]
     return numbers
@@ -133,7 +141,7 @@ def _integer(env, name, default=None, *, needed_by=None):
             return default
         because = f" (needed with {needed_by})" if needed_by else ""
         raise LaunchError(f"{name} is not set{because}; expected a whole number")
-    if not re.fullmatch(r"-?[0-9]+", value):      # ASCII digits only: int() takes more
+    if not re.fullmatch(r"-?[0-9]+", value):  # ASCII digits only: int() takes more
         raise LaunchError(f"{name}={value!r} is not a whole number")
     return int(value)
 
@@ -147,7 +155,7 @@ def _tasks_on_this_node(env):
     spec = env.get(name)
     if not spec:
         return _integer(env, "SLURM_NTASKS", 1), "SLURM_NTASKS"
-    item = r"[0-9]+(\(x[1-9][0-9]*\))?"          # 4, or 4(x2): 4 on each of 2 nodes
+    item = r"[0-9]+(\(x[1-9][0-9]*\))?"  # 4, or 4(x2): 4 on each of 2 nodes
     if not re.fullmatch(f"{item}(,{item})*", spec):
         raise LaunchError(f"{name}={spec!r} is not a list of task counts; expected such as '4(x2),3'")
     node = _integer(env, "SLURM_NODEID", 0)
@@ -160,18 +168,18 @@ def _tasks_on_this_node(env):
         if node < int(times or 1):
             return tasks, where
         node -= int(times or 1)
-    return tasks, where            # a node past the list: its last count
+    return tasks, where  # a node past the list: its last count
 
 
 def _ranks(env):
     """(source, rank, local_rank, world_size, local_world_size), each number with the name of
     the variable it came from: (value, name)."""
+
     def read(name, default=None, needed_by=None):
         return _integer(env, name, default, needed_by=needed_by), name
 
     if env.get("TORCHELASTIC_RUN_ID"):
-        return ("torchrun", read("RANK"), read("LOCAL_RANK"), read("WORLD_SIZE"),
-                read("LOCAL_WORLD_SIZE"))
+        return ("torchrun", read("RANK"), read("LOCAL_RANK"), read("WORLD_SIZE"), read("LOCAL_WORLD_SIZE"))
     if all(name in env for name in ("RANK", "LOCAL_RANK", "WORLD_SIZE")):
         # The DeepSpeed launcher says LOCAL_SIZE; torch.distributed.launch LOCAL_WORLD_SIZE.
         world = read("WORLD_SIZE")
@@ -181,8 +189,13 @@ def _ranks(env):
         source = env.get(contract.LAUNCHED_BY, "env")
         return source, read("RANK"), read("LOCAL_RANK"), world, local_world
     if "OMPI_COMM_WORLD_RANK" in env:
-        return ("openmpi", read("OMPI_COMM_WORLD_RANK"), read("OMPI_COMM_WORLD_LOCAL_RANK"),
-                read("OMPI_COMM_WORLD_SIZE"), read("OMPI_COMM_WORLD_LOCAL_SIZE"))
+        return (
+            "openmpi",
+            read("OMPI_COMM_WORLD_RANK"),
+            read("OMPI_COMM_WORLD_LOCAL_RANK"),
+            read("OMPI_COMM_WORLD_SIZE"),
+            read("OMPI_COMM_WORLD_LOCAL_SIZE"),
+        )
     if "PMIX_RANK" in env:
         size_var = next((v for v in ("PMIX_SIZE", "SLURM_NTASKS", "PMI_SIZE") if v in env), None)
         if size_var is None:
@@ -199,13 +212,13 @@ def _ranks(env):
         return "pmi", read("PMI_RANK"), local, read("PMI_SIZE", needed_by="PMI_RANK"), local_size
     if "SLURM_PROCID" in env:
         size_var = "SLURM_STEP_NUM_TASKS" if "SLURM_STEP_NUM_TASKS" in env else "SLURM_NTASKS"
-        return ("slurm", read("SLURM_PROCID"), read("SLURM_LOCALID"), read(size_var),
-                _tasks_on_this_node(env))
+        return ("slurm", read("SLURM_PROCID"), read("SLURM_LOCALID"), read(size_var), _tasks_on_this_node(env))
     return "single", (0, "rank"), (0, "local rank"), (1, "world size"), (1, "local world size")
 
 
 def _check_ranks(source, rank, local_rank, world, local_world):
     """Each of ``rank`` ... is (value, the variable it came from)."""
+
     def show(pair):
         value, name = pair
         return f"{name}={value}" if re.fullmatch(r"[A-Z_]+", name) else f"{value} (from {name})"
@@ -218,8 +231,9 @@ def _check_ranks(source, rank, local_rank, world, local_world):
     elif not 1 <= local_world[0] <= world[0]:
         problem = f"{show(local_world)} tasks on this node; expected 1 to {show(world)}"
     elif not 0 <= local_rank[0] < local_world[0]:
-        problem = (f"{show(local_rank)} is not a rank on this node of {show(local_world)}; "
-                   f"expected 0 to {local_world[0] - 1}")
+        problem = (
+            f"{show(local_rank)} is not a rank on this node of {show(local_world)}; expected 0 to {local_world[0] - 1}"
+        )
     if problem:
         raise LaunchError(f"{source}: inconsistent ranks: {problem}")
 
@@ -244,7 +258,7 @@ def _port(env, one_step):
     base = _integer(env, contract.MASTER_PORT_BASE, 10000)
     job_var = next((v for v in ("SLURM_JOB_ID", "OMPI_MCA_ess_base_jobid") if env.get(v)), None)
     if job_var is None:
-        return 29500                                # torch's own default: one job on the node
+        return 29500  # torch's own default: one job on the node
     job = _integer(env, job_var)
     if job < 0:
         raise LaunchError(f"{job_var}={job} is not a job id; expected 0 or more")
@@ -255,14 +269,17 @@ def _port(env, one_step):
         elif re.fullmatch(r"[0-9]+", step_id):
             step = int(step_id) % 10
         else:
-            raise LaunchError(f"SLURM_STEP_ID={step_id!r} is not a step id; expected a whole number "
-                              f"or one of {', '.join(STEP_NAMES)}")
+            raise LaunchError(
+                f"SLURM_STEP_ID={step_id!r} is not a step id; expected a whole number or one of {', '.join(STEP_NAMES)}"
+            )
     else:
         step = _integer(env, "OMPI_MCA_ess_base_jobid", 0) % 10
     port = base + job % 2000 * 10 + step
     if not 0 < port < 65536:
-        raise LaunchError(f"{contract.MASTER_PORT_BASE}={base} gives port {port} for {job_var}={job}, "
-                          "not a port number; expected a base from 1 to 45536")
+        raise LaunchError(
+            f"{contract.MASTER_PORT_BASE}={base} gives port {port} for {job_var}={job}, "
+            "not a port number; expected a base from 1 to 45536"
+        )
     return port
 
 
@@ -278,17 +295,24 @@ def detect(env=None):
     one_step = source != "openmpi"
     master = env.get("MASTER_ADDR")
     if not master:
-        nodelist = next((name for name in ("SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST")
-                         if env.get(name) and (one_step or name == "SLURM_JOB_NODELIST")), None)
+        nodelist = next(
+            (
+                name
+                for name in ("SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST")
+                if env.get(name) and (one_step or name == "SLURM_JOB_NODELIST")
+            ),
+            None,
+        )
         if nodelist:
             master = _first_host(env, nodelist)
         elif local_world[0] == world[0]:
             master = "127.0.0.1"
         else:
-            raise LaunchError(f"{source}: ranks span several nodes and no MASTER_ADDR or Slurm "
-                              "node list is set; export MASTER_ADDR=<first node>")
-    return Launch(source, rank[0], local_rank[0], world[0], local_world[0], master,
-                  _port(env, one_step))
+            raise LaunchError(
+                f"{source}: ranks span several nodes and no MASTER_ADDR or Slurm "
+                "node list is set; export MASTER_ADDR=<first node>"
+            )
+    return Launch(source, rank[0], local_rank[0], world[0], local_world[0], master, _port(env, one_step))
 
 
 def apply(env=None):
@@ -303,16 +327,19 @@ def check_master_resolves(launch):
     """Ranks on other nodes must find the master by name: say so here, at once and in one
     line, rather than after the rendezvous timeout (minutes) with torch's retry messages."""
     if launch.world_size == launch.local_world_size:
-        return                                     # one node: the master is this machine
+        return  # one node: the master is this machine
     try:
         socket.getaddrinfo(launch.master_addr, launch.master_port, type=socket.SOCK_STREAM)
-    except UnicodeError:                           # 'a..b', a label over 63 characters
-        raise LaunchError(f"MASTER_ADDR={launch.master_addr!r} is not a host name; expected a "
-                          "name or an address") from None
+    except UnicodeError:  # 'a..b', a label over 63 characters
+        raise LaunchError(
+            f"MASTER_ADDR={launch.master_addr!r} is not a host name; expected a name or an address"
+        ) from None
     except socket.gaierror as error:
-        raise LaunchError(f"rank {launch.rank} on {socket.gethostname()}: MASTER_ADDR "
-                          f"{launch.master_addr!r} does not resolve here ({error.strerror}); every "
-                          "node must resolve it (DNS or /etc/hosts), or set MASTER_ADDR to an address") from None
+        raise LaunchError(
+            f"rank {launch.rank} on {socket.gethostname()}: MASTER_ADDR "
+            f"{launch.master_addr!r} does not resolve here ({error.strerror}); every "
+            "node must resolve it (DNS or /etc/hosts), or set MASTER_ADDR to an address"
+        ) from None
 
 
 def main(argv=None):
@@ -330,7 +357,7 @@ def main(argv=None):
         os.environ.setdefault(contract.LAUNCHED_BY, launch.source)
         try:
             os.execvp(argv[1], argv[1:])
-        except OSError as error:                   # as env(1): 127 not found, 126 not runnable
+        except OSError as error:  # as env(1): 127 not found, 126 not runnable
             print(f"error: launchenv: cannot run {argv[1]!r}: {error.strerror}", file=sys.stderr)
             return 127 if isinstance(error, FileNotFoundError) else 126
     for name, value in launch.variables().items():

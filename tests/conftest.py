@@ -12,16 +12,14 @@ ROOT = Path(__file__).resolve().parent.parent
 RECIPES = ROOT / "recipes"
 CONTAINERS = ROOT / "containers"
 GOLDEN = Path(__file__).resolve().parent / "golden"
-LMOD_INIT = Path("/usr/share/lmod/lmod/init/bash")      # Debian's lmod: sourced by a login shell
+LMOD_INIT = Path("/usr/share/lmod/lmod/init/bash")  # Debian's lmod: sourced by a login shell
 # targets that render their own files; an alias (alias_of) names another target's image
-TARGETS = sorted(path.stem for path in (RECIPES / "targets").glob("*.yaml")
-                 if "alias_of:" not in path.read_text())
+TARGETS = sorted(path.stem for path in (RECIPES / "targets").glob("*.yaml") if "alias_of:" not in path.read_text())
 
 
 # What a test needs, read from the fixtures it uses (directly or through others): `make unit`
 # runs the tests that need none of these.
-NEEDS = {"image": {"cpu_image", "apptainer"},
-         "cluster": {"slurm", "two_nodes", "twin", "site_file"}}
+NEEDS = {"image": {"cpu_image", "apptainer"}, "cluster": {"slurm", "two_nodes", "twin", "site_file"}}
 
 
 def pytest_collection_modifyitems(config, items):
@@ -32,8 +30,11 @@ def pytest_collection_modifyitems(config, items):
 
 
 def pytest_addoption(parser):
-    parser.addoption("--update-golden", action="store_true",
-                     help="rewrite tests/golden/ from the current output instead of comparing")
+    parser.addoption(
+        "--update-golden",
+        action="store_true",
+        help="rewrite tests/golden/ from the current output instead of comparing",
+    )
 
 
 # The first bytes of a SIF file (its launch line, then the magic at byte 32): a stand-in
@@ -49,14 +50,21 @@ def update_golden(request):
 @pytest.fixture(scope="session")
 def tree():
     from builder.recipes.tree import RecipeTree
+
     return RecipeTree(RECIPES)
 
 
 def run_builder(*args, cwd=ROOT, env=None, timeout=120):
     """Run the CLI as a user does, in a fresh interpreter."""
     full_env = dict(os.environ, PYTHONPATH=str(ROOT), **(env or {}))
-    return subprocess.run([sys.executable, "-m", "builder", *map(str, args)], cwd=cwd,
-                          env=full_env, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "builder", *map(str, args)],
+        cwd=cwd,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 @contextmanager
@@ -106,6 +114,7 @@ def cpu_image(tmp_path_factory):
 @pytest.fixture(scope="session")
 def apptainer(cpu_image):
     from builder.host import toolbox
+
     found = shutil.which("apptainer") or shutil.which("singularity")
     return found or str(toolbox.command())
 
@@ -114,6 +123,7 @@ def apptainer(cpu_image):
 def slurm(tmp_path_factory):
     """A real one-node Slurm cluster (munged, slurmctld, slurmd) with private ports."""
     from helpers.slurm_cluster import Cluster
+
     cluster = Cluster(tmp_path_factory.mktemp("slurm")).start()
     yield cluster
     cluster.stop()
@@ -122,6 +132,7 @@ def slurm(tmp_path_factory):
 @pytest.fixture(scope="session")
 def two_nodes(tmp_path_factory):
     from helpers.twonode_cluster import TwoNodes
+
     cluster = TwoNodes(tmp_path_factory.mktemp("two-nodes"))
     try:
         yield cluster.start()
@@ -135,17 +146,19 @@ def site_file(two_nodes):
     library path on multi-node jobs that are harmless to observe."""
     bind = two_nodes.root / "multi-node-bind"
     bind.mkdir()
-    return two_nodes.site_file(HPCML_MULTI_NODE_BINDS=f"({bind}:/hpcml-multi-node-bind)",   # /tmp is bound anyway
-                               HPCML_MULTI_NODE_ENV="'HPCML_TEST_MULTI_NODE=applied'",
-                               HPCML_MULTI_NODE_LIBRARY_PATH="(/opt/hpcml-test-lib)")
+    return two_nodes.site_file(
+        HPCML_MULTI_NODE_BINDS=f"({bind}:/hpcml-multi-node-bind)",  # /tmp is bound anyway
+        HPCML_MULTI_NODE_ENV="'HPCML_TEST_MULTI_NODE=applied'",
+        HPCML_MULTI_NODE_LIBRARY_PATH="(/opt/hpcml-test-lib)",
+    )
 
 
 @pytest.fixture(scope="module")
 def smoked(cpu_image, apptainer):
     """The CPU image with a passing smoke report beside it, as `make smoke` leaves it."""
     from builder import runner
-    result = run_builder("smoke", "cpu", "--images", cpu_image.parent,
-                         env={"HPCML_APPTAINER": apptainer}, timeout=600)
+
+    result = run_builder("smoke", "cpu", "--images", cpu_image.parent, env={"HPCML_APPTAINER": apptainer}, timeout=600)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     report = cpu_image.parent / "cpu.smoke"
     recorded = (report / "image.sha256").read_text().split()
@@ -159,6 +172,7 @@ def environment_modules(tmp_path_factory):
     an installed package, but its modulecmd.tcl runs from any folder with Lmod's tclsh."""
     from builder import runner
     from builder.host.cache import cache_dir
+
     debs = cache_dir() / "debs"
     debs.mkdir(parents=True, exist_ok=True)
     found = sorted(debs.glob("environment-modules_*.deb"))

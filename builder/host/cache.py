@@ -13,9 +13,9 @@ from pathlib import Path
 
 from ..fileio import link_or_copy, write_atomic
 
-KEEP_PER_LAYER = 2      # the newest keys of each target layer; older ones are pruned
-KEEP_PER_STEP = 2       # the newest outputs of each kept step for each target, likewise
-COMPLETE = "complete"   # written last by the step's save commands
+KEEP_PER_LAYER = 2  # the newest keys of each target layer; older ones are pruned
+KEEP_PER_STEP = 2  # the newest outputs of each kept step for each target, likewise
+COMPLETE = "complete"  # written last by the step's save commands
 
 
 def cache_dir() -> Path:
@@ -74,7 +74,7 @@ def fetch_kept(folder: str, dest: Path) -> bool:
         return False
     try:
         shutil.copytree(stored, dest, symlinks=True, copy_function=link_or_copy)
-    except (FileNotFoundError, shutil.Error):      # pruned by a concurrent build meanwhile
+    except (FileNotFoundError, shutil.Error):  # pruned by a concurrent build meanwhile
         shutil.rmtree(dest, ignore_errors=True)
         return False
     return True
@@ -95,9 +95,11 @@ def store_kept(folder: str, made: Path, owner: str = ""):
     write_atomic(_owner_file(folder), owner + "\n")
     os.replace(tmp, stored)
     step = folder.rsplit("-", 1)[0]
-    older = sorted((p for p in stored.parent.glob(f"{step}-*")
-                    if p.name.rsplit("-", 1)[0] == step and _owner(p.name) == owner),
-                   key=mtime, reverse=True)
+    older = sorted(
+        (p for p in stored.parent.glob(f"{step}-*") if p.name.rsplit("-", 1)[0] == step and _owner(p.name) == owner),
+        key=mtime,
+        reverse=True,
+    )
     for old in older[KEEP_PER_STEP:]:
         shutil.rmtree(old, ignore_errors=True)
         _owner_file(old.name).unlink(missing_ok=True)
@@ -110,12 +112,12 @@ def _owner_file(folder) -> Path:
 def _owner(folder) -> str:
     try:
         return _owner_file(folder).read_text().strip()
-    except OSError:                     # stored before owners were recorded
+    except OSError:  # stored before owners were recorded
         return ""
 
 
 def mtime(path) -> float:
     try:
         return path.stat().st_mtime
-    except OSError:                     # pruned by a concurrent build: oldest of all
+    except OSError:  # pruned by a concurrent build: oldest of all
         return 0.0

@@ -30,8 +30,9 @@ def debian_mirror() -> str:
     for uri in candidates:
         if uri.rstrip("/").endswith("/debian"):
             return uri.rstrip("/")
-    raise ToolError(f"no Debian mirror found in /etc/apt/sources.list(.d); set {contract.MIRROR} "
-                    "to a Debian mirror URL")
+    raise ToolError(
+        f"no Debian mirror found in /etc/apt/sources.list(.d); set {contract.MIRROR} to a Debian mirror URL"
+    )
 
 
 def capability_bounding_set() -> int:

@@ -17,7 +17,7 @@ from ..invocation import hint, program
 from ..labels import LABEL_PREFIX, MEASURED
 from . import toolbox
 
-IMAGE_SUM = "image.sha256"   # sha256sum's format: `sha256sum IMAGE > DIR/image.sha256` by hand
+IMAGE_SUM = "image.sha256"  # sha256sum's format: `sha256sum IMAGE > DIR/image.sha256` by hand
 
 
 def installed_runtime(site):
@@ -34,8 +34,9 @@ def ready_runtime(site) -> str:
         return found
     if toolbox.is_ready():
         return str(toolbox.command())
-    raise ToolError(f"no apptainer or singularity found; run `{program()} toolbox provision` "
-                    "(root) or install Apptainer")
+    raise ToolError(
+        f"no apptainer or singularity found; run `{program()} toolbox provision` (root) or install Apptainer"
+    )
 
 
 def find_runtime(site, progress, log_dir):
@@ -49,6 +50,7 @@ def find_runtime(site, progress, log_dir):
 @dataclass(frozen=True)
 class Built:
     """A built image of a target, and the site a command runs or publishes it for."""
+
     target: object
     site: object
     path: Path
@@ -57,17 +59,18 @@ class Built:
 def built_image(tree, target_name, images: Path, site_name=None) -> Built:
     """The target's image under ``images`` and its site (default: the target's first); one
     clear line when the image is missing or the site is not one of the target's."""
-    target = tree.target(target_name)     # an alias names its target's image
+    target = tree.target(target_name)  # an alias names its target's image
     path = images / f"{target.name}.sif"
     if not path.is_file():
         build = hint(f"make build TARGET={target.name}", f"build {target.name} --images {images}")
-        raise RecipeError(f"no image; build it first with: {build}",
-                          file=str(path))
+        raise RecipeError(f"no image; build it first with: {build}", file=str(path))
     sites = {site.name: site for site in target.sites}
     site_name = site_name or next(iter(sites))
     if site_name not in sites:
-        raise RecipeError(f"site {site_name!r} is not one {target.name} is built for "
-                          f"(expected one of: {', '.join(sites)})", file="command line")
+        raise RecipeError(
+            f"site {site_name!r} is not one {target.name} is built for (expected one of: {', '.join(sites)})",
+            file="command line",
+        )
     return Built(target, sites[site_name], path)
 
 
@@ -79,8 +82,7 @@ def read_labels(runtime, image) -> dict:
     except (ValueError, KeyError, TypeError):
         raise ToolError(f"{runtime} inspect gave no labels for {image}") from None
     prefix = LABEL_PREFIX + "."
-    return {key[len(prefix):] if key.startswith(prefix) else key: value
-            for key, value in labels.items()}
+    return {key[len(prefix) :] if key.startswith(prefix) else key: value for key, value in labels.items()}
 
 
 def image_facts(target, images: Path) -> dict:
@@ -109,22 +111,21 @@ def image_lock(images: Path, name, shared=False):
     except OSError:
         if not shared:
             raise
-        if not path.exists():       # a read-only folder where no build ever ran: none to share
+        if not path.exists():  # a read-only folder where no build ever ran: none to share
             yield
             return
-        handle = open(path)         # a read-only folder: flock needs no write access
+        handle = open(path)  # a read-only folder: flock needs no write access
     with handle:
         try:
             fcntl.flock(handle, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
         except BlockingIOError:
             if shared:
                 holder = "a build of it is running"
-            else:          # readers share the lock; a second build holds it alone
+            else:  # readers share the lock; a second build holds it alone
                 try:
                     fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
                     holder = "a smoke run or publish is reading it"
                 except BlockingIOError:
                     holder = "another build of it is running"
-            raise ToolError(f"{name}: {holder} (lock {path}); try again when it has "
-                            "finished") from None
+            raise ToolError(f"{name}: {holder} (lock {path}); try again when it has finished") from None
         yield

@@ -24,37 +24,44 @@ GB = 1e9
 # An image layer's unpacked tree against its base layer's file (an uncompressed squashfs,
 # about the size of its tree): cpu 1.22, a100-cuda 1.04, v100-cuda 1.02, measured here.
 UNPACKED_IMAGE = 1.3
-MARGIN = 1.15           # the estimate is of sizes measured before; recipes change
+MARGIN = 1.15  # the estimate is of sizes measured before; recipes change
 SKIP_HINT = "build with --no-space-check to try all the same"
 FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
-DEFAULT_TMP = ".tmp"        # beside the images, where no APPTAINER_TMPDIR is set
+DEFAULT_TMP = ".tmp"  # beside the images, where no APPTAINER_TMPDIR is set
 
 
 @dataclass(frozen=True)
 class Folders:
     images: Path
-    tmp: Path        # each build's own folder is made under it and removed after
+    tmp: Path  # each build's own folder is made under it and removed after
     apptainer_cache: Path
 
     def env(self, build_tmp: Path) -> dict:
         """Apptainer's (and SingularityCE's) variables for a build whose folder is build_tmp."""
-        return {"APPTAINER_TMPDIR": str(build_tmp), "SINGULARITY_TMPDIR": str(build_tmp),
-                "APPTAINER_CACHEDIR": str(self.apptainer_cache),
-                "SINGULARITY_CACHEDIR": str(self.apptainer_cache)}
+        return {
+            "APPTAINER_TMPDIR": str(build_tmp),
+            "SINGULARITY_TMPDIR": str(build_tmp),
+            "APPTAINER_CACHEDIR": str(self.apptainer_cache),
+            "SINGULARITY_CACHEDIR": str(self.apptainer_cache),
+        }
 
     def named(self):
-        return (("the images folder", self.images), ("the build's temporary folder", self.tmp),
-                ("the user's cache", cache.cache_dir()))
+        return (
+            ("the images folder", self.images),
+            ("the build's temporary folder", self.tmp),
+            ("the user's cache", cache.cache_dir()),
+        )
 
 
 def folders(images: Path) -> Folders:
     env = os.environ
     tmp = env.get("APPTAINER_TMPDIR") or env.get("SINGULARITY_TMPDIR")
     apptainer_cache = env.get("APPTAINER_CACHEDIR") or env.get("SINGULARITY_CACHEDIR")
-    return Folders(images=images.resolve(),
-                   tmp=Path(tmp).resolve() if tmp else images.resolve() / DEFAULT_TMP,
-                   apptainer_cache=Path(apptainer_cache).resolve() if apptainer_cache
-                   else cache.cache_dir() / "apptainer")
+    return Folders(
+        images=images.resolve(),
+        tmp=Path(tmp).resolve() if tmp else images.resolve() / DEFAULT_TMP,
+        apptainer_cache=Path(apptainer_cache).resolve() if apptainer_cache else cache.cache_dir() / "apptainer",
+    )
 
 
 def existing(path: Path) -> Path:
@@ -94,11 +101,10 @@ def needs(plan: dict, sizes: dict, where: Folders) -> dict:
     images_dev = _device(where.images)
     want[where.images] += sum(sizes[layer] for layer in built)
     if _device(cache.cache_dir()) != images_dev:
-        want[where.images] += sum(sizes[layer] for layer in fetched)   # copied, not linked
+        want[where.images] += sum(sizes[layer] for layer in fetched)  # copied, not linked
         want[cache.cache_dir()] += sum(sizes[layer] for layer in built)
     # one tree at a time: Apptainer removes each layer's tree when its file is written
-    trees = [sizes[layer] if layer != "image" else UNPACKED_IMAGE * sizes.get("base", 0)
-             for layer in built]
+    trees = [sizes[layer] if layer != "image" else UNPACKED_IMAGE * sizes.get("base", 0) for layer in built]
     want[where.tmp] += max(trees, default=0)
     merged = {}
     for folder, amount in want.items():
@@ -117,11 +123,16 @@ def check_fits(target_name, plan, sizes, where: Folders):
         if amount * MARGIN > free:
             label = " and ".join(_label(where, name) for name in names)
             verb = "need" if len(names) > 1 else "needs"
-            short.append(f"{label} ({existing(folder)}) {verb} {amount * MARGIN / GB:.2f} GB, "
-                         f"{free / GB:.2f} GB free there")
+            short.append(
+                f"{label} ({existing(folder)}) {verb} {amount * MARGIN / GB:.2f} GB, {free / GB:.2f} GB free there"
+            )
     if short:
-        raise ToolError(f"not enough disk space to build {target_name}: " + "; ".join(short)
-                        + "; free some, set APPTAINER_TMPDIR to a bigger disk, or " + SKIP_HINT)
+        raise ToolError(
+            f"not enough disk space to build {target_name}: "
+            + "; ".join(short)
+            + "; free some, set APPTAINER_TMPDIR to a bigger disk, or "
+            + SKIP_HINT
+        )
 
 
 def _label(where, folder):
@@ -133,8 +144,11 @@ _PATH = re.compile(r"(/[^\s:'\"]+)")
 
 def full_folder(log_text: str, where: Folders):
     """(label, folder) that the log says filled, or None when it does not say space ran out."""
-    lines = [line for line in log_text.splitlines() if "no space left on device" in line.lower()
-             or "disk quota exceeded" in line.lower()]
+    lines = [
+        line
+        for line in log_text.splitlines()
+        if "no space left on device" in line.lower() or "disk quota exceeded" in line.lower()
+    ]
     if not lines:
         return None
     for line in lines:
@@ -143,13 +157,11 @@ def full_folder(log_text: str, where: Folders):
                 if path == str(folder) or path.startswith(str(folder) + "/"):
                     return label, folder
     # no path in the message (mksquashfs says only "No space left on device"): the fullest
-    return min(((label, folder) for label, folder in where.named()),
-               key=lambda item: free_bytes(item[1]))
+    return min(((label, folder) for label, folder in where.named()), key=lambda item: free_bytes(item[1]))
 
 
 def ran_out(label, folder) -> str:
-    return (f"ran out of disk space in {label} ({existing(folder)}, "
-            f"{free_bytes(folder) / GB:.2f} GB free now)")
+    return f"ran out of disk space in {label} ({existing(folder)}, {free_bytes(folder) / GB:.2f} GB free now)"
 
 
 @contextmanager

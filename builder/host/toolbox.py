@@ -17,8 +17,8 @@ from ..fileio import write_atomic
 from . import hostinfo
 from .cache import cache_dir
 
-SUITE = "trixie"            # Apptainer needs glibc >= 2.38; bookworm has 2.36
-APPTAINER_SUITE = "sid"     # the only suite with an apptainer package
+SUITE = "trixie"  # Apptainer needs glibc >= 2.38; bookworm has 2.36
+APPTAINER_SUITE = "sid"  # the only suite with an apptainer package
 STAMP = "READY"
 
 
@@ -56,10 +56,23 @@ def can_provision():
 
 # Docker's default set plus DAC_READ_SEARCH: what unpacking an image (chown, setuid bits,
 # device nodes, file capabilities) needs, and all of it within any host's bounding set.
-ROOT_CAPABILITIES = ("CAP_AUDIT_WRITE", "CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_DAC_READ_SEARCH",
-                     "CAP_FOWNER", "CAP_FSETID", "CAP_KILL", "CAP_MKNOD", "CAP_NET_BIND_SERVICE",
-                     "CAP_NET_RAW", "CAP_SETFCAP", "CAP_SETGID", "CAP_SETPCAP", "CAP_SETUID",
-                     "CAP_SYS_CHROOT")
+ROOT_CAPABILITIES = (
+    "CAP_AUDIT_WRITE",
+    "CAP_CHOWN",
+    "CAP_DAC_OVERRIDE",
+    "CAP_DAC_READ_SEARCH",
+    "CAP_FOWNER",
+    "CAP_FSETID",
+    "CAP_KILL",
+    "CAP_MKNOD",
+    "CAP_NET_BIND_SERVICE",
+    "CAP_NET_RAW",
+    "CAP_SETFCAP",
+    "CAP_SETGID",
+    "CAP_SETPCAP",
+    "CAP_SETUID",
+    "CAP_SYS_CHROOT",
+)
 
 
 def configure(root: Path):
@@ -70,8 +83,7 @@ def configure(root: Path):
     etc = root / "etc" / "apptainer"
     conf = etc / "apptainer.conf"
     text = conf.read_text()
-    fixed = re.sub(r"^root default capabilities = .*$", "root default capabilities = file",
-                   text, flags=re.M)
+    fixed = re.sub(r"^root default capabilities = .*$", "root default capabilities = file", text, flags=re.M)
     if fixed != text:
         conf.write_text(fixed)
     wanted = json.dumps({"users": {"root": list(ROOT_CAPABILITIES)}, "groups": {}})
@@ -84,7 +96,7 @@ def ensure(progress, log_dir: Path) -> Path:
     """The toolbox's apptainer command, provisioning or repairing the toolbox first."""
     if is_ready():
         try:
-            _install_scripts(home())          # keep the entry scripts in step with the builder
+            _install_scripts(home())  # keep the entry scripts in step with the builder
             configure(home() / "root")
             version()
             return command()
@@ -92,15 +104,17 @@ def ensure(progress, log_dir: Path) -> Path:
             progress.step("toolbox is broken; rebuilding it")
     reason = can_provision()
     if reason:
-        raise ToolError(f"no apptainer or singularity on PATH and {reason}; install Apptainer "
-                        "(https://apptainer.org/docs/admin/main/installation.html) and retry")
+        raise ToolError(
+            f"no apptainer or singularity on PATH and {reason}; install Apptainer "
+            "(https://apptainer.org/docs/admin/main/installation.html) and retry"
+        )
     provision(progress, log_dir)
     return command()
 
 
 def provision(progress, log_dir: Path):
     box = home()
-    for stale in box.parent.glob("toolbox.tmp-*"):      # left by a killed provision
+    for stale in box.parent.glob("toolbox.tmp-*"):  # left by a killed provision
         _remove_tree(stale)
     staging = box.with_name(f"toolbox.tmp-{os.getpid()}")
     try:
@@ -127,8 +141,11 @@ def _provision_into(staging, progress, log_dir):
         runner.run_logged(["apt-get", "update"], log)
         runner.run_logged(["apt-get", "install", "-y", "--no-install-recommends", "debootstrap"], log)
     progress.step(f"toolbox: debootstrap {SUITE} (log: {log})")
-    runner.run_logged(["debootstrap", "--variant=minbase", "--include=ca-certificates",
-                       SUITE, str(root), mirror], log, what="debootstrap")
+    runner.run_logged(
+        ["debootstrap", "--variant=minbase", "--include=ca-certificates", SUITE, str(root), mirror],
+        log,
+        what="debootstrap",
+    )
     _install_scripts(staging)
     enter = str(staging / "bin" / "enter")
     sid_list = root / "etc" / "apt" / "sources.list.d" / "apptainer-sid.list"
@@ -136,17 +153,29 @@ def _provision_into(staging, progress, log_dir):
     sid_list.write_text(f"deb {mirror} {APPTAINER_SUITE} main\n")
     # mirrors' sid Release files may be past their Valid-Until date; the archive keys
     # still sign them, so only the date check is relaxed, and only for this step
-    runner.run_logged([enter, "/usr/bin/apt-get", "-o", "Acquire::Check-Valid-Until=false",
-                       "update"], log, what="apt-get update")
-    runner.run_logged([enter, "/bin/sh", "-c", "cd /var/cache/apt/archives && apt-get download apptainer"],
-                      log, what="apt-get download apptainer")
+    runner.run_logged(
+        [enter, "/usr/bin/apt-get", "-o", "Acquire::Check-Valid-Until=false", "update"], log, what="apt-get update"
+    )
+    runner.run_logged(
+        [enter, "/bin/sh", "-c", "cd /var/cache/apt/archives && apt-get download apptainer"],
+        log,
+        what="apt-get download apptainer",
+    )
     sid_list.unlink()
     progress.step("toolbox: installing apptainer")
     runner.run_logged([enter, "/usr/bin/apt-get", "update"], log, what="apt-get update")
-    runner.run_logged([enter, "/bin/sh", "-c",
-                       "DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "
-                       "/var/cache/apt/archives/apptainer_*.deb debootstrap squashfs-tools "
-                       "&& apt-get clean"], log, what="installing apptainer")
+    runner.run_logged(
+        [
+            enter,
+            "/bin/sh",
+            "-c",
+            "DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "
+            "/var/cache/apt/archives/apptainer_*.deb debootstrap squashfs-tools "
+            "&& apt-get clean",
+        ],
+        log,
+        what="installing apptainer",
+    )
     configure(root)
     # --fakeroot maps root onto these ranges
     for name in ("subuid", "subgid"):
@@ -157,10 +186,12 @@ def _provision_into(staging, progress, log_dir):
 def _install_scripts(staging):
     bin_dir = staging / "bin"
     bin_dir.mkdir(parents=True, exist_ok=True)
-    scripts = {"enter": resources.files(__package__).joinpath("toolbox-enter.sh").read_text(),
-               "apptainer": '#!/bin/sh\n# Apptainer from the toolbox, usable like an installed '
-                            'command.\nexec "$(dirname "$(readlink -f "$0")")/enter" '
-                            '/usr/bin/apptainer "$@"\n'}
+    scripts = {
+        "enter": resources.files(__package__).joinpath("toolbox-enter.sh").read_text(),
+        "apptainer": "#!/bin/sh\n# Apptainer from the toolbox, usable like an installed "
+        'command.\nexec "$(dirname "$(readlink -f "$0")")/enter" '
+        '/usr/bin/apptainer "$@"\n',
+    }
     for name, text in scripts.items():
         if write_atomic(bin_dir / name, text) or (bin_dir / name).stat().st_mode & 0o777 != 0o755:
             (bin_dir / name).chmod(0o755)
@@ -174,8 +205,11 @@ def _remove_tree(path):
     """Remove a toolbox tree; a build killed mid-way can leave bind mounts, so unmount first."""
     if not path.exists():
         return
-    mounts = [line.split()[1] for line in Path("/proc/self/mounts").read_text().splitlines()
-              if line.split()[1].startswith(str(path) + "/")]
+    mounts = [
+        line.split()[1]
+        for line in Path("/proc/self/mounts").read_text().splitlines()
+        if line.split()[1].startswith(str(path) + "/")
+    ]
     for mount in sorted(mounts, reverse=True):
         runner.run(["umount", "-l", mount], check=False)
     shutil.rmtree(path, ignore_errors=True)

@@ -21,8 +21,9 @@ _RETRIED = {500, 502, 503, 504, 520, 527}
 def why_down(url: str, cafile=None):
     """None when ``url`` answers; otherwise a short reason (for the build's progress)."""
     context = ssl.create_default_context(cafile=cafile) if url.startswith("https:") else None
-    request = urllib.request.Request(url.rstrip("/") + "/", method="GET",
-                                     headers={"User-Agent": "hpc-ml-containers index check"})
+    request = urllib.request.Request(
+        url.rstrip("/") + "/", method="GET", headers={"User-Agent": "hpc-ml-containers index check"}
+    )
     try:
         with urllib.request.urlopen(request, timeout=TIMEOUT_S, context=context):
             return None
@@ -30,5 +31,5 @@ def why_down(url: str, cafile=None):
         return f"HTTP {error.code}" if error.code in _RETRIED else None
     except urllib.error.URLError as error:
         return str(getattr(error.reason, "strerror", None) or error.reason)
-    except (OSError, ValueError) as error:       # timeouts, resets, malformed URLs
+    except (OSError, ValueError) as error:  # timeouts, resets, malformed URLs
         return str(error) or type(error).__name__

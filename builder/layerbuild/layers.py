@@ -24,10 +24,18 @@ from ..render.parts import HOST_MOUNT
 from ..render.plan import LAYERS, MIRROR_ARG
 from . import host_settings, store
 
-UNCOMPRESSED = "-noI -noD -noF -noX"      # no compression of inodes, data, fragments, xattrs
-WORK_PREFIX = "hpcml-build-"           # a build's work folder under the build space's tmp
-STEP_MARKERS = ("--- devel: ", "--- base: ", "--- build: ", "--- final: ", "--- test: ",
-                "INFO:    Creating SIF", "INFO:    Running testscript", "INFO:    Starting build")
+UNCOMPRESSED = "-noI -noD -noF -noX"  # no compression of inodes, data, fragments, xattrs
+WORK_PREFIX = "hpcml-build-"  # a build's work folder under the build space's tmp
+STEP_MARKERS = (
+    "--- devel: ",
+    "--- base: ",
+    "--- build: ",
+    "--- final: ",
+    "--- test: ",
+    "INFO:    Creating SIF",
+    "INFO:    Running testscript",
+    "INFO:    Starting build",
+)
 
 
 @dataclass(frozen=True)
@@ -35,14 +43,15 @@ class LayerBuild:
     """One `apptainer build` of a layer. Example: LayerBuild(plan=plans["image"], runtime=
     "apptainer", sif=Path("images/cpu.sif"), key=keys["image"], args={"DEVEL": "cpu.devel.sif",
     "BASE": "cpu.base.sif"}, log=Path("images/cpu.image.build.log"))."""
-    plan: object                   # render.plan.LayerPlan
-    runtime: str                   # the apptainer or singularity command
-    sif: Path                      # the image it writes
-    key: str                       # recorded beside it (store.write_meta)
-    args: dict                     # build arguments: parents by file name, host values
+
+    plan: object  # render.plan.LayerPlan
+    runtime: str  # the apptainer or singularity command
+    sif: Path  # the image it writes
+    key: str  # recorded beside it (store.write_meta)
+    args: dict  # build arguments: parents by file name, host values
     log: Path
-    reuse_kept: bool = True        # kept step outputs from the user's cache (False: remake them)
-    where: object = None           # space.Folders the build writes in; beside the image if None
+    reuse_kept: bool = True  # kept step outputs from the user's cache (False: remake them)
+    where: object = None  # space.Folders the build writes in; beside the image if None
 
     @property
     def packed(self) -> bool:
@@ -57,11 +66,12 @@ def build(tree, name, *, images: Path, force=None, progress, space_check=True):
     space_check: refuse to start when the layers will not fit (space.check_fits)."""
     forced = {None: (), "top": ("image",), "all": LAYERS}[force]
     target = tree.target(name)
-    name = target.name                                  # an alias builds its target's image
+    name = target.name  # an alias builds its target's image
     # devel and base may be another target's (layer_sharing): built, cached and locked as its
     plans = plan_layers(tree, name)
-    host_args = ({MIRROR_ARG: hostinfo.debian_mirror()}
-                 if any(MIRROR_ARG in plan.build_args for plan in plans.values()) else {})
+    host_args = (
+        {MIRROR_ARG: hostinfo.debian_mirror()} if any(MIRROR_ARG in plan.build_args for plan in plans.values()) else {}
+    )
     paths = store.layer_paths(images, plans)
     keys = store.layer_keys(plans, host_args)
     if not forced and store.is_current(paths["image"], keys["image"]):
@@ -78,13 +88,19 @@ def build(tree, name, *, images: Path, force=None, progress, space_check=True):
         # made under the lock, so it holds for the loop below (no other build of these layers)
         steps = {layer: store.step(plans[layer], forced, paths[layer], keys[layer]) for layer in LAYERS}
         if space_check:
-            sizes = {layer: space.layer_size(tree.target(owners[layer]), layer, paths[layer],
-                                             cache.slot(owners[layer], layer)) for layer in LAYERS}
+            sizes = {
+                layer: space.layer_size(
+                    tree.target(owners[layer]), layer, paths[layer], cache.slot(owners[layer], layer)
+                )
+                for layer in LAYERS
+            }
             space.check_fits(name, steps, sizes, where)
         runtime, label = find_runtime(target.sites[0], progress, images)
         if owners["devel"] != name:
-            progress.step(f"{name} builds on the devel and base layers of {owners['devel']} "
-                          "(they differ only in the GPU archs, which the image layer compiles for)")
+            progress.step(
+                f"{name} builds on the devel and base layers of {owners['devel']} "
+                "(they differ only in the GPU archs, which the image layer compiles for)"
+            )
         for layer in LAYERS:
             plan, sif = plans[layer], paths[layer]
             if steps[layer] == "current":
@@ -104,8 +120,19 @@ def build(tree, name, *, images: Path, force=None, progress, space_check=True):
             args.update(store.used_args(plan, host_args))
             log = images / f"{plan.owner}.{layer}.build.log"
             progress.step(f"building the {layer} layer {sif} with {label} (log: {log})")
-            build_layer(LayerBuild(plan=plan, runtime=runtime, sif=sif, key=keys[layer], args=args,
-                                   log=log, reuse_kept=force != "all", where=where), progress)
+            build_layer(
+                LayerBuild(
+                    plan=plan,
+                    runtime=runtime,
+                    sif=sif,
+                    key=keys[layer],
+                    args=args,
+                    log=log,
+                    reuse_kept=force != "all",
+                    where=where,
+                ),
+                progress,
+            )
             store.keep(plan, keys[layer], sif, progress)
     stat = paths["image"].stat()
     progress.step(f"built {paths['image']} ({stat.st_size / 1e6:.0f} MB); its %test passed")
@@ -142,7 +169,7 @@ def build_layer(job: LayerBuild, progress):
         tmp_sif.unlink(missing_ok=True)
         shutil.rmtree(work, ignore_errors=True)
         if where.tmp == job.sif.parent.resolve() / space.DEFAULT_TMP:
-            with contextlib.suppress(OSError):     # ours, and empty unless another build runs
+            with contextlib.suppress(OSError):  # ours, and empty unless another build runs
                 where.tmp.rmdir()
     store.write_meta(job.sif, job.key)
 
@@ -165,15 +192,24 @@ def _run_apptainer(job, argv, work, tmp_sif, where, progress):
     env[contract.TOOLBOX_BINDS] = ":".join(map(str, (job.sif.parent.resolve(), work, where.apptainer_cache)))
     job.log.write_text("")
     try:
-        runner.run_logged(argv, job.log, cwd=job.sif.parent.resolve(), env=env, what="apptainer build",
-                          note="; the previous image, if any, is unchanged",
-                          cleanup=[tmp_sif, work], on_line=_progress_lines(progress))
+        runner.run_logged(
+            argv,
+            job.log,
+            cwd=job.sif.parent.resolve(),
+            env=env,
+            what="apptainer build",
+            note="; the previous image, if any, is unchanged",
+            cleanup=[tmp_sif, work],
+            on_line=_progress_lines(progress),
+        )
     except ToolError as error:
         full = space.full_folder(runner.tail(job.log, 40), where)
         if full is None:
             raise
-        raise ToolError(f"apptainer build {space.ran_out(*full)}; the previous image, if any, "
-                        f"is unchanged and the partial files are removed; log: {job.log}") from error
+        raise ToolError(
+            f"apptainer build {space.ran_out(*full)}; the previous image, if any, "
+            f"is unchanged and the partial files are removed; log: {job.log}"
+        ) from error
 
 
 def _remove_stale_temps(images, where, name):
@@ -189,6 +225,7 @@ def _progress_lines(progress):
         text = line.strip()
         if text.startswith(STEP_MARKERS):
             progress.step(text.replace("INFO:    ", "").rstrip("."))
+
     return on_line
 
 

@@ -32,8 +32,12 @@ def build_key(text, args, parent_keys=(), shipped=False):
     layers it starts from) and the keys of those layers. A shipped layer's key also says that
     its parent is named by file name in its labels (images built before named it by absolute
     path, a fact of the build machine, and must not be taken from the cache)."""
-    material = {"builder": __version__, "definition": text, "parents": list(parent_keys),
-                "build_args": {k: v for k, v in args.items() if k not in PATH_ARGS}}
+    material = {
+        "builder": __version__,
+        "definition": text,
+        "parents": list(parent_keys),
+        "build_args": {k: v for k, v in args.items() if k not in PATH_ARGS},
+    }
     if shipped:
         material["from_label"] = "file name"
     return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
@@ -45,8 +49,9 @@ def layer_keys(plans: dict, host_args: dict) -> dict:
     keys = {}
     for layer in LAYERS:
         plan = plans[layer]
-        keys[layer] = build_key(plan.text, used_args(plan, host_args), [keys[p] for p in plan.parents],
-                                shipped=layer not in INTERMEDIATE)
+        keys[layer] = build_key(
+            plan.text, used_args(plan, host_args), [keys[p] for p in plan.parents], shipped=layer not in INTERMEDIATE
+        )
     return keys
 
 
@@ -66,15 +71,15 @@ def is_current(sif: Path, key: str) -> bool:
         stat = sif.stat()
     except (OSError, ValueError):
         return False
-    return (meta.get("key") == key and meta.get("size") == stat.st_size
-            and meta.get("mtime_ns") == stat.st_mtime_ns)
+    return meta.get("key") == key and meta.get("size") == stat.st_size and meta.get("mtime_ns") == stat.st_mtime_ns
 
 
 def write_meta(sif, key):
     stat = sif.stat()
-    write_atomic(_meta_path(sif), json.dumps(
-        {"key": key, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns},
-        indent=1, sort_keys=True) + "\n")
+    write_atomic(
+        _meta_path(sif),
+        json.dumps({"key": key, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}, indent=1, sort_keys=True) + "\n",
+    )
 
 
 def step(plan, forced, sif, key) -> str:
@@ -91,8 +96,10 @@ def keep(plan, key, sif, progress):
     try:
         cache.store(plan.owner, plan.layer, key, sif)
     except OSError as error:
-        progress.step(f"the {plan.layer} layer was not kept in the cache {cache.cache_dir()} "
-                      f"({error.strerror}); the next build of it cannot take it from there")
+        progress.step(
+            f"the {plan.layer} layer was not kept in the cache {cache.cache_dir()} "
+            f"({error.strerror}); the next build of it cannot take it from there"
+        )
 
 
 def provide_kept(host: Path, kept: tuple, reuse: bool) -> list:
@@ -111,7 +118,7 @@ def store_kept(host: Path, folders: list, owner: str):
     finished is kept even when a later one (or %test) failed, so the next build repeats only
     what broke (cache.store_kept takes only outputs marked complete)."""
     for folder in folders:
-        with contextlib.suppress(OSError):     # a cache that cannot grow hides no error
+        with contextlib.suppress(OSError):  # a cache that cannot grow hides no error
             cache.store_kept(folder, host / KEPT_DIR / folder, owner=owner)
 
 

@@ -37,8 +37,21 @@ ENTRY_POINTS = ("python", "python3", "torchrun", "deepspeed", "ds_report", "pip"
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
-def publish(tree, target_name, *, prefix, name, version, site, images: Path, smoke_dir,
-            default=False, force=False, skip_smoke=False, tcl=False):
+def publish(
+    tree,
+    target_name,
+    *,
+    prefix,
+    name,
+    version,
+    site,
+    images: Path,
+    smoke_dir,
+    default=False,
+    force=False,
+    skip_smoke=False,
+    tcl=False,
+):
     built = built_image(tree, target_name, images, site)
     target, site, image = built.target, built.site, built.path
     # shared with smoke runs and other publishes: no build replaces the image meanwhile
@@ -48,8 +61,10 @@ def publish(tree, target_name, *, prefix, name, version, site, images: Path, smo
         version = version or f"{labels.get('version.torch', 'unknown')}-{target_name}"
         for what, value in (("--name", name), ("--version", version)):
             if not NAME_RE.match(value) or value.endswith(".lua"):
-                raise RecipeError(f"{what} {value!r}: expected letters, digits and . _ - "
-                                  "(not starting with . or -)", file="command line")
+                raise RecipeError(
+                    f"{what} {value!r}: expected letters, digits and . _ - (not starting with . or -)",
+                    file="command line",
+                )
         smoke_dir = Path(smoke_dir or images / f"{target_name}.smoke")
         smoke, tested = (None, "") if skip_smoke else _passed_report(smoke_dir, image)
 
@@ -60,19 +75,19 @@ def publish(tree, target_name, *, prefix, name, version, site, images: Path, smo
             for line in recover(root.parent, modules):
                 print(line)
             if root.exists() and not force:
-                raise RecipeError(f"{name}/{version} is already published; --force replaces it",
-                                  file=str(root))
+                raise RecipeError(f"{name}/{version} is already published; --force replaces it", file=str(root))
             files = module_files(version, tcl)
             staging = Path(tempfile.mkdtemp(prefix=f".{version}.partial-", dir=root.parent))
             try:
                 module = _module(target, site, name, version, root, labels, smoke)
                 report = None if smoke is None else smoke_dir / contract.SMOKE_REPORT
-                checksum = _assemble(staging, image, site, module, labels, files, target_name,
-                                     report)
+                checksum = _assemble(staging, image, site, module, labels, files, target_name, report)
                 if smoke is not None and tested != checksum:
-                    raise CheckFailed(f"{smoke_dir / contract.SMOKE_REPORT}: the report is of another image (sha256 "
-                                      f"{tested[:12] or 'not recorded'}, {image} has {checksum[:12]}); "
-                                      "run the smoke tests on this build")
+                    raise CheckFailed(
+                        f"{smoke_dir / contract.SMOKE_REPORT}: the report is of another image (sha256 "
+                        f"{tested[:12] or 'not recorded'}, {image} has {checksum[:12]}); "
+                        "run the smoke tests on this build"
+                    )
                 faults.point("publish:staged")
                 for entry, file in files.items():
                     # The same link text for every publish of this version: a published one keeps
@@ -85,9 +100,9 @@ def publish(tree, target_name, *, prefix, name, version, site, images: Path, smo
             except BaseException:
                 shutil.rmtree(staging, ignore_errors=True)
                 try:
-                    recover(root.parent, modules)   # links of a version that was not moved in
+                    recover(root.parent, modules)  # links of a version that was not moved in
                 except OSError:
-                    pass                            # the next publish retries; keep the first error
+                    pass  # the next publish retries; keep the first error
                 raise
             fix_modules(modules, name, version, files)  # drops a Tcl link of an earlier --tcl publish
             faults.point("publish:modules-done")
@@ -95,10 +110,10 @@ def publish(tree, target_name, *, prefix, name, version, site, images: Path, smo
                 write_atomic(modules / ".version", render_default(version))
                 faults.point("publish:default-written")
     print(f"published {name}/{version} ({target_name} for {site.name}) in {root}")
-    print(f"  image sha256 {checksum}; smoke report: "
-          + ("SKIPPED (--skip-smoke)" if smoke is None else "passed"))
-    print(f"  module use {prefix / 'modulefiles'}; module load {name}/{version}"
-          + (" (the default)" if default else ""))
+    print(f"  image sha256 {checksum}; smoke report: " + ("SKIPPED (--skip-smoke)" if smoke is None else "passed"))
+    print(
+        f"  module use {prefix / 'modulefiles'}; module load {name}/{version}" + (" (the default)" if default else "")
+    )
     return root
 
 
@@ -112,14 +127,18 @@ def set_default(prefix, spec):
 
 def _check_prefix(prefix) -> Path:
     if not prefix:
-        raise RecipeError("--prefix is empty; expected the folder that holds published modules "
-                          "(make publish PREFIX=/appl/local/ml)", file="command line")
+        raise RecipeError(
+            "--prefix is empty; expected the folder that holds published modules (make publish PREFIX=/appl/local/ml)",
+            file="command line",
+        )
     path = Path(prefix).resolve()
     if path.exists() and not path.is_dir():
         raise RecipeError("not a directory; expected the folder for published modules", file=str(path))
     if path.is_dir() and path.stat().st_mode & stat.S_IWOTH:
-        raise RecipeError("world-writable: anyone could replace the published modules; "
-                          "expected a folder only admins can write", file=str(path))
+        raise RecipeError(
+            "world-writable: anyone could replace the published modules; expected a folder only admins can write",
+            file=str(path),
+        )
     return path
 
 
@@ -136,9 +155,11 @@ def _passed_report(smoke_dir: Path, image: Path):
         raise CheckFailed(f"{report}: not a smoke report ({error}); {hint_text}") from None
     if data.get("verdict") != "pass":
         failed = [n for n, c in data.get("checks", {}).items() if c.get("verdict") == "fail"]
-        raise CheckFailed(f"{report}: the smoke tests did not pass (verdict "
-                          f"{data.get('verdict')!r}; failed: {', '.join(failed) or 'none'}); "
-                          "fix the image or the site, then run them again")
+        raise CheckFailed(
+            f"{report}: the smoke tests did not pass (verdict "
+            f"{data.get('verdict')!r}; failed: {', '.join(failed) or 'none'}); "
+            "fix the image or the site, then run them again"
+        )
     return data, (recorded.read_text().split() or [""])[0] if recorded.is_file() else ""
 
 
@@ -150,43 +171,59 @@ def _module(target, site, name, version, root, labels, smoke):
     built = labels.get("org.label-schema.build-date", "unknown").replace("_", " ")
     recipe_sha = labels.get("recipe.sha256", "unknown")
     if smoke is None:
-        tested = ("NOT RUN: published with --skip-smoke. Run `python -m smoke all` in a job "
-                  "before trusting this module.")
+        tested = "NOT RUN: published with --skip-smoke. Run `python -m smoke all` in a job before trusting this module."
     else:
         machine = smoke.get("machine", {})
-        tested = (f"passed {smoke.get('created', '?')} on {machine.get('nodes', '?')} node(s), "
-                  f"{machine.get('ranks', '?')} ranks ({machine.get('device', '?')}); "
-                  f"report: {root}/{contract.SMOKE_REPORT}")
+        tested = (
+            f"passed {smoke.get('created', '?')} on {machine.get('nodes', '?')} node(s), "
+            f"{machine.get('ranks', '?')} ranks ({machine.get('device', '?')}); "
+            f"report: {root}/{contract.SMOKE_REPORT}"
+        )
     stack = ", ".join(f"{k} {v}" for k, v in versions)
-    help_text = "\n".join([
-        f"{name}/{version}: {target.description}",
-        f"Site: {site.name} ({site.description})",
-        "",
-        "Commands (each runs inside the container image):",
-        "  " + ", ".join(ENTRY_POINTS),
-        "  singularity_wrapper exec|run|shell ...   any command, with the site's binds",
-        "In a job: srun singularity_wrapper exec torchrun ... (or srun python ...)",
-        "Project data: export SING_BIND=/path/to/data   (comma-separated)",
-        f"Extra Python packages: pip install PKG   (into ${contract.USER_BASE}, default",
-        f"  ~/.local/hpcml/{name}/{version}; the image itself is read-only)",
-        "",
-        f"Inside: {stack}",
-        f"Image: {root}/image.sif, target {target.name}, built {built}",
-        f"Recipe sha256: {recipe_sha} (full recipe: {root}/recipe.json)",
-        f"Smoke tests: {tested}",
-        f"Check the files: python -m builder verify --prefix {root.parent.parent} {name}/{version}",
-        *([f"Host MPI: {site.mpi.host} ({site.mpi.abi} ABI, the image's too)"] if site.mpi.host else []),
-        *(f"Note: {note}" for note in site.notes),
-    ])
-    whatis = (f"Name: {name}", f"Version: {version}", f"Description: {target.description}",
-              f"Versions: {stack}", f"Built: {built}; recipe sha256 {recipe_sha}",
-              "Smoke tests: " + ("NOT RUN (--skip-smoke)" if smoke is None else "passed"))
+    help_text = "\n".join(
+        [
+            f"{name}/{version}: {target.description}",
+            f"Site: {site.name} ({site.description})",
+            "",
+            "Commands (each runs inside the container image):",
+            "  " + ", ".join(ENTRY_POINTS),
+            "  singularity_wrapper exec|run|shell ...   any command, with the site's binds",
+            "In a job: srun singularity_wrapper exec torchrun ... (or srun python ...)",
+            "Project data: export SING_BIND=/path/to/data   (comma-separated)",
+            f"Extra Python packages: pip install PKG   (into ${contract.USER_BASE}, default",
+            f"  ~/.local/hpcml/{name}/{version}; the image itself is read-only)",
+            "",
+            f"Inside: {stack}",
+            f"Image: {root}/image.sif, target {target.name}, built {built}",
+            f"Recipe sha256: {recipe_sha} (full recipe: {root}/recipe.json)",
+            f"Smoke tests: {tested}",
+            f"Check the files: python -m builder verify --prefix {root.parent.parent} {name}/{version}",
+            *([f"Host MPI: {site.mpi.host} ({site.mpi.abi} ABI, the image's too)"] if site.mpi.host else []),
+            *(f"Note: {note}" for note in site.notes),
+        ]
+    )
+    whatis = (
+        f"Name: {name}",
+        f"Version: {version}",
+        f"Description: {target.description}",
+        f"Versions: {stack}",
+        f"Built: {built}; recipe sha256 {recipe_sha}",
+        "Smoke tests: " + ("NOT RUN (--skip-smoke)" if smoke is None else "passed"),
+    )
     runtime, slurm_mpi = site.runtime.command, site.mpi.slurm_mpi
-    return Module(name=name, version=version, root=str(root), site=site.name,
-                  description=target.description, help_text=help_text, whatis=whatis,
-                  gpu_flag=GPU_FLAGS[site.gpu.vendor],
-                  slurm_mpi="" if slurm_mpi == "none" else slurm_mpi,
-                  container_env=container_env, env_prefix=f"{runtime.upper()}ENV_")
+    return Module(
+        name=name,
+        version=version,
+        root=str(root),
+        site=site.name,
+        description=target.description,
+        help_text=help_text,
+        whatis=whatis,
+        gpu_flag=GPU_FLAGS[site.gpu.vendor],
+        slurm_mpi="" if slurm_mpi == "none" else slurm_mpi,
+        container_env=container_env,
+        env_prefix=f"{runtime.upper()}ENV_",
+    )
 
 
 def _assemble(staging, image, site, module, labels, files, target_name, report):
@@ -198,8 +235,7 @@ def _assemble(staging, image, site, module, labels, files, target_name, report):
     os.symlink("singularity_wrapper", bin_dir / "apptainer_wrapper")
     (bin_dir / "sites" / f"{site.name}.sh").write_text(render_site(site))
     for command in ENTRY_POINTS:
-        (bin_dir / command).write_text(
-            render_entry(command, f"{module.name}/{module.version}", site.name))
+        (bin_dir / command).write_text(render_entry(command, f"{module.name}/{module.version}", site.name))
     recipe = json.loads(labels.get("recipe", "{}"))
     (staging / "recipe.json").write_text(json.dumps(recipe, indent=2, sort_keys=True) + "\n")
     if report is not None:
@@ -207,18 +243,26 @@ def _assemble(staging, image, site, module, labels, files, target_name, report):
     # Both, with or without --tcl: a Tcl link left by an earlier publish never dangles.
     (staging / "module.lua").write_text(render_lua(module))
     (staging / "module.tcl").write_text(render_tcl(module))
-    manifest = {"name": module.name, "version": module.version, "target": target_name,
-                "site": site.name, "builder_version": __version__,
-                "published": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                "image_sha256": checksum, "recipe_sha256": labels.get("recipe.sha256"),
-                "smoke": "skipped" if report is None else "passed",
-                "modules": files}
+    manifest = {
+        "name": module.name,
+        "version": module.version,
+        "target": target_name,
+        "site": site.name,
+        "builder_version": __version__,
+        "published": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "image_sha256": checksum,
+        "recipe_sha256": labels.get("recipe.sha256"),
+        "smoke": "skipped" if report is None else "passed",
+        "modules": files,
+    }
     (staging / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
     _set_modes(staging)
     lines = [f"{checksum}  image.sif"]
-    lines += [f"{sha256_file(p)}  {p.relative_to(staging)}"
-              for p in sorted(staging.rglob("*"))
-              if p.is_file() and not p.is_symlink() and p.name != "image.sif"]
+    lines += [
+        f"{sha256_file(p)}  {p.relative_to(staging)}"
+        for p in sorted(staging.rglob("*"))
+        if p.is_file() and not p.is_symlink() and p.name != "image.sif"
+    ]
     (staging / SUMS).write_text("\n".join(lines) + "\n")
     os.chmod(staging / SUMS, 0o644)
     os.chmod(staging, 0o755)

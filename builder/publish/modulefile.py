@@ -17,15 +17,15 @@ from ..render.templating import templates
 class Module:
     name: str
     version: str
-    root: str                 # the published version's folder: image.sif, bin/
+    root: str  # the published version's folder: image.sif, bin/
     site: str
     description: str
     help_text: str
-    whatis: tuple             # lines
-    gpu_flag: str             # --nv, --rocm or ""
-    slurm_mpi: str            # Slurm's --mpi type for srun, or "" for none
-    container_env: tuple      # ((NAME, value), ...) the image does not set for this site
-    env_prefix: str           # APPTAINERENV_ or SINGULARITYENV_, for the site's runtime
+    whatis: tuple  # lines
+    gpu_flag: str  # --nv, --rocm or ""
+    slurm_mpi: str  # Slurm's --mpi type for srun, or "" for none
+    container_env: tuple  # ((NAME, value), ...) the image does not set for this site
+    env_prefix: str  # APPTAINERENV_ or SINGULARITYENV_, for the site's runtime
 
 
 def render_lua(module: Module) -> str:
@@ -44,4 +44,5 @@ def render_default(version: str) -> str:
 def render_entry(command: str, module: str, site: str) -> str:
     """bin/<command> of a published version: runs the command inside its image."""
     return templates.get_template("entry.sh.j2").render(
-        command=command, module=module, site=site, builder_version=__version__)
+        command=command, module=module, site=site, builder_version=__version__
+    )

@@ -26,7 +26,7 @@ from ..errors import CheckFailed
 
 MANIFEST = "publish.json"
 LOCK = ".publish.lock"
-LOCK_WAIT = 3600            # s; a publish copies one image, minutes even on a slow file system
+LOCK_WAIT = 3600  # s; a publish copies one image, minutes even on a slow file system
 
 
 def module_files(version, tcl) -> dict:
@@ -52,7 +52,7 @@ def move_into_place(staging: Path, root: Path):
         return
     if not faults.no_rename_exchange() and _exchange(staging, root):
         faults.point("publish:exchanged")
-        old = staging                          # now holds the replaced version
+        old = staging  # now holds the replaced version
     else:
         old = staging.with_name(f".{root.name}.old-{staging.name.rsplit('-', 1)[1]}")
         os.rename(root, old)
@@ -68,16 +68,20 @@ def move_into_place(staging: Path, root: Path):
     # place, so that is no failure; the next publish removes the rest.
     shutil.rmtree(old, ignore_errors=True)
     if old.exists():
-        print(f"note: part of the replaced version is still in {old} (files in use?); "
-              "the next publish of this name removes it")
+        print(
+            f"note: part of the replaced version is still in {old} (files in use?); "
+            "the next publish of this name removes it"
+        )
     faults.point("publish:old-removed")
 
 
 def _exchange(first: Path, second: Path) -> bool:
     libc = ctypes.CDLL(None, use_errno=True)
     renameat2 = getattr(libc, "renameat2", None)
-    return renameat2 is not None and renameat2(AT_FDCWD, os.fsencode(first), AT_FDCWD,
-                                               os.fsencode(second), RENAME_EXCHANGE) == 0
+    return (
+        renameat2 is not None
+        and renameat2(AT_FDCWD, os.fsencode(first), AT_FDCWD, os.fsencode(second), RENAME_EXCHANGE) == 0
+    )
 
 
 def symlink_atomic(target: str, path: Path):
@@ -106,11 +110,12 @@ def lock(folder: Path, wait=LOCK_WAIT):
                 break
             except BlockingIOError:
                 if time.monotonic() > deadline:
-                    raise CheckFailed(f"{path}: another publish of {folder.name} has held it for "
-                                      f"over {wait} s; wait for it to end, or end it") from None
+                    raise CheckFailed(
+                        f"{path}: another publish of {folder.name} has held it for "
+                        f"over {wait} s; wait for it to end, or end it"
+                    ) from None
                 if not told:
-                    print(f"waiting for another publish of {folder.name} to end ({path})",
-                          flush=True)
+                    print(f"waiting for another publish of {folder.name} to end ({path})", flush=True)
                     told = True
                 time.sleep(0.2)
         yield
@@ -119,7 +124,7 @@ def lock(folder: Path, wait=LOCK_WAIT):
 # .VERSION.partial-XXXXXXXX (staging, or after an exchange the replaced version) and
 # .VERSION.old-XXXXXXXX (the replaced version, in the fallback's two renames)
 LEFTOVER = re.compile(r"\.(?P<version>.+)\.(?P<kind>partial|old)-[a-z0-9_]{8}")
-TEMPORARY = re.compile(r"\..+\.[a-z0-9_]{8}\.tmp")       # write_atomic's, _symlink_atomic's
+TEMPORARY = re.compile(r"\..+\.[a-z0-9_]{8}\.tmp")  # write_atomic's, _symlink_atomic's
 
 
 def recover(folder: Path, modules: Path) -> list:
@@ -129,19 +134,24 @@ def recover(folder: Path, modules: Path) -> list:
     version. Module file links are made to match each version's publish.json, and those of a
     version that is not there (killed before it was moved in) removed. One line per change."""
     done = []
-    found = [(path, match) for path in sorted(folder.iterdir())
-             if (match := LEFTOVER.fullmatch(path.name)) and path.is_dir() and not path.is_symlink()]
+    found = [
+        (path, match)
+        for path in sorted(folder.iterdir())
+        if (match := LEFTOVER.fullmatch(path.name)) and path.is_dir() and not path.is_symlink()
+    ]
     for path, match in found:
         root = folder / match["version"]
         if match["kind"] == "old" and not os.path.lexists(root):
             os.rename(path, root)
-            done.append(f"restored {root} from {path.name}, "
-                        "where an interrupted publish had moved it")
+            done.append(f"restored {root} from {path.name}, where an interrupted publish had moved it")
     for path, _ in found:
         if path.exists():
             shutil.rmtree(path, ignore_errors=True)
-            done.append(f"removed {path} (left by an interrupted publish)" if not path.exists()
-                        else f"note: could not remove all of {path} (files in use?)")
+            done.append(
+                f"removed {path} (left by an interrupted publish)"
+                if not path.exists()
+                else f"note: could not remove all of {path} (files in use?)"
+            )
     if not modules.is_dir():
         return done
     for entry in sorted(modules.iterdir()):
@@ -151,8 +161,10 @@ def recover(folder: Path, modules: Path) -> list:
             match = LINK.fullmatch(os.readlink(entry))
             if match and match["name"] == folder.name and not (folder / match["version"]).exists():
                 entry.unlink()
-                done.append(f"removed {entry} (a module file of {folder.name}/"
-                            f"{match['version']}, which an interrupted publish did not move in)")
+                done.append(
+                    f"removed {entry} (a module file of {folder.name}/"
+                    f"{match['version']}, which an interrupted publish did not move in)"
+                )
     for root in sorted(folder.iterdir()):
         files = listed_modules(root)
         if files is not None and not root.name.startswith("."):
@@ -171,7 +183,7 @@ def listed_modules(root: Path):
     except (OSError, ValueError, AttributeError):
         return None
     if not isinstance(files, dict) or not set(files.values()) <= {"module.lua", "module.tcl"}:
-        return None                     # never a link out of the version's folder
+        return None  # never a link out of the version's folder
     return files
 
 
@@ -212,9 +224,11 @@ def settle(root: Path):
     try:
         with lock(folder):
             done = recover(folder, modules)
-    except OSError as error:           # not the owner: say so, and check what is there
-        print(f"note: an interrupted publish left {folder.name}/{root.name} unfinished in "
-              f"{folder} ({error.strerror}); run verify or publish as its owner to finish it")
+    except OSError as error:  # not the owner: say so, and check what is there
+        print(
+            f"note: an interrupted publish left {folder.name}/{root.name} unfinished in "
+            f"{folder} ({error.strerror}); run verify or publish as its owner to finish it"
+        )
         return
     for line in done:
         print(line)
@@ -224,11 +238,11 @@ def _interrupted(root: Path, modules: Path) -> bool:
     folder, version = root.parent, root.name
     if not folder.is_dir():
         return False
-    if any((match := LEFTOVER.fullmatch(path.name)) and match["version"] == version
-           for path in folder.iterdir()):
+    if any((match := LEFTOVER.fullmatch(path.name)) and match["version"] == version for path in folder.iterdir()):
         return True
     files = listed_modules(root)
     if files is not None:
         return bool(module_fixes(modules, folder.name, version, files))
-    return not root.exists() and any(path.is_symlink() and not path.exists()
-                                     for path in (modules / f"{version}.lua", modules / version))
+    return not root.exists() and any(
+        path.is_symlink() and not path.exists() for path in (modules / f"{version}.lua", modules / version)
+    )

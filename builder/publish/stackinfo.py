@@ -12,13 +12,15 @@ def stack_versions(recipe: dict, measured: dict) -> tuple:
     torch = recipe.get("torch", {})
     comm = recipe.get("comm", {})
     mpi = recipe.get("mpi", {})
-    found = [("torch", measured.get("torch") or torch.get("version")),
-             ("DeepSpeed", measured.get("deepspeed") or recipe.get("deepspeed", {}).get("version")),
-             *_gpu_stack(torch, measured),
-             ("collectives", {"nccl": "NCCL", "rccl": "RCCL", "gloo": "gloo"}.get(comm.get("library"))),
-             *_plugin(comm.get("plugin")),
-             ("mpi4py", mpi.get("mpi4py") and f"{mpi['mpi4py']} ({mpi.get('abi')} ABI)"),
-             ("Python", measured.get("python"))]
+    found = [
+        ("torch", measured.get("torch") or torch.get("version")),
+        ("DeepSpeed", measured.get("deepspeed") or recipe.get("deepspeed", {}).get("version")),
+        *_gpu_stack(torch, measured),
+        ("collectives", {"nccl": "NCCL", "rccl": "RCCL", "gloo": "gloo"}.get(comm.get("library"))),
+        *_plugin(comm.get("plugin")),
+        ("mpi4py", mpi.get("mpi4py") and f"{mpi['mpi4py']} ({mpi.get('abi')} ABI)"),
+        ("Python", measured.get("python")),
+    ]
     return tuple((what, str(version)) for what, version in found if version)
 
 

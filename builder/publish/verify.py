@@ -24,8 +24,7 @@ SUMS = "SHA256SUMS"
 def locate(prefix, spec):
     """(name, version, folder) of a published NAME/VERSION."""
     if spec.count("/") != 1 or not all(spec.split("/")):
-        raise RecipeError(f"{spec!r}: expected NAME/VERSION, such as pytorch/2.7",
-                          file="command line")
+        raise RecipeError(f"{spec!r}: expected NAME/VERSION, such as pytorch/2.7", file="command line")
     name, version = spec.split("/")
     root = Path(prefix).resolve() / name / version
     settle(root)
@@ -50,10 +49,11 @@ def verify(prefix, spec):
         elif sha256_file(path) != checksum:
             size = path.stat().st_size
             problems.append(f"{relative}: changed (sha256 differs; {size} bytes now)")
-    problems += [f"{path.relative_to(root)}: not published (an added file)"
-                 for path in sorted((root / "bin").rglob("*"))
-                 if path.is_file() and not path.is_symlink()
-                 and str(path.relative_to(root)) not in listed]
+    problems += [
+        f"{path.relative_to(root)}: not published (an added file)"
+        for path in sorted((root / "bin").rglob("*"))
+        if path.is_file() and not path.is_symlink() and str(path.relative_to(root)) not in listed
+    ]
     try:
         manifest = json.loads((root / "publish.json").read_text())
     except (OSError, ValueError):
@@ -61,11 +61,10 @@ def verify(prefix, spec):
         problems.append("publish.json: missing or not JSON")
     modules = root.parent.parent / "modulefiles" / name
     links = manifest.get("modules") if isinstance(manifest.get("modules"), dict) else {}
-    for entry, file in links.items():          # none listed: an older builder's copies
+    for entry, file in links.items():  # none listed: an older builder's copies
         target = f"../../{name}/{version}/{file}"
         if not (modules / entry).is_symlink() or os.readlink(modules / entry) != target:
-            problems.append(f"../../modulefiles/{name}/{entry}: not the link to {file} "
-                            "it was published with")
+            problems.append(f"../../modulefiles/{name}/{entry}: not the link to {file} it was published with")
     if manifest.get("smoke") == "passed":
         try:
             verdict = json.loads((root / contract.SMOKE_REPORT).read_text()).get("verdict")
@@ -76,10 +75,16 @@ def verify(prefix, spec):
     if problems:
         for problem in problems:
             print(f"FAIL {root}/{problem}")
-        raise CheckFailed(f"{name}/{version}: {len(problems)} problem(s) in {root}; "
-                          "publish it again (--force) from a good image")
-    smoke = ("smoke tests passed" if manifest.get("smoke") == "passed"
-             else "smoke tests NOT RUN (published with --skip-smoke)")
+        raise CheckFailed(
+            f"{name}/{version}: {len(problems)} problem(s) in {root}; publish it again (--force) from a good image"
+        )
+    smoke = (
+        "smoke tests passed"
+        if manifest.get("smoke") == "passed"
+        else "smoke tests NOT RUN (published with --skip-smoke)"
+    )
     linked = f"; modulefiles/{name}/{', '.join(links)} link to them" if links else ""
-    print(f"{name}/{version}: all {len(listed)} files match their checksums "
-          f"(image sha256 {listed.get('image.sif', '?')[:16]}...){linked}; {smoke}")
+    print(
+        f"{name}/{version}: all {len(listed)} files match their checksums "
+        f"(image sha256 {listed.get('image.sif', '?')[:16]}...){linked}; {smoke}"
+    )

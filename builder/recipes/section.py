@@ -4,7 +4,7 @@ from here and reports a value the schema cannot judge at that value's line."""
 
 class Section:
     def __init__(self, source, data: dict, path: tuple = ()):
-        self.source = source       # the Document (or a target's merge Origin) it came from
+        self.source = source  # the Document (or a target's merge Origin) it came from
         self.data = data
         self.path = tuple(path)
 

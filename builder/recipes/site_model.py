@@ -33,11 +33,11 @@ class Part:
 
 @dataclass(frozen=True)
 class Gpu(Part):
-    vendor: str                    # nvidia | amd | none
+    vendor: str  # nvidia | amd | none
     per_node: int
     model: str = ""
-    arch: tuple = ()               # ("sm_80",), ("gfx90a",) or ()
-    wavefront_size: int = 0        # AMD GPUs: threads per wavefront (gfx90a: 64); 0 otherwise
+    arch: tuple = ()  # ("sm_80",), ("gfx90a",) or ()
+    wavefront_size: int = 0  # AMD GPUs: threads per wavefront (gfx90a: 64); 0 otherwise
 
     @classmethod
     def from_yaml(cls, spec: Section):
@@ -46,68 +46,74 @@ class Gpu(Part):
         for index, arch in enumerate(gpu.arch):
             if prefix is None or not arch.startswith(prefix):
                 expected = f"{prefix}* archs" if prefix else "no arch for a site without GPUs"
-                raise spec.error(("arch", index), f"arch {arch!r} does not fit vendor {gpu.vendor}; "
-                                                  f"expected {expected}")
+                raise spec.error(
+                    ("arch", index), f"arch {arch!r} does not fit vendor {gpu.vendor}; expected {expected}"
+                )
         if prefix and not gpu.arch:
             raise spec.error((), f"missing required key 'arch' for a {gpu.vendor} GPU")
         if gpu.vendor == "amd" and not gpu.wavefront_size:
-            raise spec.error((), "missing required key 'wavefront_size' for an amd GPU; "
-                                 "expected 64 for CDNA (gfx90a, gfx942) or 32 for RDNA")
+            raise spec.error(
+                (),
+                "missing required key 'wavefront_size' for an amd GPU; "
+                "expected 64 for CDNA (gfx90a, gfx942) or 32 for RDNA",
+            )
         if gpu.wavefront_size and gpu.vendor != "amd":
-            raise spec.error(("wavefront_size",), "wavefront_size is an AMD setting; "
-                                                  f"expected none for vendor {gpu.vendor}")
+            raise spec.error(
+                ("wavefront_size",), f"wavefront_size is an AMD setting; expected none for vendor {gpu.vendor}"
+            )
         return gpu
 
 
 @dataclass(frozen=True)
 class Cpu(Part):
     cores_per_node: int
-    cores_per_gpu: int = 0         # 0: not said
-    mem_per_gpu_gb: int = 0        # 0: not said
-    cpu_bind: str = ""             # srun --cpu-bind value; "" when Slurm's default is right
+    cores_per_gpu: int = 0  # 0: not said
+    mem_per_gpu_gb: int = 0  # 0: not said
+    cpu_bind: str = ""  # srun --cpu-bind value; "" when Slurm's default is right
 
 
 @dataclass(frozen=True)
 class Runtime(Part):
-    command: str                   # apptainer | singularity
-    path: str = ""                 # "" to search PATH
-    module: str = ""               # the module a job loads for the runtime ("" when installed)
-    image_dir: str = ""            # the only folder the runtime takes images from ("" when any)
-    image_copy: str = ""           # the command that puts an image there ("" when a plain cp)
-    requires_job: bool = False     # the runtime works on compute nodes only
+    command: str  # apptainer | singularity
+    path: str = ""  # "" to search PATH
+    module: str = ""  # the module a job loads for the runtime ("" when installed)
+    image_dir: str = ""  # the only folder the runtime takes images from ("" when any)
+    image_copy: str = ""  # the command that puts an image there ("" when a plain cp)
+    requires_job: bool = False  # the runtime works on compute nodes only
 
 
 @dataclass(frozen=True)
 class Modules(Part):
-    purge: bool = False            # job scripts start with `module purge`
-    load: tuple = ()               # modules job scripts load (before the runtime's)
+    purge: bool = False  # job scripts start with `module purge`
+    load: tuple = ()  # modules job scripts load (before the runtime's)
 
 
 @dataclass(frozen=True)
 class Scratch(Part):
-    tmpdir: str = ""               # the job's temporary folder ("" when not said)
-    node_local: str = ""           # node-local disk for staged data ("" when none)
+    tmpdir: str = ""  # the job's temporary folder ("" when not said)
+    node_local: str = ""  # node-local disk for staged data ("" when none)
 
 
 @dataclass(frozen=True)
 class MultiNode(Part):
     """What jobs of more than one node get beside the rest."""
+
     binds: tuple = ()
-    env: tuple = ()                # ((name, value), ...) in file order
-    library_path: tuple = ()       # prepended to LD_LIBRARY_PATH
+    env: tuple = ()  # ((name, value), ...) in file order
+    library_path: tuple = ()  # prepended to LD_LIBRARY_PATH
 
 
 @dataclass(frozen=True)
 class Mpi(Part):
-    abi: str                       # openmpi | mpich
-    slurm_mpi: str                 # srun --mpi value, "none" when srun has no MPI plugin
-    host: str = ""                 # the host MPI the image's must match, for people
-    host_module: str = ""          # the module with the host's mpirun ("" when on PATH)
+    abi: str  # openmpi | mpich
+    slurm_mpi: str  # srun --mpi value, "none" when srun has no MPI plugin
+    host: str = ""  # the host MPI the image's must match, for people
+    host_module: str = ""  # the module with the host's mpirun ("" when on PATH)
 
 
 @dataclass(frozen=True)
 class Launcher(Part):
-    default: str = "torchrun"      # torchrun | srun | mpirun | deepspeed
+    default: str = "torchrun"  # torchrun | srun | mpirun | deepspeed
     master_port_base: int = 10000
 
 
@@ -115,31 +121,35 @@ class Launcher(Part):
 class HostLibfabric(Part):
     """The host's libfabric stack, bound on multi-node jobs when network.libfabric is host
     (and then first on LD_LIBRARY_PATH)."""
+
     binds: tuple
     library_path: tuple
 
 
 @dataclass(frozen=True)
 class Network:
-    transport: str = ""            # ofi | ib | socket; "" when the file has no network section
+    transport: str = ""  # ofi | ib | socket; "" when the file has no network section
     provider: str = ""
-    libfabric: str = ""            # image | host: whose libfabric multi-node jobs use ("" when none)
+    libfabric: str = ""  # image | host: whose libfabric multi-node jobs use ("" when none)
     host_libfabric: HostLibfabric | None = None
 
     @classmethod
     def from_yaml(cls, spec: Section):
         libfabric, host = spec.get("libfabric", ""), spec.get("host_libfabric")
         if libfabric == "host" and not host:
-            raise spec.error((), "libfabric: host needs host_libfabric (its binds and "
-                                 "library_path); expected both")
+            raise spec.error((), "libfabric: host needs host_libfabric (its binds and library_path); expected both")
         if host and not libfabric:
-            raise spec.error(("host_libfabric",), "host_libfabric without libfabric; "
-                                                  "expected libfabric: image or host")
+            raise spec.error(("host_libfabric",), "host_libfabric without libfabric; expected libfabric: image or host")
         if libfabric and spec.get("transport") != "ofi":
-            raise spec.error(("libfabric",), "libfabric is an ofi setting; expected transport: "
-                                             f"ofi, found {spec.get('transport')}")
-        return cls(spec.get("transport", ""), spec.get("provider", ""), libfabric,
-                   HostLibfabric.from_yaml(spec.part("host_libfabric")) if host else None)
+            raise spec.error(
+                ("libfabric",), f"libfabric is an ofi setting; expected transport: ofi, found {spec.get('transport')}"
+            )
+        return cls(
+            spec.get("transport", ""),
+            spec.get("provider", ""),
+            libfabric,
+            HostLibfabric.from_yaml(spec.part("host_libfabric")) if host else None,
+        )
 
     @property
     def host_binds(self) -> tuple:
@@ -153,8 +163,15 @@ class Network:
     def facts(self) -> dict:
         """The keys the file sets, as the smoke suite reads them; with the host's libfabric,
         where its preflight expects the plugin's libfabric."""
-        facts = {key: value for key, value in (("transport", self.transport), ("provider", self.provider),
-                                                ("libfabric", self.libfabric)) if value}
+        facts = {
+            key: value
+            for key, value in (
+                ("transport", self.transport),
+                ("provider", self.provider),
+                ("libfabric", self.libfabric),
+            )
+            if value
+        }
         if self.host_library_path:
             facts["host_library_path"] = list(self.host_library_path)
         return facts
@@ -163,6 +180,7 @@ class Network:
 @dataclass(frozen=True)
 class Allreduce:
     """A reference all-reduce figure the smoke suite judges a run against."""
+
     nodes: int
     bytes: int
     busbw_gbs: float
@@ -176,7 +194,7 @@ class Allreduce:
 
 @dataclass(frozen=True)
 class Site:
-    name: str                      # the file's name
+    name: str  # the file's name
     description: str
     gpu: Gpu
     cpu: Cpu
@@ -184,28 +202,38 @@ class Site:
     binds: tuple
     modules: Modules
     scratch: Scratch
-    env: tuple                     # ((name, value), ...) in file order
+    env: tuple  # ((name, value), ...) in file order
     multi_node: MultiNode
     mpi: Mpi
     launcher: Launcher
     slurm: Slurm
     network: Network
-    allreduce: tuple               # (Allreduce, ...)
+    allreduce: tuple  # (Allreduce, ...)
     notes: tuple
-    retired: str                   # the date its GPU nodes were shut down; "" while in service
+    retired: str  # the date its GPU nodes were shut down; "" while in service
 
     @classmethod
     def from_yaml(cls, name: str, spec: Section):
         gpu, network = Gpu.from_yaml(spec.part("gpu")), Network.from_yaml(spec.part("network"))
         return cls(
-            name=name, description=spec["description"], gpu=gpu, cpu=Cpu.from_yaml(spec.part("cpu")),
-            runtime=Runtime.from_yaml(spec.part("runtime")), binds=tuple(spec["binds"]),
-            modules=Modules.from_yaml(spec.part("modules")), scratch=Scratch.from_yaml(spec.part("scratch")),
-            env=_frozen(spec.get("env", {})), multi_node=MultiNode.from_yaml(spec.part("multi_node")),
-            mpi=Mpi.from_yaml(spec.part("mpi")), launcher=Launcher.from_yaml(spec.part("launcher")),
-            slurm=Slurm.from_yaml(spec.part("slurm"), gpu.per_node), network=network,
+            name=name,
+            description=spec["description"],
+            gpu=gpu,
+            cpu=Cpu.from_yaml(spec.part("cpu")),
+            runtime=Runtime.from_yaml(spec.part("runtime")),
+            binds=tuple(spec["binds"]),
+            modules=Modules.from_yaml(spec.part("modules")),
+            scratch=Scratch.from_yaml(spec.part("scratch")),
+            env=_frozen(spec.get("env", {})),
+            multi_node=MultiNode.from_yaml(spec.part("multi_node")),
+            mpi=Mpi.from_yaml(spec.part("mpi")),
+            launcher=Launcher.from_yaml(spec.part("launcher")),
+            slurm=Slurm.from_yaml(spec.part("slurm"), gpu.per_node),
+            network=network,
             allreduce=tuple(Allreduce(**item) for item in spec.get("allreduce", ())),
-            notes=tuple(spec.get("notes", ())), retired=spec.get("retired", ""))
+            notes=tuple(spec.get("notes", ())),
+            retired=spec.get("retired", ""),
+        )
 
     @property
     def multi_node_binds_in_effect(self) -> tuple:
@@ -220,7 +248,11 @@ class Site:
     def smoke_facts(self) -> dict:
         """What the smoke suite judges a run on this site against; the wrapper hands it over
         at run time, so correcting a reference rebuilds no image."""
-        return {"site": self.name, "network": self.network.facts(),
-                "allreduce": [item.facts() for item in self.allreduce],
-                "slurm_mpi": self.mpi.slurm_mpi, "gpus_per_node": self.gpu.per_node,
-                "notes": list(self.notes)}
+        return {
+            "site": self.name,
+            "network": self.network.facts(),
+            "allreduce": [item.facts() for item in self.allreduce],
+            "slurm_mpi": self.mpi.slurm_mpi,
+            "gpus_per_node": self.gpu.per_node,
+            "notes": list(self.notes),
+        }

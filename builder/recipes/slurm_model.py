@@ -9,29 +9,36 @@ from .section import Section
 @dataclass(frozen=True)
 class Account:
     """slurm.account: the project a job bills, as the site writes it."""
-    example: str                   # project_465000000
-    pattern: str                   # the form, a regular expression
-    required: bool = False         # the site refuses jobs that name none
+
+    example: str  # project_465000000
+    pattern: str  # the form, a regular expression
+    required: bool = False  # the site refuses jobs that name none
 
     @classmethod
     def from_yaml(cls, spec: Section):
         try:
             re.compile(spec["pattern"])
         except re.error as error:
-            raise spec.error(("pattern",), f"not a regular expression ({error}); expected the "
-                             "form of the site's projects, such as '^project_[0-9]{9}$'") from None
+            raise spec.error(
+                ("pattern",),
+                f"not a regular expression ({error}); expected the "
+                "form of the site's projects, such as '^project_[0-9]{9}$'",
+            ) from None
         if not re.fullmatch(spec["pattern"], spec["example"]):
-            raise spec.error(("example",), f"{spec['example']!r} does not match the pattern "
-                             f"{spec['pattern']!r}; expected an example of the site's form")
+            raise spec.error(
+                ("example",),
+                f"{spec['example']!r} does not match the pattern "
+                f"{spec['pattern']!r}; expected an example of the site's form",
+            )
         return cls(spec["example"], spec["pattern"], spec.get("required", False))
 
 
 @dataclass(frozen=True)
 class Qos:
     name: str
-    max_time: str                  # "" when the QoS sets no time limit of its own
-    max_gpus: int                  # per job; 0 when it sets no limit
-    test: bool = False             # a QoS for short tests: only when asked for (--qos)
+    max_time: str  # "" when the QoS sets no time limit of its own
+    max_gpus: int  # per job; 0 when it sets no limit
+    test: bool = False  # a QoS for short tests: only when asked for (--qos)
 
     @classmethod
     def from_yaml(cls, spec: dict):
@@ -42,38 +49,50 @@ class Qos:
 class Partition:
     name: str
     max_nodes: int
-    max_time: str                  # Slurm's D-HH:MM:SS
-    max_gpus: int                  # per node
-    whole_nodes: bool              # takes only jobs that use whole nodes
-    test: bool                     # short tests: chosen only when named
+    max_time: str  # Slurm's D-HH:MM:SS
+    max_gpus: int  # per node
+    whole_nodes: bool  # takes only jobs that use whole nodes
+    test: bool  # short tests: chosen only when named
     note: str
 
     @classmethod
     def from_yaml(cls, name: str, spec: dict, gpus_per_node: int):
         """``gpus_per_node``: a partition's max_gpus when it says none, the node's GPUs."""
-        return cls(name, spec["max_nodes"], spec["max_time"], spec.get("max_gpus", gpus_per_node),
-                   spec.get("whole_nodes", False), spec.get("test", False), spec.get("note", ""))
+        return cls(
+            name,
+            spec["max_nodes"],
+            spec["max_time"],
+            spec.get("max_gpus", gpus_per_node),
+            spec.get("whole_nodes", False),
+            spec.get("test", False),
+            spec.get("note", ""),
+        )
 
 
 @dataclass(frozen=True)
 class Slurm:
-    account: Account | None        # the form of the project a job bills; None when not said
-    gpu_request: str               # gres | gpus-per-node
-    gres_type: str                 # the TYPE of --gres=gpu:TYPE:N ("" for --gres=gpu:N)
-    mem: str                       # per_gpu | whole_node | none
-    qos: tuple                     # (Qos, ...) in order of preference; () when none is asked
-    constraint: str                # sbatch --constraint ("" when none)
-    time: str                      # a job script's --time when its user gives none ("" when not said)
-    sbatch: tuple                  # sbatch options every job here carries
-    partitions: tuple              # (Partition, ...) in order of preference
+    account: Account | None  # the form of the project a job bills; None when not said
+    gpu_request: str  # gres | gpus-per-node
+    gres_type: str  # the TYPE of --gres=gpu:TYPE:N ("" for --gres=gpu:N)
+    mem: str  # per_gpu | whole_node | none
+    qos: tuple  # (Qos, ...) in order of preference; () when none is asked
+    constraint: str  # sbatch --constraint ("" when none)
+    time: str  # a job script's --time when its user gives none ("" when not said)
+    sbatch: tuple  # sbatch options every job here carries
+    partitions: tuple  # (Partition, ...) in order of preference
 
     @classmethod
     def from_yaml(cls, spec: Section, gpus_per_node: int):
         return cls(
             account=Account.from_yaml(spec.part("account")) if spec.get("account") else None,
-            gpu_request=spec.get("gpu_request", "gres"), gres_type=spec.get("gres_type", ""),
-            mem=spec.get("mem", "none"), qos=tuple(Qos.from_yaml(q) for q in spec.get("qos", ())),
-            constraint=spec.get("constraint", ""), time=spec.get("time", ""),
+            gpu_request=spec.get("gpu_request", "gres"),
+            gres_type=spec.get("gres_type", ""),
+            mem=spec.get("mem", "none"),
+            qos=tuple(Qos.from_yaml(q) for q in spec.get("qos", ())),
+            constraint=spec.get("constraint", ""),
+            time=spec.get("time", ""),
             sbatch=tuple(spec.get("sbatch", ())),
-            partitions=tuple(Partition.from_yaml(name, p, gpus_per_node)
-                             for name, p in spec.get("partitions", {}).items()))
+            partitions=tuple(
+                Partition.from_yaml(name, p, gpus_per_node) for name, p in spec.get("partitions", {}).items()
+            ),
+        )

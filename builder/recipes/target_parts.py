@@ -22,8 +22,9 @@ class Versions:
     def pin(self, spec: Section, where: tuple, package: str) -> str:
         pins = self["python_packages"]
         if package not in pins:
-            raise spec.error(where, f"no pinned version for {package!r}; expected an entry "
-                                    f"under python_packages in {self.file}")
+            raise spec.error(
+                where, f"no pinned version for {package!r}; expected an entry under python_packages in {self.file}"
+            )
         return str(pins[package])
 
     def source(self, target: str, name: str) -> "Source":
@@ -35,9 +36,9 @@ class Versions:
 
 @dataclass(frozen=True)
 class Stage:
-    name: str                      # build | final
-    bootstrap: str                 # docker | debootstrap | localimage
-    image: str                     # image reference, Debian suite, or SIF path
+    name: str  # build | final
+    bootstrap: str  # docker | debootstrap | localimage
+    image: str  # image reference, Debian suite, or SIF path
 
     @classmethod
     def from_yaml(cls, name: str, spec: Section, versions: Versions):
@@ -46,8 +47,11 @@ class Stage:
         if spec["bootstrap"] != "localimage":
             images = versions["images"]
             if image not in images:
-                raise spec.error(("image",), f"unknown image {image!r}; expected one of the images "
-                                             f"in {versions.file}: {', '.join(sorted(images))}")
+                raise spec.error(
+                    ("image",),
+                    f"unknown image {image!r}; expected one of the images "
+                    f"in {versions.file}: {', '.join(sorted(images))}",
+                )
             image = images[image]
         return cls(name, spec["bootstrap"], image)
 
@@ -55,10 +59,11 @@ class Stage:
 @dataclass(frozen=True)
 class Source:
     """A source tree built inside an image, pinned by its git commit."""
+
     name: str
     version: str
-    git: str                       # https URL of the repository
-    commit: str                    # 40 hex digits: the build checks out exactly this
+    git: str  # https URL of the repository
+    commit: str  # 40 hex digits: the build checks out exactly this
 
     def label(self) -> dict:
         return {"name": self.name, "version": self.version, "git": self.git, "commit": self.commit}
@@ -67,9 +72,10 @@ class Source:
 @dataclass(frozen=True)
 class CudaToolkit:
     """Where the nvcc that compiles the DeepSpeed ops comes from (CUDA images only)."""
-    source: str                    # pypi: cuda-toolkit[nvcc,cccl,cudart]; debian: nvidia-cuda-toolkit
-    version: str                   # the PyPI release (pypi only)
-    gcc: str                       # the gcc major nvcc is given (debian: the newest it accepts)
+
+    source: str  # pypi: cuda-toolkit[nvcc,cccl,cudart]; debian: nvidia-cuda-toolkit
+    version: str  # the PyPI release (pypi only)
+    gcc: str  # the gcc major nvcc is given (debian: the newest it accepts)
 
     @classmethod
     def from_yaml(cls, target: Section, flavour: str):
@@ -77,30 +83,36 @@ class CudaToolkit:
         spec = target.get("cuda_toolkit")
         if flavour != "cuda":
             if spec:
-                raise target.error(("cuda_toolkit",), f"a {flavour} image has no CUDA toolkit; "
-                                                      f"expected cuda_toolkit only with torch flavour cuda")
+                raise target.error(
+                    ("cuda_toolkit",),
+                    f"a {flavour} image has no CUDA toolkit; expected cuda_toolkit only with torch flavour cuda",
+                )
             return None
         if not spec:
-            raise target.error(("torch",), "a cuda image needs cuda_toolkit (from: pypi with its "
-                                           "version, or from: debian) for the DeepSpeed ops")
+            raise target.error(
+                ("torch",),
+                "a cuda image needs cuda_toolkit (from: pypi with its version, or from: debian) for the DeepSpeed ops",
+            )
         if spec["from"] == "pypi" and not spec.get("version"):
-            raise target.error(("cuda_toolkit",), "missing version; expected the cuda-toolkit "
-                                                  "release torch pins, such as 13.0.3")
+            raise target.error(
+                ("cuda_toolkit",), "missing version; expected the cuda-toolkit release torch pins, such as 13.0.3"
+            )
         if spec["from"] == "debian" and "non-free" not in target["os"].get("components", ()):
-            raise target.error(("os",), "Debian's nvidia-cuda-toolkit is in non-free; expected "
-                                        "os.components to include non-free")
+            raise target.error(
+                ("os",), "Debian's nvidia-cuda-toolkit is in non-free; expected os.components to include non-free"
+            )
         return cls(spec["from"], spec.get("version", ""), spec.get("gcc", ""))
 
 
 @dataclass(frozen=True)
 class DeepSpeed:
     version: str
-    accelerator: str               # what DS_ACCELERATOR is set to while building
-    switches: tuple                # ((DS_BUILD_VAR, "0"|"1"), ...) sorted, for every listed op
-    listed: tuple                  # op names ds_report lists for this accelerator
-    promised: tuple                # op names prebuilt: ds_report must show exactly these [YES]
-    skipped: tuple                 # ((op, reason), ...) ops the recipe turned off
-    packages: tuple                # Debian packages the promised ops need to build and load
+    accelerator: str  # what DS_ACCELERATOR is set to while building
+    switches: tuple  # ((DS_BUILD_VAR, "0"|"1"), ...) sorted, for every listed op
+    listed: tuple  # op names ds_report lists for this accelerator
+    promised: tuple  # op names prebuilt: ds_report must show exactly these [YES]
+    skipped: tuple  # ((op, reason), ...) ops the recipe turned off
+    packages: tuple  # Debian packages the promised ops need to build and load
     fix_master_address: bool
 
     @classmethod
@@ -110,32 +122,47 @@ class DeepSpeed:
         table = ops.data["ops"]
         wanted_accel = "cpu" if flavour == "cpu" else "cuda"
         if spec["accelerator"] != wanted_accel:
-            raise spec.error(("accelerator",), f"a {flavour} image builds DeepSpeed ops for "
-                                               f"accelerator {wanted_accel}; found {spec['accelerator']}")
+            raise spec.error(
+                ("accelerator",),
+                f"a {flavour} image builds DeepSpeed ops for accelerator {wanted_accel}; found {spec['accelerator']}",
+            )
         # ROCm torch runs DeepSpeed's cuda accelerator: ds_report lists the cuda ops there too
         listed_for = {"cpu"} if flavour == "cpu" else {"cuda", "rocm"}
         listed = sorted(op for op, facts in table.items() if listed_for & set(facts["accelerators"]))
-        buildable = [op for op in listed
-                     if flavour in table[op]["accelerators"] and not table[op].get("placeholder")]
+        buildable = [op for op in listed if flavour in table[op]["accelerators"] and not table[op].get("placeholder")]
         skip = spec.get("skip", {})
         for op in skip:
             if op not in buildable:
-                why = ("is not a DeepSpeed op" if op not in table else
-                       "is a placeholder that is never prebuilt" if table[op].get("placeholder") else
-                       f"is not built for {flavour} images anyway")
-                raise spec.error(("skip", op), f"{op!r} {why}; expected one of the ops in {ops.file} "
-                                               f"a {flavour} image prebuilds: "
-                                               f"{', '.join(o for o in buildable if o not in skip)}")
+                why = (
+                    "is not a DeepSpeed op"
+                    if op not in table
+                    else "is a placeholder that is never prebuilt"
+                    if table[op].get("placeholder")
+                    else f"is not built for {flavour} images anyway"
+                )
+                raise spec.error(
+                    ("skip", op),
+                    f"{op!r} {why}; expected one of the ops in {ops.file} "
+                    f"a {flavour} image prebuilds: "
+                    f"{', '.join(o for o in buildable if o not in skip)}",
+                )
         promised = [op for op in buildable if op not in skip]
         sms = [int(arch[3:]) for arch in archs if arch.startswith("sm_")]
         for op in promised:
             if sms and "min_sm" in table[op] and min(sms) < table[op]["min_sm"]:
-                raise spec.error((), f"op {op!r} needs sm_{table[op]['min_sm']} or newer and this "
-                                     f"image also targets sm_{min(sms)}; expected it under "
-                                     f"deepspeed.skip with the reason")
+                raise spec.error(
+                    (),
+                    f"op {op!r} needs sm_{table[op]['min_sm']} or newer and this "
+                    f"image also targets sm_{min(sms)}; expected it under "
+                    f"deepspeed.skip with the reason",
+                )
         return cls(
-            version=version, accelerator=spec["accelerator"],
+            version=version,
+            accelerator=spec["accelerator"],
             switches=tuple(sorted((table[op]["build_var"], "1" if op in promised else "0") for op in listed)),
-            listed=tuple(listed), promised=tuple(promised), skipped=tuple(sorted(skip.items())),
+            listed=tuple(listed),
+            promised=tuple(promised),
+            skipped=tuple(sorted(skip.items())),
             packages=tuple(sorted({pkg for op in promised for pkg in table[op].get("packages", ())})),
-            fix_master_address=spec.get("fix_master_address", True))
+            fix_master_address=spec.get("fix_master_address", True),
+        )

@@ -31,12 +31,14 @@ class RecipeTree:
         self.root = str(root)
         base = Path(root)
         if not base.is_dir():
-            raise RecipeError("recipes directory not found; expected a directory holding "
-                              "sites/, targets/ and versions.yaml", file=self.root)
+            raise RecipeError(
+                "recipes directory not found; expected a directory holding sites/, targets/ and versions.yaml",
+                file=self.root,
+            )
         self.versions = self._load("versions.yaml", "versions")
         self.ds_ops = self._load("deepspeed-ops.yaml", "deepspeed-ops")
         self.sites, self.broken_sites = {}, {}
-        self.site_docs = {}        # the files as written, for `show` only: code reads the Sites
+        self.site_docs = {}  # the files as written, for `show` only: code reads the Sites
         for name, loaded in self._folder("sites", "site", keep_errors=True).items():
             try:
                 if isinstance(loaded, RecipeError):
@@ -62,8 +64,7 @@ class RecipeTree:
     def _load(self, relative, schema_name, partial=False):
         path = Path(self.root, relative)
         if not path.is_file():
-            raise RecipeError(f"missing file; expected {relative} in the recipes directory",
-                              file=self._shown(relative))
+            raise RecipeError(f"missing file; expected {relative} in the recipes directory", file=self._shown(relative))
         doc = yamlsrc.load(path, self._shown(relative))
         validate.check(doc, doc.data, schema_name, partial)
         return doc
@@ -73,18 +74,20 @@ class RecipeTree:
         or validate maps to its RecipeError instead of stopping the rest."""
         directory = Path(self.root, folder)
         if not directory.is_dir():
-            raise RecipeError(f"missing directory; expected {folder}/ in the recipes directory",
-                              file=self._shown(folder))
+            raise RecipeError(
+                f"missing directory; expected {folder}/ in the recipes directory", file=self._shown(folder)
+            )
         docs = {}
         for path in sorted(directory.iterdir()):
             if path.name.startswith(".") or path.suffix not in (".yaml", ".yml", ".json"):
                 continue
             if path.suffix != ".yaml":
-                raise RecipeError("unexpected file; recipes end in .yaml",
-                                  file=self._shown(folder, path.name))
+                raise RecipeError("unexpected file; recipes end in .yaml", file=self._shown(folder, path.name))
             if not NAME.match(path.stem):
-                raise RecipeError("bad file name; expected lower-case letters, digits and "
-                                  "dashes, such as puhti-cuda.yaml", file=self._shown(folder, path.name))
+                raise RecipeError(
+                    "bad file name; expected lower-case letters, digits and dashes, such as puhti-cuda.yaml",
+                    file=self._shown(folder, path.name),
+                )
             try:
                 docs[path.stem] = self._load(f"{folder}/{path.name}", schema_name, partial)
             except RecipeError as error:
@@ -92,8 +95,7 @@ class RecipeTree:
                     raise
                 docs[path.stem] = error
         if not docs:
-            raise RecipeError(f"no recipes found; expected {folder}/<name>.yaml files",
-                              file=self._shown(folder))
+            raise RecipeError(f"no recipes found; expected {folder}/<name>.yaml files", file=self._shown(folder))
         return docs
 
     # --- targets -------------------------------------------------------------------------
@@ -102,12 +104,14 @@ class RecipeTree:
         commands still build the image that now serves its GPUs)."""
         extra = sorted(set(doc.data) - {"alias_of", "description"})
         if extra:
-            raise doc.error((extra[0],), f"an alias takes only alias_of and description; "
-                                         f"found {extra[0]!r}")
+            raise doc.error((extra[0],), f"an alias takes only alias_of and description; found {extra[0]!r}")
         real = doc.data["alias_of"]
         if real not in self.target_docs:
-            raise doc.error(("alias_of",), f"unknown target {real!r}; expected one of the targets "
-                                           f"that are not aliases: {', '.join(sorted(self.target_docs))}")
+            raise doc.error(
+                ("alias_of",),
+                f"unknown target {real!r}; expected one of the targets "
+                f"that are not aliases: {', '.join(sorted(self.target_docs))}",
+            )
         return real
 
     def _merged(self, name, chain=()):
@@ -120,11 +124,11 @@ class RecipeTree:
             loop = " -> ".join(chain + (name, base))
             raise doc.error(("extends",), f"targets extend each other in a loop: {loop}")
         if base in self.aliases:
-            raise doc.error(("extends",), f"{base!r} is an alias of {self.aliases[base]!r}; "
-                                          f"expected the target itself")
+            raise doc.error(("extends",), f"{base!r} is an alias of {self.aliases[base]!r}; expected the target itself")
         if base not in self.target_docs:
-            raise doc.error(("extends",), f"unknown target {base!r} (expected one of: "
-                                          f"{', '.join(sorted(self.target_docs))})")
+            raise doc.error(
+                ("extends",), f"unknown target {base!r} (expected one of: {', '.join(sorted(self.target_docs))})"
+            )
         base_data, origin = self._merged(base, chain + (name,))
         return merge(base_data, origin, own, doc), origin
 
@@ -142,8 +146,11 @@ class RecipeTree:
             if site_name in self.broken_sites:
                 raise SiteBroken(self.broken_sites[site_name])
             if site_name not in self.sites:
-                raise spec.error(("sites", index), f"unknown site {site_name!r} (expected one of: "
-                                 f"{', '.join(sorted(self.sites))}){did_you_mean(site_name, self.sites)}")
+                raise spec.error(
+                    ("sites", index),
+                    f"unknown site {site_name!r} (expected one of: "
+                    f"{', '.join(sorted(self.sites))}){did_you_mean(site_name, self.sites)}",
+                )
             sites.append(self.sites[site_name])
         return tuple(sites)
 
@@ -151,12 +158,15 @@ class RecipeTree:
         name = self.aliases.get(name, name)
         if name in self.unusable:
             error = self.unusable[name]
-            raise RecipeError(f"{error.message} (target {name} runs on this site)",
-                              file=error.file, line=error.line, path=error.path)
+            raise RecipeError(
+                f"{error.message} (target {name} runs on this site)", file=error.file, line=error.line, path=error.path
+            )
         if name not in self.targets:
             known = {*self.targets, *self.aliases}
-            raise RecipeError(f"unknown target {name!r} (expected one of: {', '.join(sorted(known))})"
-                              + did_you_mean(name, known), file="command line")
+            raise RecipeError(
+                f"unknown target {name!r} (expected one of: {', '.join(sorted(known))})" + did_you_mean(name, known),
+                file="command line",
+            )
         return self.targets[name]
 
     def site(self, name):
@@ -164,8 +174,11 @@ class RecipeTree:
         if name in self.broken_sites:
             raise self.broken_sites[name]
         if name not in self.sites:
-            raise RecipeError(f"unknown site {name!r}; expected one of: {', '.join(sorted(self.sites))}"
-                              + did_you_mean(name, self.sites), file="command line")
+            raise RecipeError(
+                f"unknown site {name!r}; expected one of: {', '.join(sorted(self.sites))}"
+                + did_you_mean(name, self.sites),
+                file="command line",
+            )
         return self.sites[name]
 
     def require_all_valid(self):
@@ -176,4 +189,3 @@ class RecipeTree:
     def parent(self, name):
         """The target `name` extends, or None."""
         return self.target_docs[self.target(name).name].data.get("extends")
-

@@ -47,7 +47,7 @@ def load(path: Path, shown: str) -> Document:
     if not text.strip():
         raise RecipeError("empty file, expected a YAML mapping", file=shown, line=1)
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        node = _compose(text)
     except yaml.MarkedYAMLError as exc:
         raise _syntax_error(exc, shown) from None
     except yaml.YAMLError as exc:
@@ -57,22 +57,37 @@ def load(path: Path, shown: str) -> Document:
     doc = Document(shown, {}, {(): node.start_mark.line + 1})
     data = _build(node, (), doc)
     if not isinstance(data, dict):
-        raise RecipeError(f"expected a mapping at the top level, found {kind_of(data)}",
-                          file=shown, line=node.start_mark.line + 1)
+        raise RecipeError(
+            f"expected a mapping at the top level, found {kind_of(data)}", file=shown, line=node.start_mark.line + 1
+        )
     doc.data = data
     return doc
+
+
+def _compose(text):
+    """The node tree: by libyaml when PyYAML has it (several times faster, the same nodes and
+    marks), and by PyYAML's own parser for a file libyaml refuses, so that a mistake is always
+    described in the same words."""
+    if getattr(yaml, "CSafeLoader", None) is not None:
+        try:
+            return yaml.compose(text, Loader=yaml.CSafeLoader)
+        except yaml.YAMLError:
+            pass
+    return yaml.compose(text, Loader=yaml.SafeLoader)
 
 
 def _syntax_error(exc, shown):
     problem = exc.problem or exc.context or "invalid YAML"
     if exc.context and "flow" in exc.context and exc.context_mark:
         # an unclosed [ or {: PyYAML stops where it gave up; the bracket is the mistake
-        return RecipeError(f"YAML syntax error: a bracket opened on this line is not closed "
-                           f"({problem} on line {exc.problem_mark.line + 1})", file=shown,
-                           line=exc.context_mark.line + 1)
+        return RecipeError(
+            f"YAML syntax error: a bracket opened on this line is not closed "
+            f"({problem} on line {exc.problem_mark.line + 1})",
+            file=shown,
+            line=exc.context_mark.line + 1,
+        )
     mark = exc.problem_mark or exc.context_mark
-    return RecipeError(f"YAML syntax error: {problem}", file=shown,
-                       line=mark.line + 1 if mark else 1)
+    return RecipeError(f"YAML syntax error: {problem}", file=shown, line=mark.line + 1 if mark else 1)
 
 
 def _build(node, path, doc):
@@ -81,12 +96,15 @@ def _build(node, path, doc):
         for key_node, value_node in node.value:
             line = key_node.start_mark.line + 1
             if not isinstance(key_node, yaml.ScalarNode):
-                raise RecipeError("a key must be a plain word, found a collection",
-                                  file=doc.file, line=line, path=path)
+                raise RecipeError("a key must be a plain word, found a collection", file=doc.file, line=line, path=path)
             key = key_node.value
             if key in out:
-                raise RecipeError(f"duplicate key '{key}' (first at line "
-                                  f"{doc.lines[path + (key,)]})", file=doc.file, line=line, path=path)
+                raise RecipeError(
+                    f"duplicate key '{key}' (first at line {doc.lines[path + (key,)]})",
+                    file=doc.file,
+                    line=line,
+                    path=path,
+                )
             doc.lines[path + (key,)] = line
             out[key] = _build(value_node, path + (key,), doc)
         return out
@@ -99,8 +117,12 @@ def _build(node, path, doc):
     try:
         return _scalars.construct_object(node, deep=True)
     except yaml.YAMLError as exc:
-        raise RecipeError(f"cannot read this value: {getattr(exc, 'problem', exc)}",
-                          file=doc.file, line=node.start_mark.line + 1, path=path) from None
+        raise RecipeError(
+            f"cannot read this value: {getattr(exc, 'problem', exc)}",
+            file=doc.file,
+            line=node.start_mark.line + 1,
+            path=path,
+        ) from None
 
 
 def kind_of(value):

@@ -39,9 +39,9 @@ class StageText:
     labels: list = field(default_factory=list)
     help: list = field(default_factory=list)
     # what the build needs to know, gathered while the text is made (never read back from it)
-    args: set = field(default_factory=set)             # build arguments the stage uses
-    kept: list = field(default_factory=list)           # its kept steps' folder names
-    pip_indexes: list = field(default_factory=list)    # web indexes its pip lines name
+    args: set = field(default_factory=set)  # build arguments the stage uses
+    kept: list = field(default_factory=list)  # its kept steps' folder names
+    pip_indexes: list = field(default_factory=list)  # web indexes its pip lines name
 
     def __post_init__(self):
         if self.bootstrap == "debootstrap":
@@ -68,11 +68,14 @@ def lower_layer_parts(target) -> tuple:
 
     def held(part):
         build_env = tuple((k, "(archs)" if k in masked else v) for k, v in part.build_env)
-        return dataclasses.replace(part, build_env=build_env, env=(), test=(), runscript=(),
-                                   labels=(), help=())
+        return dataclasses.replace(part, build_env=build_env, env=(), test=(), runscript=(), labels=(), help=())
+
     build, final = target.stage("build"), target.stage("final")
-    return ((build.bootstrap, build.image), (final.bootstrap, final.image),
-            tuple(held(part) for part in parts_by_layer(target)["base"]))
+    return (
+        (build.bootstrap, build.image),
+        (final.bootstrap, final.image),
+        tuple(held(part) for part in parts_by_layer(target)["base"]),
+    )
 
 
 def render_all(target, devel_text=None) -> dict:
@@ -103,8 +106,7 @@ def render_all(target, devel_text=None) -> dict:
     image = StageText.from_layer("final", "base", files_from="build")
     # the venv gains DeepSpeed and the extras in the build stage; swap it in whole
     image.files = [(target.venv, f"{target.venv}.new")]
-    image.post = ["echo '--- final: venv'", cmd("rm", "-rf", target.venv),
-                  cmd("mv", f"{target.venv}.new", target.venv)]
+    image.post = ["echo '--- final: venv'", cmd("rm", "-rf", target.venv), cmd("mv", f"{target.venv}.new", target.venv)]
     _add_post(image, top_parts, "final")
     image.environment = [export(k, v) for k, v in target.common_env]
     for part in base_parts + top_parts:
@@ -123,13 +125,23 @@ def render_all(target, devel_text=None) -> dict:
 
 def _render(target, layer, stages) -> LayerPlan:
     text = templates.get_template("apptainer.def.j2").render(
-        version=__version__, target=target, layer=layer, stages=stages[layer],
-        file_name=file_name(target.name, layer), mirror=build_arg(MIRROR_ARG))
+        version=__version__,
+        target=target,
+        layer=layer,
+        stages=stages[layer],
+        file_name=file_name(target.name, layer),
+        mirror=build_arg(MIRROR_ARG),
+    )
     args = {arg for stage in stages[layer] for arg in stage.args}
-    return LayerPlan(layer=layer, owner=target.name, text=text, build_args=tuple(sorted(args)),
-                    parents=tuple(parent for arg, parent in PARENT_ARGS.items() if arg in args),
-                    kept=tuple(dict.fromkeys(k for stage in stages[layer] for k in stage.kept)),
-                    pip_indexes=tuple(dict.fromkeys(u for stage in stages[layer] for u in stage.pip_indexes)))
+    return LayerPlan(
+        layer=layer,
+        owner=target.name,
+        text=text,
+        build_args=tuple(sorted(args)),
+        parents=tuple(parent for arg, parent in PARENT_ARGS.items() if arg in args),
+        kept=tuple(dict.fromkeys(k for stage in stages[layer] for k in stage.kept)),
+        pip_indexes=tuple(dict.fromkeys(u for stage in stages[layer] for u in stage.pip_indexes)),
+    )
 
 
 def _add_post(stage, parts, which, starts_from=None):
@@ -160,16 +172,18 @@ def _kept_step(kept, inputs) -> tuple:
     material = "\n".join([*inputs, *kept.build, "--save", *kept.save, "--restore", *kept.restore])
     folder = f"{kept.name}-{hashlib.sha256(material.encode()).hexdigest()[:16]}"
     save = " && ".join([*kept.save, 'touch "$kept/complete"'])
-    return folder, [f"kept={KEPT_MOUNT}/{folder}",
-            'if [ -e "$kept/complete" ]; then',
-            f"    echo 'reusing {kept.name}, kept from a build with the same inputs'",
-            *_indent(kept.restore),
-            "else",
-            *_indent(kept.build),
-            '    if [ -d "$kept" ]; then',
-            f"        {{ {save}; }} || echo 'could not keep {kept.name} for the next build'",
-            "    fi",
-            "fi"]
+    return folder, [
+        f"kept={KEPT_MOUNT}/{folder}",
+        'if [ -e "$kept/complete" ]; then',
+        f"    echo 'reusing {kept.name}, kept from a build with the same inputs'",
+        *_indent(kept.restore),
+        "else",
+        *_indent(kept.build),
+        '    if [ -d "$kept" ]; then',
+        f"        {{ {save}; }} || echo 'could not keep {kept.name} for the next build'",
+        "    fi",
+        "fi",
+    ]
 
 
 def _indent(lines):

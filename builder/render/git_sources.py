@@ -20,9 +20,11 @@ def checkout(source, dest) -> tuple:
     shell word as written (so that it may name a variable: '"$work"/src').
     git checks every object against its id, so the tree is the one the commit names; the
     last line says so in the log and stops a build that somehow got another."""
-    return (f"git init -q {dest}",
-            f"git -C {dest} fetch -q --depth 1 {cmd(source.git, source.commit)}",
-            f"git -C {dest} checkout -q FETCH_HEAD",
-            f'test "$(git -C {dest} rev-parse HEAD)" = {source.commit} '
-            f'|| {{ echo {cmd(f"{source.name}: not commit {source.commit}")} >&2; exit 1; }}',
-            f"echo {cmd(f'{source.name} {source.version} at {source.commit}')}")
+    return (
+        f"git init -q {dest}",
+        f"git -C {dest} fetch -q --depth 1 {cmd(source.git, source.commit)}",
+        f"git -C {dest} checkout -q FETCH_HEAD",
+        f'test "$(git -C {dest} rev-parse HEAD)" = {source.commit} '
+        f"|| {{ echo {cmd(f'{source.name}: not commit {source.commit}')} >&2; exit 1; }}",
+        f"echo {cmd(f'{source.name} {source.version} at {source.commit}')}",
+    )

@@ -5,9 +5,9 @@ from dataclasses import dataclass
 # `python -m builder build` binds a folder of the build host here for %post only (settings,
 # local wheels, kept outputs); a plain `apptainer build` has nothing there and just builds.
 HOST_MOUNT = "/mnt"
-KEPT_DIR = "kept"                      # one folder per kept step and inputs, under the mount
+KEPT_DIR = "kept"  # one folder per kept step and inputs, under the mount
 KEPT_MOUNT = f"{HOST_MOUNT}/{KEPT_DIR}"
-HOST_SETTINGS = f"{HOST_MOUNT}/hpcml-build-host.sh"   # CA bundle and pip settings, sourced by %post
+HOST_SETTINGS = f"{HOST_MOUNT}/hpcml-build-host.sh"  # CA bundle and pip settings, sourced by %post
 
 
 def build_arg(name: str) -> str:
@@ -26,26 +26,27 @@ class Kept:
              save=('cp -a /opt/plugin "$kept/"',), restore=('cp -a "$kept/plugin" /opt/',))
 
     ``save`` and ``restore`` find the folder in the shell variable ``kept``."""
-    name: str                      # names the folder; the inputs' hash is appended
-    build: tuple                   # shell commands that make the output
-    save: tuple                    # ... that copy it into "$kept" (after build)
-    restore: tuple                 # ... that put it back from "$kept" (instead of build)
+
+    name: str  # names the folder; the inputs' hash is appended
+    build: tuple  # shell commands that make the output
+    save: tuple  # ... that copy it into "$kept" (after build)
+    restore: tuple  # ... that put it back from "$kept" (instead of build)
 
 
 @dataclass(frozen=True)
 class Part:
     block: str
-    stage: str                     # "build" or "final"
-    packages: tuple = ()           # Debian/Ubuntu packages the os block installs first
-    build_env: tuple = ()          # ((name, value), ...) exported in %post before `post`
-    files: tuple = ()              # ((host path, image path), ...) for %files, before %post
-    kept: Kept | None = None    # a step kept between builds, rendered before `post`
-    post: tuple = ()               # shell commands for %post
-    copy_from_build: tuple = ()    # paths copied from the build stage (final stage only)
-    env: tuple = ()                # ((name, value), ...) for %environment
-    test: tuple = ()               # shell commands for %test
-    runscript: tuple = ()          # shell lines for %runscript
-    labels: tuple = ()             # ((key, value), ...) for %labels
-    help: tuple = ()               # lines for %help
-    build_args: tuple = ()         # names of the build arguments its lines use (build_arg)
-    pip_indexes: tuple = ()        # web indexes its pip lines name (the build checks each answers)
+    stage: str  # "build" or "final"
+    packages: tuple = ()  # Debian/Ubuntu packages the os block installs first
+    build_env: tuple = ()  # ((name, value), ...) exported in %post before `post`
+    files: tuple = ()  # ((host path, image path), ...) for %files, before %post
+    kept: Kept | None = None  # a step kept between builds, rendered before `post`
+    post: tuple = ()  # shell commands for %post
+    copy_from_build: tuple = ()  # paths copied from the build stage (final stage only)
+    env: tuple = ()  # ((name, value), ...) for %environment
+    test: tuple = ()  # shell commands for %test
+    runscript: tuple = ()  # shell lines for %runscript
+    labels: tuple = ()  # ((key, value), ...) for %labels
+    help: tuple = ()  # lines for %help
+    build_args: tuple = ()  # names of the build arguments its lines use (build_arg)
+    pip_indexes: tuple = ()  # web indexes its pip lines name (the build checks each answers)

@@ -7,11 +7,11 @@ from, its kept steps and the pip indexes it names. The build never reads the tex
 
 from dataclasses import dataclass
 
-LAYERS = ("devel", "base", "image")          # in build order
+LAYERS = ("devel", "base", "image")  # in build order
 FILE_SUFFIX = {"devel": ".devel.def", "base": ".base.def", "image": ".def"}
 # the build arguments that name the layers a layer starts from: {argument: layer}
 PARENT_ARGS = {"DEVEL": "devel", "BASE": "base"}
-MIRROR_ARG = "MIRROR"                        # a debootstrap stage's Debian mirror, a host fact
+MIRROR_ARG = "MIRROR"  # a debootstrap stage's Debian mirror, a host fact
 
 
 def file_name(target_name, layer):
@@ -23,13 +23,14 @@ class LayerPlan:
     """One layer to build. Example, cpu's image layer: layer "image", owner "cpu",
     build_args ("BASE", "DEVEL", "RUNTIME_WHEEL"), parents ("devel", "base"),
     kept ("deepspeed-wheel-840e81212beeb261",), pip_indexes ()."""
-    layer: str                     # devel | base | image
-    owner: str                     # the target whose layer it is (another's when shared)
-    text: str                      # the definition
-    build_args: tuple = ()         # names of the build arguments the text uses, sorted
-    parents: tuple = ()            # the layers it starts from, in the order their keys count
-    kept: tuple = ()               # folder names of its kept steps (name-inputs hash)
-    pip_indexes: tuple = ()        # web indexes its pip lines name, in order
+
+    layer: str  # devel | base | image
+    owner: str  # the target whose layer it is (another's when shared)
+    text: str  # the definition
+    build_args: tuple = ()  # names of the build arguments the text uses, sorted
+    parents: tuple = ()  # the layers it starts from, in the order their keys count
+    kept: tuple = ()  # folder names of its kept steps (name-inputs hash)
+    pip_indexes: tuple = ()  # web indexes its pip lines name, in order
 
     @property
     def file_name(self) -> str:

@@ -21,12 +21,12 @@ from ..interpreter import lacking
 
 # 2020-02-02, hatchling's own reproducible default, kept even when SOURCE_DATE_EPOCH is set
 FIXED_EPOCH = "1580601600"
-BUILD_ARG = "RUNTIME_WHEEL"       # the definition's %files takes the wheel's path from it
+BUILD_ARG = "RUNTIME_WHEEL"  # the definition's %files takes the wheel's path from it
 
 
 @dataclass(frozen=True)
 class Wheel:
-    name: str                     # hpc_ml_runtime-<version>-py3-none-any.whl
+    name: str  # hpc_ml_runtime-<version>-py3-none-any.whl
     sha256: str
     data: bytes = b""
 
@@ -58,7 +58,7 @@ def _build(source: Path, fingerprint: str) -> Wheel:
     with tempfile.TemporaryDirectory(prefix="hpcml-wheel-") as out, _pinned_epoch():
         try:
             built = list(WheelBuilder(str(source)).build(directory=out, versions=["standard"]))
-        except Exception as error:      # hatchling reports bad metadata in many ways
+        except Exception as error:  # hatchling reports bad metadata in many ways
             raise ToolError(f"{source}: could not build the runtime wheel: {error}") from None
         path = Path(built[0])
         data = path.read_bytes()

@@ -8,6 +8,10 @@ from .quoting import lua_long_string, lua_string, tcl_word
 
 templates = jinja2.Environment(
     loader=jinja2.PackageLoader("builder.render", "templates"),
-    undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
-    trim_blocks=True, lstrip_blocks=True, autoescape=False)
+    undefined=jinja2.StrictUndefined,
+    keep_trailing_newline=True,
+    trim_blocks=True,
+    lstrip_blocks=True,
+    autoescape=False,
+)
 templates.filters.update(sh=quote, lua=lua_string, lua_long=lua_long_string, tcl=tcl_word)

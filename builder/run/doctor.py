@@ -24,16 +24,37 @@ def report(tree, images):
         rows.append(("runtime", f"toolbox {toolbox.home()}: {_version(str(toolbox.command()))}"))
     else:
         why = toolbox.can_provision()
-        rows.append(("runtime", "none on PATH; " + (f"cannot provision a toolbox: {why}" if why else
-                     "`build` provisions a toolbox under the cache (about 40 s, 300 MB)")))
-    rows.append(("fakeroot", "needed: no CAP_SYS_RESOURCE in the capability bounding set"
-                 if hostinfo.needs_fakeroot() else "not needed"))
+        rows.append(
+            (
+                "runtime",
+                "none on PATH; "
+                + (
+                    f"cannot provision a toolbox: {why}"
+                    if why
+                    else "`build` provisions a toolbox under the cache (about 40 s, 300 MB)"
+                ),
+            )
+        )
+    rows.append(
+        (
+            "fakeroot",
+            "needed: no CAP_SYS_RESOURCE in the capability bounding set" if hostinfo.needs_fakeroot() else "not needed",
+        )
+    )
     where = space.folders(Path(images))
-    for label, path in (("disk images", where.images), ("disk tmp", where.tmp),
-                        ("disk cache", cache_dir()), ("disk apptainer cache", where.apptainer_cache)):
+    for label, path in (
+        ("disk images", where.images),
+        ("disk tmp", where.tmp),
+        ("disk cache", cache_dir()),
+        ("disk apptainer cache", where.apptainer_cache),
+    ):
         there = space.existing(path)
-        rows.append((label, f"{space.free_bytes(path) / 1e9:.1f} GB free at {there}"
-                     + ("" if there == path else f" (for {path})")))
+        rows.append(
+            (
+                label,
+                f"{space.free_bytes(path) / 1e9:.1f} GB free at {there}" + ("" if there == path else f" (for {path})"),
+            )
+        )
     try:
         rows.append(("mirror", hostinfo.debian_mirror()))
     except ToolError as error:

@@ -26,11 +26,14 @@ def _read_record(published: str) -> dict:
         if not all(isinstance(record.get(key), str) for key in ("name", "version", "target", "site")):
             raise ValueError
     except FileNotFoundError:
-        raise _error(f"--published {published}: no publish record there; expected the folder "
-                     f"PREFIX/NAME/VERSION that python -m builder publish wrote") from None
+        raise _error(
+            f"--published {published}: no publish record there; expected the folder "
+            f"PREFIX/NAME/VERSION that python -m builder publish wrote"
+        ) from None
     except (OSError, ValueError):
-        raise _error(f"--published {published}: {path} is not a publish record ({MANIFEST} "
-                     f"with name, version, target and site)") from None
+        raise _error(
+            f"--published {published}: {path} is not a publish record ({MANIFEST} with name, version, target and site)"
+        ) from None
     record["prefix"] = str(path.resolve().parent.parent.parent)
     return record
 
@@ -41,9 +44,11 @@ def environment(p):
     if request.published:
         p.record = record = _read_record(request.published)
         if (record["target"], record["site"]) != (p.target.name, site.name):
-            raise _error(f"--published {request.published}: {record['name']}/{record['version']} "
-                         f"is {record['target']} for {record['site']}; this script is "
-                         f"{p.target.name} on {site.name}")
+            raise _error(
+                f"--published {request.published}: {record['name']}/{record['version']} "
+                f"is {record['target']} for {record['site']}; this script is "
+                f"{p.target.name} on {site.name}"
+            )
     if site.modules.purge:
         p.module_lines.append("module purge")
     loads = list(site.modules.load)
@@ -57,17 +62,19 @@ def environment(p):
         p.module_lines.append(cmd("module", "load", *loads))
     if p.record:
         module = f"{p.record['name']}/{p.record['version']}"
-        p.module_lines += [cmd("module", "use", f"{p.record['prefix']}/modulefiles"),
-                           cmd("module", "load", module)]
+        p.module_lines += [cmd("module", "use", f"{p.record['prefix']}/modulefiles"), cmd("module", "load", module)]
         p.why.append(f"module {module}: the published image and its singularity_wrapper (--published)")
     p.image = request.image
     if not p.image and not p.record:
-        p.image = (f"{site.runtime.image_dir}/{p.target.name}.sif" if site.runtime.image_dir
-                   else f"images/{p.target.name}.sif")
+        p.image = (
+            f"{site.runtime.image_dir}/{p.target.name}.sif" if site.runtime.image_dir else f"images/{p.target.name}.sif"
+        )
     if site.runtime.image_dir and p.image and not _in_image_dir(p.image, site.runtime.image_dir):
         copy = f" ({site.runtime.image_copy} IMAGE)" if site.runtime.image_copy else ""
-        raise _error(f"--image {p.image}: {site.name} runs images only from {site.runtime.image_dir}; copy "
-                     f"it there{copy} and give --image '{site.runtime.image_dir}/NAME.sif'")
+        raise _error(
+            f"--image {p.image}: {site.name} runs images only from {site.runtime.image_dir}; copy "
+            f"it there{copy} and give --image '{site.runtime.image_dir}/NAME.sif'"
+        )
     if site.runtime.image_dir:
         p.why.append(f"image from {site.runtime.image_dir}, expanded when the job runs (runtime.image_dir)")
     p.wrapper = request.wrapper or ("singularity_wrapper" if p.record else str(resources.wrapper()))

@@ -33,7 +33,7 @@ LAUNCHES = ("torchrun", "srun", "mpirun", "deepspeed")
 # waits for the tasks of a dead node until slurmctld marks it down (SlurmdTimeout, minutes).
 SRUN = ("srun", "--kill-on-bad-exit=1")
 RDZV_PORT = 29400
-TIME = "01:00:00"     # --time where neither the user nor the site (slurm.time) says one
+TIME = "01:00:00"  # --time where neither the user nor the site (slurm.time) says one
 # Above the launch line of `--launch deepspeed` on more than one node: what runs is srun's.
 DEEPSPEED_ACROSS_NODES = (
     "# --launch deepspeed across nodes runs what --launch srun runs: one task per rank, and",
@@ -46,32 +46,41 @@ DEEPSPEED_ACROSS_NODES = (
 @dataclass(frozen=True)
 class Request:
     """What the user asked for on the command line."""
-    site: str = ""                 # default: the target's first site
+
+    site: str = ""  # default: the target's first site
     nodes: int = 1
-    gpus: int = 0                  # per node; 0: every GPU of a node
-    tasks_per_node: int = 0        # CPU sites: ranks per node (default 1)
-    launch: str = ""               # default: the site's launcher
-    time: str = ""                 # default: the site's slurm.time, else TIME
+    gpus: int = 0  # per node; 0: every GPU of a node
+    tasks_per_node: int = 0  # CPU sites: ranks per node (default 1)
+    launch: str = ""  # default: the site's launcher
+    time: str = ""  # default: the site's slurm.time, else TIME
     account: str = ""
     partition: str = ""
-    qos: str = ""                  # default: the first of the site's QoS that fits
+    qos: str = ""  # default: the first of the site's QoS that fits
     binds: tuple = ()
     stage: tuple = ()
-    image: str = ""                # default: the published module's, the site's image folder's
-                                   # <target>.sif, or images/<target>.sif
-    published: str = ""            # a publish record (PREFIX/NAME/VERSION): the script loads it
-    wrapper: str = ""              # default: singularity_wrapper of the published module, else
-                                   # this install's, by its absolute path
-    program: tuple = ()            # train.py --epochs 10, or -m smoke all
+    image: str = ""  # default: the published module's, the site's image folder's
+    # <target>.sif, or images/<target>.sif
+    published: str = ""  # a publish record (PREFIX/NAME/VERSION): the script loads it
+    wrapper: str = ""  # default: singularity_wrapper of the published module, else
+    # this install's, by its absolute path
+    program: tuple = ()  # train.py --epochs 10, or -m smoke all
 
     def command_line(self, target) -> str:
         """The jobscript command that asks for this, options in a fixed order."""
         words = [target]
-        for option, value in (("--site", self.site), ("--nodes", self.nodes), ("--gpus", self.gpus),
-                              ("--tasks-per-node", self.tasks_per_node), ("--launch", self.launch),
-                              ("--time", self.time), ("--account", self.account),
-                              ("--partition", self.partition), ("--qos", self.qos),
-                              ("--image", self.image), ("--published", self.published)):
+        for option, value in (
+            ("--site", self.site),
+            ("--nodes", self.nodes),
+            ("--gpus", self.gpus),
+            ("--tasks-per-node", self.tasks_per_node),
+            ("--launch", self.launch),
+            ("--time", self.time),
+            ("--account", self.account),
+            ("--partition", self.partition),
+            ("--qos", self.qos),
+            ("--image", self.image),
+            ("--published", self.published),
+        ):
             if value:
                 words += [option, str(value)]
         for option, values in (("--bind", self.binds), ("--stage", self.stage)):
@@ -86,20 +95,20 @@ class Plan:
     site: object
     request: Request
     launch: str
-    partition: object = None       # Partition, or None for the cluster's default
-    gpus: int = 0                  # per node
+    partition: object = None  # Partition, or None for the cluster's default
+    gpus: int = 0  # per node
     ranks_per_node: int = 1
-    tasks_per_node: int = 1        # Slurm tasks: 1 under torchrun and the one-node launcher
+    tasks_per_node: int = 1  # Slurm tasks: 1 under torchrun and the one-node launcher
     cores_per_rank: int = 1
-    mem: str = ""                  # --mem value, "" for none
-    sbatch: list = field(default_factory=list)      # [(option, value), ...]
-    why: list = field(default_factory=list)         # the comment block: what was chosen, why
+    mem: str = ""  # --mem value, "" for none
+    sbatch: list = field(default_factory=list)  # [(option, value), ...]
+    why: list = field(default_factory=list)  # the comment block: what was chosen, why
     launch_lines: list = field(default_factory=list)
-    notes: list = field(default_factory=list)       # said on stderr: what was changed in the request
+    notes: list = field(default_factory=list)  # said on stderr: what was changed in the request
     module_lines: list = field(default_factory=list)  # module purge/use/load, before anything runs
-    image: str = ""                # SING_IMAGE as the script sets it ("" when the module does)
-    wrapper: str = ""              # the command that runs the container
-    record: dict = field(default_factory=dict)      # the publish record loaded, when one is
+    image: str = ""  # SING_IMAGE as the script sets it ("" when the module does)
+    wrapper: str = ""  # the command that runs the container
+    record: dict = field(default_factory=dict)  # the publish record loaded, when one is
 
     @property
     def cpus_per_task(self):
@@ -113,9 +122,11 @@ class Plan:
         launch = self.launch
         if launch == "deepspeed" and self.request.nodes > 1:
             launch += " (as srun: ranks from launchenv, no DeepSpeed launcher)"
-        return (f"{self.site.name}: {part}{qos}, {self.request.nodes} node(s), {gpus}, "
-                f"{self.tasks_per_node} task(s)/node x {self.cpus_per_task} cores{mem}, "
-                f"launch {launch}")
+        return (
+            f"{self.site.name}: {part}{qos}, {self.request.nodes} node(s), {gpus}, "
+            f"{self.tasks_per_node} task(s)/node x {self.cpus_per_task} cores{mem}, "
+            f"launch {launch}"
+        )
 
 
 def _error(message):
@@ -128,12 +139,13 @@ def plan(tree, target_name, request: Request) -> Plan:
     sites = {site.name: site for site in target.sites}
     site = sites.get(request.site or next(iter(sites)))
     if site is None:
-        site = tree.site(request.site)          # one line, with "did you mean", when unknown
+        site = tree.site(request.site)  # one line, with "did you mean", when unknown
         _check_archs(target, site)
     launch = request.launch or site.launcher.default
     if launch not in LAUNCHES:
-        raise _error(f"unknown launch mode {launch!r}; expected one of: {', '.join(LAUNCHES)}"
-                     + did_you_mean(launch, LAUNCHES))
+        raise _error(
+            f"unknown launch mode {launch!r}; expected one of: {', '.join(LAUNCHES)}" + did_you_mean(launch, LAUNCHES)
+        )
     if request.nodes < 1:
         raise _error(f"--nodes {request.nodes}: expected 1 or more")
     result = Plan(target, site, _with_time(request, site), launch)
@@ -166,30 +178,34 @@ def _size(p: Plan):
     site, request = p.site, p.request
     if site.gpu.per_node:
         if request.tasks_per_node:
-            raise _error(f"--tasks-per-node: on {site.name} ranks follow the GPUs (one per GPU); "
-                         f"use --gpus")
+            raise _error(f"--tasks-per-node: on {site.name} ranks follow the GPUs (one per GPU); use --gpus")
         p.gpus = request.gpus or site.gpu.per_node
         if not 1 <= p.gpus <= site.gpu.per_node:
             raise _error(f"--gpus {request.gpus}: {site.name} has {site.gpu.per_node} GPUs per node")
         p.ranks_per_node = p.gpus
         cores = site.cpu.cores_per_gpu or site.cpu.cores_per_node // site.gpu.per_node
         p.cores_per_rank = cores
-        p.why.append(f"{p.gpus} GPU(s) per node, one rank each, {cores} cores per rank "
-                     f"({'cpu.cores_per_gpu' if site.cpu.cores_per_gpu else 'the node shared out'})")
+        p.why.append(
+            f"{p.gpus} GPU(s) per node, one rank each, {cores} cores per rank "
+            f"({'cpu.cores_per_gpu' if site.cpu.cores_per_gpu else 'the node shared out'})"
+        )
     else:
         if request.gpus:
             raise _error(f"--gpus {request.gpus}: site {site.name} has no GPUs")
         p.ranks_per_node = request.tasks_per_node or 1
         if p.ranks_per_node > site.cpu.cores_per_node:
-            raise _error(f"--tasks-per-node {p.ranks_per_node}: {site.name} has "
-                         f"{site.cpu.cores_per_node} cores per node")
+            raise _error(
+                f"--tasks-per-node {p.ranks_per_node}: {site.name} has {site.cpu.cores_per_node} cores per node"
+            )
         p.cores_per_rank = site.cpu.cores_per_node // p.ranks_per_node
         p.why.append(f"{p.ranks_per_node} rank(s) per node on CPU, {p.cores_per_rank} cores each")
     whole = p.gpus == site.gpu.per_node if site.gpu.per_node else True
     if p.launch == "torchrun" and request.nodes > 1 and not whole:
-        raise _error(f"--gpus {p.gpus} on {request.nodes} nodes with torchrun: a multi-node "
-                     f"torchrun job takes whole nodes ({site.gpu.per_node} GPUs); use --launch srun "
-                     f"for part of each node")
+        raise _error(
+            f"--gpus {p.gpus} on {request.nodes} nodes with torchrun: a multi-node "
+            f"torchrun job takes whole nodes ({site.gpu.per_node} GPUs); use --launch srun "
+            f"for part of each node"
+        )
     single_task = p.launch == "torchrun" or (p.launch == "deepspeed" and request.nodes == 1)
     p.tasks_per_node = 1 if single_task else p.ranks_per_node
 
@@ -224,8 +240,7 @@ def _choose_partition(p: Plan):
         chosen = partitions.get(request.partition)
         if chosen is None:
             known = ", ".join(partitions) or "none (the cluster's default is used)"
-            raise _error(f"--partition {request.partition}: not a partition of {site.name}; "
-                         f"expected one of: {known}")
+            raise _error(f"--partition {request.partition}: not a partition of {site.name}; expected one of: {known}")
         why_not = _fits(p, chosen)
         if why_not:
             raise _error(f"--partition {chosen.name} does not fit this job ({why_not})")
@@ -247,8 +262,10 @@ def _choose_partition(p: Plan):
             p.why.append(f"partition {part.name}{note}: the first of the site's that fits{skipped}")
             return
         refused.append(f"{part.name}: {why_not}")
-    raise _error(f"no partition of {site.name} fits {request.nodes} node(s) x {p.gpus or p.ranks_per_node} "
-                 f"{'GPUs' if p.gpus else 'ranks'} for {request.time} ({'; '.join(refused)})")
+    raise _error(
+        f"no partition of {site.name} fits {request.nodes} node(s) x {p.gpus or p.ranks_per_node} "
+        f"{'GPUs' if p.gpus else 'ranks'} for {request.time} ({'; '.join(refused)})"
+    )
 
 
 def _qos_misfit(p: Plan, qos):
@@ -267,9 +284,10 @@ def _choose_qos(p: Plan) -> str:
     if asked:
         known = {qos.name: qos for qos in site.slurm.qos}
         if asked not in known:
-            raise _error(f"--qos {asked}: not a QoS of {site.name}; expected one of: "
-                         f"{', '.join(known) or 'none (the site file names none)'}"
-                         + did_you_mean(asked, known))
+            raise _error(
+                f"--qos {asked}: not a QoS of {site.name}; expected one of: "
+                f"{', '.join(known) or 'none (the site file names none)'}" + did_you_mean(asked, known)
+            )
         why_not = _qos_misfit(p, known[asked])
         if why_not:
             raise _error(f"--qos {asked} does not fit this job ({why_not})")
@@ -288,8 +306,9 @@ def _choose_qos(p: Plan) -> str:
                 p.why.append(f"QoS {qos.name}: the first of the site's that fits{skipped}")
             return qos.name
         refused.append(f"{qos.name}: {why_not}")
-    raise _error(f"no QoS of {site.name} fits {p.request.nodes * p.gpus} GPUs for {p.request.time} "
-                 f"({'; '.join(refused)})")
+    raise _error(
+        f"no QoS of {site.name} fits {p.request.nodes * p.gpus} GPUs for {p.request.time} ({'; '.join(refused)})"
+    )
 
 
 def _account(p: Plan) -> str:
@@ -299,12 +318,13 @@ def _account(p: Plan) -> str:
     form = site.slurm.account
     if not asked:
         if form and form.required:
-            raise _error(f"--account is required on {site.name}: the project to bill, such as "
-                         f"{form.example}")
+            raise _error(f"--account is required on {site.name}: the project to bill, such as {form.example}")
         return ""
     if form and not re.fullmatch(form.pattern, asked):
-        raise _error(f"--account {asked}: not of {site.name}'s form; expected one such as "
-                     f"{form.example} (matching {form.pattern})")
+        raise _error(
+            f"--account {asked}: not of {site.name}'s form; expected one such as "
+            f"{form.example} (matching {form.pattern})"
+        )
     return asked
 
 
@@ -316,8 +336,11 @@ def _resources(p: Plan):
         sbatch.append(("account", account))
     if p.partition:
         sbatch.append(("partition", p.partition.name))
-    sbatch += [("nodes", str(request.nodes)), ("ntasks-per-node", str(p.tasks_per_node)),
-               ("cpus-per-task", str(p.cpus_per_task))]
+    sbatch += [
+        ("nodes", str(request.nodes)),
+        ("ntasks-per-node", str(p.tasks_per_node)),
+        ("cpus-per-task", str(p.cpus_per_task)),
+    ]
     if p.gpus:
         if site.slurm.gpu_request == "gpus-per-node":
             sbatch.append(("gpus-per-node", str(p.gpus)))
@@ -363,36 +386,53 @@ def _launch(p: Plan):
     nodes = request.nodes
     if request.stage:
         # the copies go when the script ends, not at the next job on each node
-        p.launch_lines += ["unstage() { srun --ntasks-per-node=1 " + cmd(p.wrapper, "unstage")
-                           + " || true; }", "trap unstage EXIT"]
+        p.launch_lines += [
+            "unstage() { srun --ntasks-per-node=1 " + cmd(p.wrapper, "unstage") + " || true; }",
+            "trap unstage EXIT",
+        ]
         p.why.append("staged copies removed on each node when the script ends (trap unstage EXIT)")
     if p.launch == "torchrun":
         if nodes == 1:
-            line = cmd(*SRUN, *wrapper, "torchrun", "--standalone", "--nnodes=1",
-                       f"--nproc-per-node={p.ranks_per_node}", *program)
+            line = cmd(
+                *SRUN,
+                *wrapper,
+                "torchrun",
+                "--standalone",
+                "--nnodes=1",
+                f"--nproc-per-node={p.ranks_per_node}",
+                *program,
+            )
             p.why.append("launch torchrun: one task, --standalone, a rank per GPU")
         else:
             p.launch_lines.append('rdzv_host="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"')
-            line = (cmd(*SRUN, *wrapper, "torchrun") + ' --nnodes="$SLURM_JOB_NUM_NODES" '
-                    + cmd(f"--nproc-per-node={p.ranks_per_node}") + ' --rdzv-id="$SLURM_JOB_ID" '
-                    + f'--rdzv-backend=c10d --rdzv-endpoint="$rdzv_host:{RDZV_PORT}" ' + cmd(*program))
+            line = (
+                cmd(*SRUN, *wrapper, "torchrun")
+                + ' --nnodes="$SLURM_JOB_NUM_NODES" '
+                + cmd(f"--nproc-per-node={p.ranks_per_node}")
+                + ' --rdzv-id="$SLURM_JOB_ID" '
+                + f'--rdzv-backend=c10d --rdzv-endpoint="$rdzv_host:{RDZV_PORT}" '
+                + cmd(*program)
+            )
             p.why.append("launch torchrun: one task per node, c10d rendezvous on the first node")
     elif p.launch == "srun" or (p.launch == "deepspeed" and nodes > 1):
         line = cmd(*SRUN, *mpi, *bind, *wrapper, *ranks)
         if p.launch == "deepspeed":
-            p.why.append("launch deepspeed across nodes: the srun launch, ranks from launchenv; "
-                         "DeepSpeed's launcher and its MPI discovery do not run")
+            p.why.append(
+                "launch deepspeed across nodes: the srun launch, ranks from launchenv; "
+                "DeepSpeed's launcher and its MPI discovery do not run"
+            )
             p.launch_lines += DEEPSPEED_ACROSS_NODES
         else:
-            p.why.append("launch srun: one task per rank, launchenv sets the ranks"
-                         + (f"; --mpi={site.mpi.slurm_mpi} lets MPI in the program start" if mpi else ""))
+            p.why.append(
+                "launch srun: one task per rank, launchenv sets the ranks"
+                + (f"; --mpi={site.mpi.slurm_mpi} lets MPI in the program start" if mpi else "")
+            )
     elif p.launch == "mpirun":
         if mpi:
             line = cmd(*SRUN, *mpi, *bind, *wrapper, *ranks)
             p.why.append(f"launch mpirun: srun --mpi={site.mpi.slurm_mpi} starts the MPI ranks (hybrid model)")
         else:
-            line = ('mpirun -np "$SLURM_NTASKS" ' + cmd("--map-by", f"ppr:{p.ranks_per_node}:node",
-                                                         *wrapper, *ranks))
+            line = 'mpirun -np "$SLURM_NTASKS" ' + cmd("--map-by", f"ppr:{p.ranks_per_node}:node", *wrapper, *ranks)
             p.why.append("launch mpirun: the host's mpirun (Slurm here has no MPI plugin)")
     else:
         module = ["--module", *program[1:]] if program[0] == "-m" else program
@@ -412,11 +452,13 @@ def _program(p: Plan) -> list:
     program = list(p.request.program)
     if program and PYTHON.match(program[0]):
         dropped = [program.pop(0)]
-        if program[:1] == ["-u"]:          # output is unbuffered anyway (PYTHONUNBUFFERED)
+        if program[:1] == ["-u"]:  # output is unbuffered anyway (PYTHONUNBUFFERED)
             dropped.append(program.pop(0))
         if program and program[0].startswith("-") and program[0] != "-m":
-            raise _error(f"python option {program[0]} after --: the job starts python itself; "
-                         f"give the script or -m MODULE first, e.g. -- train.py --epochs 10")
+            raise _error(
+                f"python option {program[0]} after --: the job starts python itself; "
+                f"give the script or -m MODULE first, e.g. -- train.py --epochs 10"
+            )
         p.notes.append(f"dropped {' '.join(dropped)!r} after --: each launch starts python itself")
     if not program:
         raise _error("no program: give it after --, e.g. -- train.py --epochs 10")
@@ -438,7 +480,11 @@ def script(p: Plan) -> str:
     lines += [f"export {name}={quote(value)}" for name, value in exports]
     account_hint = "" if request.account or not site.slurm.account else site.slurm.account.example
     return templates.get_template("job.sh.j2").render(
-        version=__version__, command=request.command_line(p.target.name), plan=p,
-        exports=lines, account_hint=account_hint, wrapper=quote(p.wrapper),
-        image_hint=image_hint(p))
-
+        version=__version__,
+        command=request.command_line(p.target.name),
+        plan=p,
+        exports=lines,
+        account_hint=account_hint,
+        wrapper=quote(p.wrapper),
+        image_hint=image_hint(p),
+    )

@@ -10,8 +10,8 @@ from ..fileio import sha256_file, write_atomic
 from ..host.images import IMAGE_SUM, built_image, image_lock, ready_runtime
 from ..render.sitefile import render_site
 
-SITE_FILE = "site.sh"   # the site's settings as the recipes say now, beside the report
-GRACE_S = 60          # beyond the suite's own timeout, before the whole run is stopped
+SITE_FILE = "site.sh"  # the site's settings as the recipes say now, beside the report
+GRACE_S = 60  # beyond the suite's own timeout, before the whole run is stopped
 
 
 def run(tree, name, *, images: Path, out, ranks, timeout, site, extra):
@@ -25,10 +25,29 @@ def run(tree, name, *, images: Path, out, ranks, timeout, site, extra):
     # the wrapper reads this site's settings (and hands its references to the suite) from the
     # recipes as they are now, not from a rendered copy that may be stale or absent
     write_atomic(out / SITE_FILE, render_site(site))
-    env = {**os.environ, "SING_IMAGE": str(image.resolve()), contract.SITE: site.name,
-           contract.SITE_FILE: str(out / SITE_FILE), contract.APPTAINER: runtime, "SING_BIND": binds}
-    argv = [str(resources.wrapper()), "exec", "torchrun", "--standalone", f"--nproc-per-node={ranks}",
-            "-m", "smoke", "all", "--out", str(out), "--timeout", f"{timeout:g}", *extra]
+    env = {
+        **os.environ,
+        "SING_IMAGE": str(image.resolve()),
+        contract.SITE: site.name,
+        contract.SITE_FILE: str(out / SITE_FILE),
+        contract.APPTAINER: runtime,
+        "SING_BIND": binds,
+    }
+    argv = [
+        str(resources.wrapper()),
+        "exec",
+        "torchrun",
+        "--standalone",
+        f"--nproc-per-node={ranks}",
+        "-m",
+        "smoke",
+        "all",
+        "--out",
+        str(out),
+        "--timeout",
+        f"{timeout:g}",
+        *extra,
+    ]
     # The report must name the image it tested, so that publish can refuse a report of
     # another build: the checksum is taken before the run, written only beside a new report;
     # the lock keeps a build from replacing the image in between.
@@ -40,5 +59,4 @@ def run(tree, name, *, images: Path, out, ranks, timeout, site, extra):
         if (out / contract.SMOKE_REPORT).is_file():
             write_atomic(out / IMAGE_SUM, f"{checksum}  {image.name}\n")
     if status != 0:
-        raise CheckFailed(f"smoke suite of {image} failed (exit status {status}); "
-                          f"report and logs in {out}")
+        raise CheckFailed(f"smoke suite of {image} failed (exit status {status}); report and logs in {out}")

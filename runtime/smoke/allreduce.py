@@ -38,11 +38,11 @@ def run(session, sizes, dtypes, warmup, iters):
                 session.wait(dist.all_reduce(buffer, async_op=True))
             _sync(session)
             start = time.perf_counter()
-            if session.backend == "nccl":     # stream-ordered: queue them all, as nccl-tests does
+            if session.backend == "nccl":  # stream-ordered: queue them all, as nccl-tests does
                 works = [dist.all_reduce(buffer, async_op=True) for _ in range(iters)]
                 for work in works:
                     session.wait(work)
-            else:                                # gloo may run queued ops on several threads
+            else:  # gloo may run queued ops on several threads
                 for _ in range(iters):
                     session.wait(dist.all_reduce(buffer, async_op=True))
             _sync(session)
@@ -52,14 +52,23 @@ def run(session, sizes, dtypes, warmup, iters):
             elapsed = session.agree(elapsed, "max")
             wrong = int(session.agree(wrong, "sum"))
             algbw = bandwidth.algbw_gbs(nbytes, elapsed)
-            rows.append({"dtype": dtype_name, "bytes": nbytes, "count": count,
-                         "time_us": elapsed * 1e6, "algbw_gbs": algbw,
-                         "busbw_gbs": bandwidth.allreduce_busbw_gbs(algbw, n),
-                         "wrong": wrong, "expected_sum": expected})
+            rows.append(
+                {
+                    "dtype": dtype_name,
+                    "bytes": nbytes,
+                    "count": count,
+                    "time_us": elapsed * 1e6,
+                    "algbw_gbs": algbw,
+                    "busbw_gbs": bandwidth.allreduce_busbw_gbs(algbw, n),
+                    "wrong": wrong,
+                    "expected_sum": expected,
+                }
+            )
     return rows
 
 
 def _sync(session):
     if session.backend == "nccl":
         import torch
+
         torch.cuda.synchronize()

@@ -15,8 +15,7 @@ def allreduce_busbw_gbs(algbw, ranks):
 def pick_threshold(entries, nodes, dtypes):
     """The site's reference for this run's shape: the entry for exactly this many nodes, else
     the largest node count below it; among those, one whose dtype was measured."""
-    fitting = [entry for entry in entries if entry["nodes"] <= nodes
-               and entry.get("dtype", "float32") in dtypes]
+    fitting = [entry for entry in entries if entry["nodes"] <= nodes and entry.get("dtype", "float32") in dtypes]
     if not fitting:
         return None
     most = max(entry["nodes"] for entry in fitting)
@@ -30,13 +29,17 @@ def judge(results, threshold):
     dtype = threshold.get("dtype", "float32")
     row = next((r for r in results if r["dtype"] == dtype and r["bytes"] == threshold["bytes"]), None)
     if row is None:
-        return Verdict(NOT_MEASURED, f"the sweep did not include {threshold['bytes']} bytes of {dtype}",
-                       {"threshold": threshold})
+        return Verdict(
+            NOT_MEASURED, f"the sweep did not include {threshold['bytes']} bytes of {dtype}", {"threshold": threshold}
+        )
     floor = threshold["busbw_gbs"] * (1 - threshold.get("tolerance", 0.05))
     margin = row["busbw_gbs"] / floor - 1
     passed = row["busbw_gbs"] >= floor
-    why = (f"busbw {row['busbw_gbs']:.2f} GB/s {'>=' if passed else '<'} {floor:.2f} GB/s "
-           f"({threshold['busbw_gbs']} GB/s reference less {threshold.get('tolerance', 0.05):.0%}); "
-           f"margin {margin:+.1%}")
-    return Verdict.judged(passed, why, threshold=threshold, measured_gbs=row["busbw_gbs"], floor_gbs=floor,
-                          margin=margin)
+    why = (
+        f"busbw {row['busbw_gbs']:.2f} GB/s {'>=' if passed else '<'} {floor:.2f} GB/s "
+        f"({threshold['busbw_gbs']} GB/s reference less {threshold.get('tolerance', 0.05):.0%}); "
+        f"margin {margin:+.1%}"
+    )
+    return Verdict.judged(
+        passed, why, threshold=threshold, measured_gbs=row["busbw_gbs"], floor_gbs=floor, margin=margin
+    )

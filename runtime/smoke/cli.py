@@ -25,29 +25,46 @@ class _Parser(argparse.ArgumentParser):
 
 
 def parser():
-    p = _Parser(prog="python -m smoke", description=__doc__.split(":", 1)[1].strip(),
-                epilog="Exit status: 0 every check passed or had nothing to judge, 1 a check "
-                       "failed, 2 bad input, 3 the run timed out.")
-    p.add_argument("check", nargs="?", default="all", choices=CHECKS,
-                   help="what to run (default: all, which starts with the preflight: this node's "
-                        "driver and GPUs against the image, before any collective)")
-    p.add_argument("--sizes", help="all-reduce sizes, MIN:MAX doubling or A,B,C "
-                                   "(default 8:256M on GPUs, 8:64M on CPU)")
-    p.add_argument("--dtypes", help="comma-separated: float32,bfloat16,float16 "
-                                    "(default: all three on GPUs, float32 on CPU)")
+    p = _Parser(
+        prog="python -m smoke",
+        description=__doc__.split(":", 1)[1].strip(),
+        epilog="Exit status: 0 every check passed or had nothing to judge, 1 a check "
+        "failed, 2 bad input, 3 the run timed out.",
+    )
+    p.add_argument(
+        "check",
+        nargs="?",
+        default="all",
+        choices=CHECKS,
+        help="what to run (default: all, which starts with the preflight: this node's "
+        "driver and GPUs against the image, before any collective)",
+    )
+    p.add_argument("--sizes", help="all-reduce sizes, MIN:MAX doubling or A,B,C (default 8:256M on GPUs, 8:64M on CPU)")
+    p.add_argument(
+        "--dtypes", help="comma-separated: float32,bfloat16,float16 (default: all three on GPUs, float32 on CPU)"
+    )
     p.add_argument("--warmup", type=_count, default=5, help="untimed all-reduces per size (default 5)")
     p.add_argument("--iters", type=_count, default=20, help="timed all-reduces per size (default 20)")
-    p.add_argument("--timeout", type=_seconds, default=300.0,
-                   help="the whole run's limit in seconds (default 300)")
-    p.add_argument("--op-timeout", type=_seconds, default=60.0,
-                   help="limit for each collective and for joining, in seconds (default 60)")
-    p.add_argument("--site-facts", metavar="FILE",
-                   help=f"the site's references and network as JSON (default: ${contract.SITE_FACTS}, "
-                        "which singularity_wrapper sets from the site's settings)")
-    p.add_argument("--out", default=os.environ.get("SMOKE_OUT", contract.SMOKE_FOLDER),
-                   help=f"folder for {contract.SMOKE_REPORT}, {contract.SMOKE_PLOT}, transport logs and the DDP "
-                        f"checkpoint; shared by all nodes (default ./{contract.SMOKE_FOLDER})")
-    p.add_argument("--image-facts", help=argparse.SUPPRESS)     # tests: another image.json
+    p.add_argument("--timeout", type=_seconds, default=300.0, help="the whole run's limit in seconds (default 300)")
+    p.add_argument(
+        "--op-timeout",
+        type=_seconds,
+        default=60.0,
+        help="limit for each collective and for joining, in seconds (default 60)",
+    )
+    p.add_argument(
+        "--site-facts",
+        metavar="FILE",
+        help=f"the site's references and network as JSON (default: ${contract.SITE_FACTS}, "
+        "which singularity_wrapper sets from the site's settings)",
+    )
+    p.add_argument(
+        "--out",
+        default=os.environ.get("SMOKE_OUT", contract.SMOKE_FOLDER),
+        help=f"folder for {contract.SMOKE_REPORT}, {contract.SMOKE_PLOT}, transport logs and the DDP "
+        f"checkpoint; shared by all nodes (default ./{contract.SMOKE_FOLDER})",
+    )
+    p.add_argument("--image-facts", help=argparse.SUPPRESS)  # tests: another image.json
     # The DeepSpeed launcher adds --local_rank=N; LOCAL_RANK in the environment says the same.
     p.add_argument("--local_rank", "--local-rank", type=int, help=argparse.SUPPRESS)
     return p
@@ -80,7 +97,7 @@ def main(argv=None):
         if dtypes and not set(dtypes) <= set(allreduce.EXACT_LIMIT):
             raise SizeError(f"--dtypes {args.dtypes!r}: expected some of {', '.join(allreduce.EXACT_LIMIT)}")
         out = Path(args.out)
-        if args.check != "preflight":       # the preflight writes nothing (it runs in %test)
+        if args.check != "preflight":  # the preflight writes nothing (it runs in %test)
             out.mkdir(parents=True, exist_ok=True)
     except (config.ConfigError, SizeError, OSError) as error:
         print(f"smoke: error: {error}", file=sys.stderr)
@@ -99,21 +116,25 @@ def main(argv=None):
     rows = []
     try:
         session.join()
-        session.say(f"smoke: {session.world} rank(s) on {session.nodes} node(s), {session.backend} "
-                    f"on {session.device}, launched by {session.launch.source}, site {site_name or 'unknown'}")
+        session.say(
+            f"smoke: {session.world} rank(s) on {session.nodes} node(s), {session.backend} "
+            f"on {session.device}, launched by {session.launch.source}, site {site_name or 'unknown'}"
+        )
         if args.check in ("all", "allreduce"):
             dtypes = dtypes or allreduce.default_dtypes(session.backend)
             sizes = sizes or parse_sweep("8:256M" if session.backend == "nccl" else "8:64M")
             rows = allreduce.run(session, sizes, dtypes, args.warmup, args.iters)
             wrong = sum(row["wrong"] for row in rows)
-            checks["allreduce sum"] = Verdict.judged(not wrong, f"{wrong} wrong values" if wrong else
-                                                     f"exact at all {len(rows)} sizes")
+            checks["allreduce sum"] = Verdict.judged(
+                not wrong, f"{wrong} wrong values" if wrong else f"exact at all {len(rows)} sizes"
+            )
             threshold = bandwidth.pick_threshold(site.get("allreduce", []), session.nodes, dtypes)
             checks["allreduce busbw"] = bandwidth.judge(rows, threshold)
             session.doing("reading the transport logs")
             summary = transport.parse(session.transport_lines())
-            checks["transport"] = transport.judge(session.gather(summary), site.get("network"),
-                                                  session.nodes, session.backend)
+            checks["transport"] = transport.judge(
+                session.gather(summary), site.get("network"), session.nodes, session.backend
+            )
         if args.check in ("all", "deepspeed"):
             checks.update(_deepspeed(session, facts, args.op_timeout))
         if args.check in ("all", "mpi"):
@@ -129,7 +150,7 @@ def main(argv=None):
     except KeyboardInterrupt:
         os.write(2, f"smoke: rank {session.rank} interrupted while {session.phase}\n".encode())
         return 130
-    except Exception as error:       # every failure becomes this rank's diagnosis
+    except Exception as error:  # every failure becomes this rank's diagnosis
         status = fail(session, error)
         if session.rank == 0:
             checks["error"] = Verdict(ERROR, session.diagnosis(str(error)))
@@ -165,21 +186,22 @@ def _deepspeed(session, facts, op_timeout):
     # otherwise fall back to DeepSpeed's CPU accelerator and see none of them installed
     os.environ.setdefault("DS_ACCELERATOR", ds.get("accelerator", "cpu"))
     if session.rank == 0:
-        results["deepspeed ops"] = dscheck.check_ops(promised, ds.get("listed_ops"),
-                                                     timeout=op_timeout * 0.75)
+        results["deepspeed ops"] = dscheck.check_ops(promised, ds.get("listed_ops"), timeout=op_timeout * 0.75)
         results["deepspeed op loads"] = dscheck.load_ops(promised)
     session.doing("the DeepSpeed engine under ZeRO 1, 2 and 3")
     if os.environ["DS_ACCELERATOR"] != "cpu" and session.device == "cpu":
-        results["deepspeed engine"] = Verdict.none("no GPU here; the engine check runs where the image's "
-                                                   "GPUs are (python -m smoke on a GPU node)")
+        results["deepspeed engine"] = Verdict.none(
+            "no GPU here; the engine check runs where the image's GPUs are (python -m smoke on a GPU node)"
+        )
     else:
         results["deepspeed engine"] = dscheck.engine(session)
     everyone = session.gather(results)
     merged = dict(everyone[0])
     engines = [r["deepspeed engine"] for r in everyone]
     ranks = f" on all {len(engines)} ranks" if len(engines) > 1 else ""
-    merged["deepspeed engine"] = next((e for e in engines if e.verdict != PASS),
-                                      replace(engines[0], why=engines[0].why + ranks))
+    merged["deepspeed engine"] = next(
+        (e for e in engines if e.verdict != PASS), replace(engines[0], why=engines[0].why + ranks)
+    )
     return merged
 
 
@@ -195,9 +217,13 @@ def _report(session, site_name, argv, checks, rows, site):
         busbw = checks.get("allreduce busbw")
         threshold = busbw.details.get("threshold") if busbw else None
         try:
-            report.plot(session.out / contract.SMOKE_PLOT, rows, threshold,
-                        f"all-reduce, {session.world} ranks on {session.nodes} node(s), "
-                        f"{session.backend}, site {site_name or 'unknown'}")
+            report.plot(
+                session.out / contract.SMOKE_PLOT,
+                rows,
+                threshold,
+                f"all-reduce, {session.world} ranks on {session.nodes} node(s), "
+                f"{session.backend}, site {site_name or 'unknown'}",
+            )
             written.append(str(session.out / contract.SMOKE_PLOT))
         except ImportError:
             session.say("smoke: no plot: matplotlib is not installed")
@@ -206,7 +232,6 @@ def _report(session, site_name, argv, checks, rows, site):
 
 def _write_quietly(session, site_name, argv, checks, rows):
     try:
-        report.write_json(session.out / contract.SMOKE_REPORT,
-                          report.document(session, site_name, argv, checks, rows))
+        report.write_json(session.out / contract.SMOKE_REPORT, report.document(session, site_name, argv, checks, rows))
     except Exception:
         pass

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Finished:
-    returncode: int | None        # None: killed at the timeout
+    returncode: int | None  # None: killed at the timeout
     stdout: str
     stderr: str
     timeout_s: float
@@ -31,8 +31,9 @@ class Finished:
 def run(argv, timeout_s, env=None) -> Finished:
     """Run ``argv`` (with ``env``, default this process's) for at most ``timeout_s`` seconds."""
     try:
-        done = subprocess.run(list(argv), env=env, capture_output=True, text=True,
-                              timeout=timeout_s, stdin=subprocess.DEVNULL)
+        done = subprocess.run(
+            list(argv), env=env, capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL
+        )
     except subprocess.TimeoutExpired:
         return Finished(None, "", "", timeout_s)
     return Finished(done.returncode, done.stdout, done.stderr, timeout_s)

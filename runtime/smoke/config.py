@@ -38,15 +38,14 @@ def site(path=None, environ=os.environ):
         try:
             text, where = Path(path).read_text(), str(path)
         except OSError as error:
-            raise ConfigError(f"--site-facts {path}: {error.strerror} (expected a site facts "
-                              f"JSON file)") from None
+            raise ConfigError(f"--site-facts {path}: {error.strerror} (expected a site facts JSON file)") from None
     elif environ.get(contract.SITE_FACTS):
         text, where = environ[contract.SITE_FACTS], f"${contract.SITE_FACTS}"
     else:
         return None, {}
     facts = _parse(text, where)
     if not isinstance(facts, dict) or not isinstance(facts.get("site"), str):
-        raise ConfigError(f"{where}: expected a JSON object with the site's name under \"site\"")
+        raise ConfigError(f'{where}: expected a JSON object with the site\'s name under "site"')
     return facts["site"], facts
 
 

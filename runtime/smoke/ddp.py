@@ -24,8 +24,7 @@ def run(session, epochs=3):
     inputs = torch.randn(512, 16, generator=generator)
     targets = inputs @ torch.randn(16, 1, generator=generator) + 0.01 * torch.randn(512, 1, generator=generator)
     dataset = TensorDataset(inputs, targets)
-    sampler = DistributedSampler(dataset, num_replicas=session.world, rank=session.rank,
-                                 shuffle=True, seed=0)
+    sampler = DistributedSampler(dataset, num_replicas=session.world, rank=session.rank, shuffle=True, seed=0)
     loader = DataLoader(dataset, batch_size=16, sampler=sampler)
 
     def make():
@@ -60,8 +59,9 @@ def run(session, epochs=3):
     path = session.out / "ddp-checkpoint.pt"
     if session.rank == 0:
         temporary = path.with_name(path.name + ".tmp")
-        torch.save({"epoch": epochs - 1, "model": ddp.module.state_dict(),
-                    "optimizer": optimizer.state_dict()}, temporary)
+        torch.save(
+            {"epoch": epochs - 1, "model": ddp.module.state_dict(), "optimizer": optimizer.state_dict()}, temporary
+        )
         os.replace(temporary, path)
     session.doing("waiting for rank 0's checkpoint")
     session.wait(dist.barrier(async_op=True))
@@ -85,19 +85,25 @@ def run(session, epochs=3):
     if not restored:
         problems.append("a rank's parameters differ from the checkpoint it loaded")
     if abs(losses[-1] - continued) > RESUME_TOLERANCE * max(1.0, abs(continued)):
-        problems.append(f"the resumed run's next epoch has loss {losses[-1]:.6f}, the run that never "
-                        f"stopped {continued:.6f}: the checkpoint did not carry the whole state")
-    why = "; ".join(problems) or (f"loss {losses[0]:.4f} -> {losses[-2]:.4f} over {epochs} epochs "
-                                  f"on {session.world} ranks, identical parameters, resumed to "
-                                  f"{losses[-1]:.4f} as without the resume")
-    return Verdict.judged(not problems, why, losses=losses, parameter_spread=spread, continued=continued,
-                          checkpoint=str(path))
+        problems.append(
+            f"the resumed run's next epoch has loss {losses[-1]:.6f}, the run that never "
+            f"stopped {continued:.6f}: the checkpoint did not carry the whole state"
+        )
+    why = "; ".join(problems) or (
+        f"loss {losses[0]:.4f} -> {losses[-2]:.4f} over {epochs} epochs "
+        f"on {session.world} ranks, identical parameters, resumed to "
+        f"{losses[-1]:.4f} as without the resume"
+    )
+    return Verdict.judged(
+        not problems, why, losses=losses, parameter_spread=spread, continued=continued, checkpoint=str(path)
+    )
 
 
 def _parameter_spread(session, ddp):
     """The largest difference between any rank's parameters and rank 0's."""
     import torch
     import torch.distributed as dist
+
     flat = torch.cat([p.detach().reshape(-1) for p in ddp.parameters()])
     reference = flat.clone()
     session.wait(dist.broadcast(reference, src=0, async_op=True))

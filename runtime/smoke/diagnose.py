@@ -8,28 +8,40 @@ from . import transport
 UNKNOWN = "unknown; the error above and the other ranks' messages say more"
 DIED = "another rank died or exited early (look at the other ranks' messages above)"
 CAUSES = (
-    (r"Name or service not known|gai error|Temporary failure in name resolution|nodename nor servname|"
-     r"does not resolve",
-     "the master address does not resolve on this node (not in DNS or /etc/hosts; set MASTER_ADDR "
-     "to a name or address every node can resolve)"),
-    (r"Address already in use|EADDRINUSE|errno: 98|is in use",
-     "MASTER_PORT is already in use on the master node (another job or process holds it; "
-     "choose another MASTER_PORT)"),
+    (
+        r"Name or service not known|gai error|Temporary failure in name resolution|nodename nor servname|"
+        r"does not resolve",
+        "the master address does not resolve on this node (not in DNS or /etc/hosts; set MASTER_ADDR "
+        "to a name or address every node can resolve)",
+    ),
+    (
+        r"Address already in use|EADDRINUSE|errno: 98|is in use",
+        "MASTER_PORT is already in use on the master node (another job or process holds it; "
+        "choose another MASTER_PORT)",
+    ),
     # NCCL's own words for a missing plugin (not the tuner's "Could not find: librccl-tuner.so",
     # not "Plugin name set by env to .../librccl-net.so", which a working plugin prints)
-    (r"No plugin found|Could not find:\s*lib[nr]ccl-net|Error: network .* not found|"
-     r"Failed to initialize any NET plugin",
-     "the NCCL/RCCL network plugin is missing (NCCL_NET_PLUGIN names no file, or its directory "
-     "is not on LD_LIBRARY_PATH)"),
-    (r"Connection closed by peer|Connection reset|Broken pipe|remote process exited|peer.*(closed|died)|"
-     r"EOF|ProcessGroupNCCL.*(abort|Abort)",
-     DIED),
-    (r"Connection refused",
-     "nothing listens at MASTER_ADDR:MASTER_PORT: rank 0 failed before it opened its store, or "
-     "the ranks disagree on the address or port"),
-    (r"[Tt]imed? ?out|[Tt]imeout|deadline",
-     "a rank is stuck, slow or never started (check that every rank was launched and that all "
-     "agree on MASTER_ADDR and MASTER_PORT)"),
+    (
+        r"No plugin found|Could not find:\s*lib[nr]ccl-net|Error: network .* not found|"
+        r"Failed to initialize any NET plugin",
+        "the NCCL/RCCL network plugin is missing (NCCL_NET_PLUGIN names no file, or its directory "
+        "is not on LD_LIBRARY_PATH)",
+    ),
+    (
+        r"Connection closed by peer|Connection reset|Broken pipe|remote process exited|peer.*(closed|died)|"
+        r"EOF|ProcessGroupNCCL.*(abort|Abort)",
+        DIED,
+    ),
+    (
+        r"Connection refused",
+        "nothing listens at MASTER_ADDR:MASTER_PORT: rank 0 failed before it opened its store, or "
+        "the ranks disagree on the address or port",
+    ),
+    (
+        r"[Tt]imed? ?out|[Tt]imeout|deadline",
+        "a rank is stuck, slow or never started (check that every rank was launched and that all "
+        "agree on MASTER_ADDR and MASTER_PORT)",
+    ),
 )
 
 
@@ -53,7 +65,7 @@ def likely_cause(text, transport_lines=()):
     for pattern, cause in CAUSES:
         if re.search(pattern, text):
             peers = lost_peers(text) if cause is DIED else []
-            return (cause.replace("another rank", "the rank(s) at " + ", ".join(peers), 1) if peers else cause)
+            return cause.replace("another rank", "the rank(s) at " + ", ".join(peers), 1) if peers else cause
     if transport_lines:
         return _plugin_cause(transport.parse(transport_lines)) or UNKNOWN
     return UNKNOWN
@@ -64,19 +76,25 @@ def _plugin_cause(summary):
     verdict reads them; None when they say nothing wrong."""
     if summary.get("net_error"):
         missing = f" ({summary['missing_plugin']} was not found)" if summary.get("missing_plugin") else ""
-        return (f"NCCL stopped: {summary['net_error']}{missing}; NCCL_NET names a network that no "
-                f"loaded plugin provides (check NCCL_NET_PLUGIN and that the plugin loads)")
+        return (
+            f"NCCL stopped: {summary['net_error']}{missing}; NCCL_NET names a network that no "
+            f"loaded plugin provides (check NCCL_NET_PLUGIN and that the plugin loads)"
+        )
     if summary.get("missing_plugin"):
-        return (f"the NCCL/RCCL network plugin {summary['missing_plugin']} is missing (NCCL_NET_PLUGIN "
-                f"names no file, or its directory is not on LD_LIBRARY_PATH)")
+        return (
+            f"the NCCL/RCCL network plugin {summary['missing_plugin']} is missing (NCCL_NET_PLUGIN "
+            f"names no file, or its directory is not on LD_LIBRARY_PATH)"
+        )
     if summary.get("plugin_error"):
         return f"the NCCL/RCCL network plugin is there but failed: {summary['plugin_error']}"
     return None
 
 
 def joining_timed_out(addr, port):
-    return (f"this rank could not join at {addr}:{port}: rank 0 failed before opening its store "
-            "there, another program holds that port, or a rank was never started")
+    return (
+        f"this rank could not join at {addr}:{port}: rank 0 failed before opening its store "
+        "there, another program holds that port, or a rank was never started"
+    )
 
 
 def check_master(addr, port, *, is_master):

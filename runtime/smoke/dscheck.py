@@ -22,8 +22,16 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _ROW = re.compile(r"^(\w+) \.* ?\[(YES|NO)\] \.+ \[(OKAY|NO|-)\]", re.M)
 
 # (ZeRO stage, optimizer type as users name it in a config, offload the optimizer to the CPU)
-ENGINE_RUNS = ((1, "Adam", False), (1, "AdamW", False), (2, "Adam", False), (2, "AdamW", False),
-               (3, "Adam", False), (3, "AdamW", False), (3, "Adam", True), (3, "AdamW", True))
+ENGINE_RUNS = (
+    (1, "Adam", False),
+    (1, "AdamW", False),
+    (2, "Adam", False),
+    (2, "AdamW", False),
+    (3, "Adam", False),
+    (3, "AdamW", False),
+    (3, "Adam", True),
+    (3, "AdamW", True),
+)
 STEPS = 3
 
 
@@ -34,8 +42,7 @@ class JITBuild(RuntimeError):
 def parse_report(text):
     """{op: (installed, compatible)} from ds_report's op table."""
     text = _ANSI.sub("", text)
-    return {name: (installed == "YES", compatible == "OKAY")
-            for name, installed, compatible in _ROW.findall(text)}
+    return {name: (installed == "YES", compatible == "OKAY") for name, installed, compatible in _ROW.findall(text)}
 
 
 def check_ops(promised, listed, timeout):
@@ -68,21 +75,24 @@ def check_ops(promised, listed, timeout):
         return Verdict.failed("; ".join(problems), **found)
     if not promised:
         return Verdict.none("the image promises no prebuilt ops", **found)
-    return Verdict.passed(f"ds_report shows exactly the {len(promised)} promised ops installed: "
-                          f"{', '.join(sorted(promised))}", **found)
+    return Verdict.passed(
+        f"ds_report shows exactly the {len(promised)} promised ops installed: {', '.join(sorted(promised))}", **found
+    )
 
 
 @contextlib.contextmanager
 def no_jit():
     """Any just-in-time op build raises JITBuild naming the op; torch's extensions folder is a
     fresh one that must still be empty at the end (a build by some other path shows there)."""
+
     def refuse(builder, verbose=True):
-        raise JITBuild(f"DeepSpeed tried to compile the {builder.name} op at run time; "
-                       f"it is not prebuilt in this image")
+        raise JITBuild(
+            f"DeepSpeed tried to compile the {builder.name} op at run time; it is not prebuilt in this image"
+        )
 
     patched = []
     for name in ("op_builder.builder", "deepspeed.ops.op_builder.builder"):
-        try:   # an installed DeepSpeed may carry its builders under both names
+        try:  # an installed DeepSpeed may carry its builders under both names
             module = importlib.import_module(name)
         except ImportError:
             continue
@@ -110,13 +120,14 @@ def no_jit():
 def load_ops(promised):
     """Each promised op loads from its prebuilt module (no compiler needed)."""
     from deepspeed.ops.op_builder.all_ops import ALL_OPS
+
     failed, started = {}, time.perf_counter()
     try:
         with no_jit():
             for op in promised:
                 try:
                     ALL_OPS[op].load(verbose=False)
-                except Exception as error:        # noqa: BLE001 - each op's own error is the verdict
+                except Exception as error:  # noqa: BLE001 - each op's own error is the verdict
                     failed[op] = f"{type(error).__name__}: {_first_line(error)}"
     except JITBuild as error:
         failed["(run time)"] = str(error)
@@ -142,16 +153,22 @@ def engine(session, runs=ENGINE_RUNS):
                 where = _name(stage, optimizer, offload)
                 done.append(_train(torch, deepspeed, session.device, stage, optimizer, offload))
             where = "the end of the check"
-    except Exception as error:                     # noqa: BLE001 - the verdict says what broke
-        return Verdict.failed(f"rank {session.rank}: {type(error).__name__} at {where}: {_first_line(error)}",
-                              runs=done)
+    except Exception as error:  # noqa: BLE001 - the verdict says what broke
+        return Verdict.failed(
+            f"rank {session.rank}: {type(error).__name__} at {where}: {_first_line(error)}", runs=done
+        )
     bad = [run for run in done if not run["learned"]]
     seconds = time.perf_counter() - started
     if bad:
-        return Verdict.failed(f"rank {session.rank}: the loss did not fall under "
-                              + ", ".join(run["name"] for run in bad), runs=done)
-    return Verdict.passed(f"{len(done)} engines ({', '.join(run['name'] for run in done)}) trained "
-                          f"{STEPS} steps each, nothing compiled ({seconds:.1f} s)", runs=done, seconds=seconds)
+        return Verdict.failed(
+            f"rank {session.rank}: the loss did not fall under " + ", ".join(run["name"] for run in bad), runs=done
+        )
+    return Verdict.passed(
+        f"{len(done)} engines ({', '.join(run['name'] for run in done)}) trained "
+        f"{STEPS} steps each, nothing compiled ({seconds:.1f} s)",
+        runs=done,
+        seconds=seconds,
+    )
 
 
 def _train(torch, deepspeed, device, stage, optimizer, offload):
@@ -160,12 +177,16 @@ def _train(torch, deepspeed, device, stage, optimizer, offload):
     zero = {"stage": stage}
     if offload:
         zero["offload_optimizer"] = {"device": "cpu", "pin_memory": True}
-    config = {"train_micro_batch_size_per_gpu": 8, "gradient_accumulation_steps": 1,
-              "optimizer": {"type": optimizer, "params": {"lr": 0.01}},
-              "zero_optimization": zero, "steps_per_print": 10 ** 9, "wall_clock_breakdown": False}
+    config = {
+        "train_micro_batch_size_per_gpu": 8,
+        "gradient_accumulation_steps": 1,
+        "optimizer": {"type": optimizer, "params": {"lr": 0.01}},
+        "zero_optimization": zero,
+        "steps_per_print": 10**9,
+        "wall_clock_breakdown": False,
+    }
     started = time.perf_counter()
-    model_engine, used, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(),
-                                                    config=config)
+    model_engine, used, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=config)
     inputs = torch.randn(8, 16, generator=torch.Generator().manual_seed(1)).to(model_engine.device)
     target = torch.zeros(8, 4, device=model_engine.device)
     losses = []
@@ -176,11 +197,18 @@ def _train(torch, deepspeed, device, stage, optimizer, offload):
         losses.append(float(loss.detach()))
     name = _name(stage, optimizer, offload)
     inner = getattr(used, "optimizer", used)
-    if hasattr(model_engine, "destroy"):   # frees ZeRO-3's hooks before the next engine
+    if hasattr(model_engine, "destroy"):  # frees ZeRO-3's hooks before the next engine
         model_engine.destroy()
-    return {"name": name, "stage": stage, "optimizer": optimizer, "offload": offload,
-            "class": type(inner).__name__, "losses": losses, "learned": losses[-1] < losses[0],
-            "seconds": time.perf_counter() - started}
+    return {
+        "name": name,
+        "stage": stage,
+        "optimizer": optimizer,
+        "offload": offload,
+        "class": type(inner).__name__,
+        "losses": losses,
+        "learned": losses[-1] < losses[0],
+        "seconds": time.perf_counter() - started,
+    }
 
 
 def _name(stage, optimizer, offload):

@@ -11,9 +11,9 @@ CUDA toolkit is at hand (the CUDA images' build checks that they agree).
 import struct
 
 MAGIC = 0xBA55ED50
-_FAT_HEADER = struct.Struct("<IHHQ")          # magic, version, header size, size of entries
-_ENTRY_HEADER = struct.Struct("<HHIQIIHHI")   # kind, -, header size, payload size, -, -, -, -, arch
-_KINDS = {1: "compute", 2: "sm"}               # PTX, machine code
+_FAT_HEADER = struct.Struct("<IHHQ")  # magic, version, header size, size of entries
+_ENTRY_HEADER = struct.Struct("<HHIQIIHHI")  # kind, -, header size, payload size, -, -, -, -, arch
+_KINDS = {1: "compute", 2: "sm"}  # PTX, machine code
 
 
 class NotELF(ValueError):
@@ -29,7 +29,7 @@ def archs(path) -> tuple:
     while data and offset + _FAT_HEADER.size <= len(data):
         magic, _, header_size, size = _FAT_HEADER.unpack_from(data, offset)
         if magic != MAGIC:
-            offset += 8                          # fat binaries start 8-byte aligned
+            offset += 8  # fat binaries start 8-byte aligned
             continue
         entry, end = offset + header_size, min(offset + header_size + size, len(data))
         while entry + _ENTRY_HEADER.size <= end:
@@ -60,7 +60,7 @@ def section(path, name: bytes) -> bytes:
         file.seek(headers[names_index][4])
         names = file.read(headers[names_index][5])
         for name_at, _, _, _, offset, size in headers:
-            if names[name_at:names.find(b"\0", name_at)] == name:
+            if names[name_at : names.find(b"\0", name_at)] == name:
                 file.seek(offset)
                 return file.read(size)
     return b""

@@ -16,7 +16,7 @@ def check(pins):
         name, _, version = pin.partition("==")
         try:
             module = importlib.import_module(name)
-        except Exception as error:          # any import failure is the finding
+        except Exception as error:  # any import failure is the finding
             return False, f"imports: {name} does not import: {type(error).__name__}: {error}"
         have = getattr(module, "__version__", None)
         if version and have != version:
@@ -28,8 +28,7 @@ def check(pins):
 def main(argv=None):
     pins = sys.argv[1:] if argv is None else argv
     if not pins or any(not pin.partition("==")[0] for pin in pins):
-        print("imports: error: expected NAME==VERSION arguments, such as lightning==2.6.6",
-              file=sys.stderr)
+        print("imports: error: expected NAME==VERSION arguments, such as lightning==2.6.6", file=sys.stderr)
         return 2
     ok, line = check(pins)
     print(line, file=sys.stdout if ok else sys.stderr)

@@ -19,14 +19,13 @@ def measured(torch, image) -> dict:
     major = torch.version.cuda.split(".")[0]
     minimums = (image.get("gpu") or {}).get("min_driver", {})
     if major not in minimums:
-        raise SystemExit(f"no oldest driver known for CUDA {major}: add it to cuda_min_driver "
-                         f"in recipes/versions.yaml")
-    return {"nccl.version": nccl, "cuda.runtime": torch.version.cuda,
-            "cuda.min_driver": minimums[major]}
+        raise SystemExit(f"no oldest driver known for CUDA {major}: add it to cuda_min_driver in recipes/versions.yaml")
+    return {"nccl.version": nccl, "cuda.runtime": torch.version.cuda, "cuda.min_driver": minimums[major]}
 
 
 def main(argv=None):
     import torch
+
     prefix = (argv if argv is not None else sys.argv[1:] or ["org.hpc-ml-containers"])[0]
     for key, value in measured(torch, config.image()).items():
         print(f"{prefix}.{key} {value}")

@@ -16,8 +16,9 @@ MPI_LAUNCHERS = ("openmpi", "pmix", "pmi")
 def check(session, slurm_mpi, timeout):
     source = session.launch.source
     if source == "slurm" and slurm_mpi in (None, "none"):
-        return Verdict.none("srun without an MPI plugin (the site's slurm_mpi is none); "
-                            "launch with mpirun to check mpi4py")
+        return Verdict.none(
+            "srun without an MPI plugin (the site's slurm_mpi is none); launch with mpirun to check mpi4py"
+        )
     if source not in MPI_LAUNCHERS + ("slurm",):
         return Verdict.none(f"launched by {source}, not by MPI or srun")
     result = commands.run([sys.executable, "-m", "smoke.mpicheck", str(session.world)], timeout)
@@ -31,13 +32,15 @@ def check(session, slurm_mpi, timeout):
         return Verdict.failed(f"mpi4py failed, exit {result.returncode}: {last}{hint}")
     size, total = map(int, fields)
     if size != session.world:
-        return Verdict.failed(f"MPI sees {size} ranks where the launcher started "
-                              f"{session.world}: each rank started MPI on its own")
+        return Verdict.failed(
+            f"MPI sees {size} ranks where the launcher started {session.world}: each rank started MPI on its own"
+        )
     return Verdict.judged(total == expected, f"MPI all-reduce over {size} ranks gave {total}, expected {expected}")
 
 
 def main():
     from mpi4py import MPI
+
     comm = MPI.COMM_WORLD
     total = comm.allreduce(comm.Get_rank() + 1)
     print(comm.Get_size(), total)

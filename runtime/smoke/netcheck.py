@@ -62,6 +62,7 @@ class Fail(Exception):
 
 # --- shared helpers ---------------------------------------------------------------------------
 
+
 def load(path, what, mode=LOAD_MODE):
     """dlopen ``path``; a loader error (missing file, missing dependency, undefined symbol)
     becomes a Fail that names ``what`` and quotes the loader."""
@@ -90,9 +91,11 @@ def mapped_files():
 
 def mapped_named(prefix, exclude=None):
     """Mapped files whose basename starts with ``prefix`` (and not with ``exclude``)."""
-    return [path for path in mapped_files()
-            if os.path.basename(path).startswith(prefix)
-            and not (exclude and os.path.basename(path).startswith(exclude))]
+    return [
+        path
+        for path in mapped_files()
+        if os.path.basename(path).startswith(prefix) and not (exclude and os.path.basename(path).startswith(exclude))
+    ]
 
 
 def inside(path, directory):
@@ -112,67 +115,82 @@ def last_line(*texts):
 
 # --- plugin -----------------------------------------------------------------------------------
 
+
 def check_plugin(args):
     plugin = args.plugin or os.environ.get("NCCL_NET_PLUGIN")
     if not plugin:
         raise Fail("NCCL_NET_PLUGIN is not set; expected the path of the image's net plugin")
     if not os.path.isfile(plugin):
-        raise Fail(f"net plugin {plugin} does not exist: RCCL would silently fall back to TCP "
-                   "sockets; expected the image's aws-ofi-nccl plugin there")
-    load(args.rccl, "RCCL")                     # first, as RCCL itself is there before its plugin
+        raise Fail(
+            f"net plugin {plugin} does not exist: RCCL would silently fall back to TCP "
+            "sockets; expected the image's aws-ofi-nccl plugin there"
+        )
+    load(args.rccl, "RCCL")  # first, as RCCL itself is there before its plugin
     try:
         library = ctypes.CDLL(plugin, mode=LOAD_MODE)
     except OSError as error:
-        raise Fail(f"net plugin {plugin} does not load: {error}; its symbols must resolve against "
-                   f"the image's RCCL ({args.rccl}) and libfabric, else RCCL falls back to sockets"
-                   ) from None
+        raise Fail(
+            f"net plugin {plugin} does not load: {error}; its symbols must resolve against "
+            f"the image's RCCL ({args.rccl}) and libfabric, else RCCL falls back to sockets"
+        ) from None
     version = next((f"ncclNet_v{n}" for n in NET_VERSIONS if hasattr(library, f"ncclNet_v{n}")), None)
     if version is None:
-        raise Fail(f"{plugin} exports no ncclNet_v* symbol (looked for v{NET_VERSIONS[0]} down "
-                   f"to v{NET_VERSIONS[-1]}): not an NCCL/RCCL net plugin")
+        raise Fail(
+            f"{plugin} exports no ncclNet_v* symbol (looked for v{NET_VERSIONS[0]} down "
+            f"to v{NET_VERSIONS[-1]}): not an NCCL/RCCL net plugin"
+        )
     fabrics = mapped_named("libfabric.so")
     if args.libfabric_dir:
         if not fabrics:
-            raise Fail(f"net plugin {plugin} loaded no libfabric; expected the image's libfabric "
-                       f"from {args.libfabric_dir}")
+            raise Fail(
+                f"net plugin {plugin} loaded no libfabric; expected the image's libfabric from {args.libfabric_dir}"
+            )
         outside = [path for path in fabrics if not inside(path, args.libfabric_dir)]
         if outside:
-            raise Fail(f"net plugin {plugin} loaded libfabric {', '.join(outside)}; expected the "
-                       f"image's libfabric from {args.libfabric_dir} (its CXI provider)")
+            raise Fail(
+                f"net plugin {plugin} loaded libfabric {', '.join(outside)}; expected the "
+                f"image's libfabric from {args.libfabric_dir} (its CXI provider)"
+            )
     fabric = ", ".join(fabrics) if fabrics else "none loaded"
     return f"{plugin} exports {version}; libfabric: {fabric}"
 
 
 # --- rccl -------------------------------------------------------------------------------------
 
+
 def check_rccl(args):
     try:
         importlib.import_module(args.module)
-    except Exception as error:             # torch fails with OSError too when a library is missing
+    except Exception as error:  # torch fails with OSError too when a library is missing
         raise Fail(f"cannot import {args.module}: {type(error).__name__}: {error}") from None
     rccls = mapped_named("librccl", exclude="librccl-net")
     if not rccls:
         raise Fail(f"{args.module} loaded no librccl; expected RCCL from {args.prefix}")
     bundled = [path for path in rccls if not inside(path, args.prefix)]
     if bundled:
-        raise Fail(f"{args.module} loaded its bundled RCCL {', '.join(bundled)}, which ignores the "
-                   f"network plugin; expected RCCL from {args.prefix} "
-                   f"(LD_PRELOAD={os.path.join(args.prefix, 'librccl.so.1')})")
+        raise Fail(
+            f"{args.module} loaded its bundled RCCL {', '.join(bundled)}, which ignores the "
+            f"network plugin; expected RCCL from {args.prefix} "
+            f"(LD_PRELOAD={os.path.join(args.prefix, 'librccl.so.1')})"
+        )
     return f"{args.module} uses RCCL {', '.join(rccls)}"
 
 
 # --- provider ---------------------------------------------------------------------------------
+
 
 def check_provider(args):
     provider = args.provider
     library_prefix, device_class = PROVIDERS[provider]
     load(args.libfabric, "libfabric")
     how = provider_library(args.libfabric, provider, library_prefix)
-    sysfs = os.environ.get(contract.NETCHECK_SYSFS, "/sys")   # tests fake a CXI device
+    sysfs = os.environ.get(contract.NETCHECK_SYSFS, "/sys")  # tests fake a CXI device
     devices = os.path.join(sysfs, device_class)
     if not (os.path.isdir(devices) and os.listdir(devices)):
-        return (f"libfabric {args.libfabric} has {provider} ({how}); provider library present; no "
-                f"{provider.upper()} device here, fi_info -p {provider} runs on a GPU node")
+        return (
+            f"libfabric {args.libfabric} has {provider} ({how}); provider library present; no "
+            f"{provider.upper()} device here, fi_info -p {provider} runs on a GPU node"
+        )
     result = run_fi_info(args, provider)
     return f"libfabric {args.libfabric} has {provider} ({how}); fi_info -p {provider}: {result}"
 
@@ -185,10 +203,12 @@ def provider_library(libfabric, provider, library_prefix):
         return f"built in: loads {builtin[0]}"
     dso = os.path.join(os.path.dirname(libfabric), "libfabric", f"lib{provider}-fi.so")
     if os.path.isfile(dso):
-        load(dso, f"libfabric's {provider} provider DSO", mode=os.RTLD_NOW)   # after libfabric
+        load(dso, f"libfabric's {provider} provider DSO", mode=os.RTLD_NOW)  # after libfabric
         return f"DSO {dso}"
-    raise Fail(f"libfabric {libfabric} has no {provider} provider (not built in: it does not load "
-               f"{library_prefix}; no DSO {dso}); expected libfabric built with --enable-{provider}")
+    raise Fail(
+        f"libfabric {libfabric} has no {provider} provider (not built in: it does not load "
+        f"{library_prefix}; no DSO {dso}); expected libfabric built with --enable-{provider}"
+    )
 
 
 def find_fi_info(args):
@@ -205,8 +225,10 @@ def run_fi_info(args, provider):
     its last line on success, Fail otherwise."""
     fi_info = find_fi_info(args)
     if not fi_info:
-        raise Fail(f"this node has a {provider.upper()} device but no fi_info to ask (none beside "
-                   f"{args.libfabric} in ../bin, none on PATH); pass --fi-info")
+        raise Fail(
+            f"this node has a {provider.upper()} device but no fi_info to ask (none beside "
+            f"{args.libfabric} in ../bin, none on PATH); pass --fi-info"
+        )
     libdir = os.path.dirname(os.path.abspath(args.libfabric))
     env = dict(os.environ)
     env["LD_LIBRARY_PATH"] = os.pathsep.join(filter(None, [libdir, env.get("LD_LIBRARY_PATH")]))
@@ -218,13 +240,16 @@ def run_fi_info(args, provider):
     if done.timed_out:
         raise Fail(f"{' '.join(command)} {done.late} (libfabric {args.libfabric})")
     if done.returncode != 0:
-        raise Fail(f"{' '.join(command)} exited {done.returncode} on a node with a "
-                   f"{provider.upper()} device: {last_line(done.stderr, done.stdout)}; expected the "
-                   f"{provider} provider of libfabric {args.libfabric} to find it")
+        raise Fail(
+            f"{' '.join(command)} exited {done.returncode} on a node with a "
+            f"{provider.upper()} device: {last_line(done.stderr, done.stdout)}; expected the "
+            f"{provider} provider of libfabric {args.libfabric} to find it"
+        )
     return last_line(done.stdout)
 
 
 # --- wavefront --------------------------------------------------------------------------------
+
 
 def read_record(path):
     """The build's wavefront record: {"arch": str, "wavefront_size": int, ...}."""
@@ -232,12 +257,16 @@ def read_record(path):
         with open(path) as file:
             record = json.load(file)
     except (OSError, ValueError) as error:
-        raise Fail(f"cannot read the wavefront record {path}: {error}; expected the JSON the "
-                   "image's DeepSpeed build step writes") from None
-    if not (isinstance(record, dict) and isinstance(record.get("arch"), str)
-            and type(record.get("wavefront_size")) is int):
-        raise Fail(f"wavefront record {path} is not {{\"arch\": str, \"wavefront_size\": int, ...}}: "
-                   f"{json.dumps(record)[:200]}")
+        raise Fail(
+            f"cannot read the wavefront record {path}: {error}; expected the JSON the "
+            "image's DeepSpeed build step writes"
+        ) from None
+    if not (
+        isinstance(record, dict) and isinstance(record.get("arch"), str) and type(record.get("wavefront_size")) is int
+    ):
+        raise Fail(
+            f'wavefront record {path} is not {{"arch": str, "wavefront_size": int, ...}}: {json.dumps(record)[:200]}'
+        )
     return record
 
 
@@ -247,17 +276,21 @@ def check_wavefront(args):
     if arch != args.arch:
         raise Fail(f"DeepSpeed's ops were built for {arch} ({args.record}); expected {args.arch}")
     if size != args.expected:
-        raise Fail(f"DeepSpeed's ops were compiled with -DROCM_WAVEFRONT_SIZE={size} but "
-                   f"{args.arch} runs {args.expected}-wide wavefronts ({args.record}); rebuild with "
-                   f"the build's rocminfo stand-in reporting {args.arch}")
+        raise Fail(
+            f"DeepSpeed's ops were compiled with -DROCM_WAVEFRONT_SIZE={size} but "
+            f"{args.arch} runs {args.expected}-wide wavefronts ({args.record}); rebuild with "
+            f"the build's rocminfo stand-in reporting {args.arch}"
+        )
     built = f"{args.record}: {arch}, wavefront {size}"
     gpu = rocminfo_gpu(args.rocminfo)
     if isinstance(gpu, str):
         return f"{built}; {gpu}: no GPU here to compare with"
     name, wavefront = gpu
     if wavefront != size:
-        raise Fail(f"rocminfo reports {name} with {wavefront}-wide wavefronts but DeepSpeed's ops "
-                   f"were compiled with -DROCM_WAVEFRONT_SIZE={size} ({args.record})")
+        raise Fail(
+            f"rocminfo reports {name} with {wavefront}-wide wavefronts but DeepSpeed's ops "
+            f"were compiled with -DROCM_WAVEFRONT_SIZE={size} ({args.record})"
+        )
     return f"{built}; rocminfo agrees ({name}, wavefront {wavefront})"
 
 
@@ -294,6 +327,7 @@ def parse_rocminfo(text):
 
 # --- command line -----------------------------------------------------------------------------
 
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message):
         # one line, no usage block: it lands in a build log next to other checks
@@ -313,21 +347,21 @@ def parser():
     provider = checks.add_parser("provider", help="libfabric carries the provider (cxi)")
     provider.add_argument("--libfabric", required=True, help="the image's libfabric.so.1")
     provider.add_argument("--provider", default="cxi", choices=sorted(PROVIDERS))
-    provider.add_argument("--fi-info", help="fi_info to run where a device is present "
-                                            "(default: <libdir>/../bin/fi_info, else PATH)")
-    provider.add_argument("--timeout", type=float, default=FI_INFO_TIMEOUT,
-                          help=f"seconds fi_info may take ({FI_INFO_TIMEOUT})")
+    provider.add_argument(
+        "--fi-info", help="fi_info to run where a device is present (default: <libdir>/../bin/fi_info, else PATH)"
+    )
+    provider.add_argument(
+        "--timeout", type=float, default=FI_INFO_TIMEOUT, help=f"seconds fi_info may take ({FI_INFO_TIMEOUT})"
+    )
     wavefront = checks.add_parser("wavefront", help="DeepSpeed's ops match the arch's wavefront")
     wavefront.add_argument("--record", required=True, help="the build's wavefront JSON")
     wavefront.add_argument("--arch", required=True, help="the image's GPU arch (gfx90a)")
     wavefront.add_argument("--expected", required=True, type=int, help="its wavefront size (64)")
-    wavefront.add_argument("--rocminfo", help=f"rocminfo to compare with (default: {ROCMINFO}, "
-                                              "else PATH)")
+    wavefront.add_argument("--rocminfo", help=f"rocminfo to compare with (default: {ROCMINFO}, else PATH)")
     return top
 
 
-RUNNERS = {"plugin": check_plugin, "rccl": check_rccl, "provider": check_provider,
-           "wavefront": check_wavefront}
+RUNNERS = {"plugin": check_plugin, "rccl": check_rccl, "provider": check_provider, "wavefront": check_wavefront}
 
 
 def main(argv=None):
@@ -346,7 +380,7 @@ def run(check, argv, timeout=120, env=None):
     `smoke preflight`: (passed, its one line)."""
     if check not in CHECKS:
         raise ValueError(f"unknown netcheck {check!r}; one of {', '.join(CHECKS)}")
-    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # smoke's parent
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # smoke's parent
     full_env = dict(os.environ if env is None else env)
     full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [here, full_env.get("PYTHONPATH")]))
     command = [sys.executable, "-m", "smoke.netcheck", check, *map(str, argv)]

@@ -28,14 +28,15 @@ KFD_NODES = Path("/sys/class/kfd/kfd/topology/nodes")
 @dataclass(frozen=True)
 class Host:
     """What this node offers; tests build one by hand to simulate any GPU and driver."""
-    driver: str = None          # NVIDIA driver version, e.g. "550.54.15"; None: none loaded
-    gpus: tuple = ()            # ((name, arch), ...): ("NVIDIA A100-SXM4-40GB", "sm_80"), gfx90a
-    gpu_error: str = None       # why the GPUs could not be listed although a driver is there
-    torch: str = None           # torch's version; None: it does not import
-    torch_cuda: str = None      # CUDA runtime torch was built with ("12.8"); None: not CUDA
+
+    driver: str = None  # NVIDIA driver version, e.g. "550.54.15"; None: none loaded
+    gpus: tuple = ()  # ((name, arch), ...): ("NVIDIA A100-SXM4-40GB", "sm_80"), gfx90a
+    gpu_error: str = None  # why the GPUs could not be listed although a driver is there
+    torch: str = None  # torch's version; None: it does not import
+    torch_cuda: str = None  # CUDA runtime torch was built with ("12.8"); None: not CUDA
     torch_hip: str = None
-    torch_archs: tuple = ()     # ("sm_70", "sm_80", "compute_90") or ("gfx90a",)
-    op_archs: tuple = ()        # (("fused_adam_op", ("sm_80",)), ...): DeepSpeed ops with CUDA code
+    torch_archs: tuple = ()  # ("sm_70", "sm_80", "compute_90") or ("gfx90a",)
+    op_archs: tuple = ()  # (("fused_adam_op", ("sm_80",)), ...): DeepSpeed ops with CUDA code
 
 
 def probe(timeout=30) -> Host:
@@ -52,8 +53,9 @@ def probe(timeout=30) -> Host:
     archs = ()
     try:
         import torch
+
         version, cuda, hip = torch.__version__, torch.version.cuda, getattr(torch.version, "hip", None)
-        flags = getattr(torch._C, "_cuda_getArchFlags", lambda: "")()   # no CUDA initialisation
+        flags = getattr(torch._C, "_cuda_getArchFlags", lambda: "")()  # no CUDA initialisation
         archs = tuple(flags.split()) if flags else ()
     except ImportError:
         pass
@@ -102,7 +104,7 @@ def _amd_gpus():
     for properties in sorted(KFD_NODES.glob("*/properties")):
         match = re.search(r"^gfx_target_version (\d+)$", properties.read_text(), re.M)
         if match and int(match.group(1)):
-            version = int(match.group(1))     # 90010 -> gfx90a
+            version = int(match.group(1))  # 90010 -> gfx90a
             major, minor, step = version // 10000, version // 100 % 100, version % 100
             gpus.append((f"AMD GPU (kfd node {properties.parent.name})", f"gfx{major}{minor}{step:x}"))
     return tuple(gpus)
@@ -125,7 +127,7 @@ def runs_on(gpu_arch, archs) -> str:
 
 
 def _capability(arch):
-    digits = arch.split("_", 1)[1].rstrip("af")       # sm_90a, sm_100f: the same family
+    digits = arch.split("_", 1)[1].rstrip("af")  # sm_90a, sm_100f: the same family
     return int(digits[:-1]), int(digits[-1])
 
 
@@ -142,15 +144,25 @@ def network(facts: dict, site: dict, nodes: int, run=netcheck.run) -> dict:
     if not comm.get("plugin_path"):
         return {}
     libfabric_dir = comm["libfabric_dir"]
-    chosen = (site.get("network") or {})
+    chosen = site.get("network") or {}
     if nodes > 1 and chosen.get("libfabric") == "host" and chosen.get("host_library_path"):
         libfabric_dir = chosen["host_library_path"][0]
     results = {}
-    checks = [("preflight net plugin", "plugin",
-               ["--plugin", comm["plugin_path"], "--rccl", comm["rccl"], "--libfabric-dir", libfabric_dir])]
+    checks = [
+        (
+            "preflight net plugin",
+            "plugin",
+            ["--plugin", comm["plugin_path"], "--rccl", comm["rccl"], "--libfabric-dir", libfabric_dir],
+        )
+    ]
     if comm.get("provider"):
-        checks.append(("preflight net provider", "provider",
-                       ["--libfabric", f"{libfabric_dir}/libfabric.so.1", "--provider", comm["provider"]]))
+        checks.append(
+            (
+                "preflight net provider",
+                "provider",
+                ["--libfabric", f"{libfabric_dir}/libfabric.so.1", "--provider", comm["provider"]],
+            )
+        )
     for name, check, argv in checks:
         passed, line = run(check, argv)
         results[name] = Verdict.judged(passed, line.split(": ok: ", 1)[-1].split(": FAIL: ", 1)[-1])
@@ -168,27 +180,34 @@ def check(host: Host, facts: dict) -> dict:
         results["preflight gpu"] = Verdict.passed("a CPU image: no GPU to check")
         return results
     if archs[0].startswith("sm_"):
-        results["preflight image torch archs"] = _built_for(archs, [("torch", host.torch_archs)],
-                                                            "torch")
+        results["preflight image torch archs"] = _built_for(archs, [("torch", host.torch_archs)], "torch")
         results["preflight image op archs"] = _ops_built_for(archs, host.op_archs, facts)
     if not host.gpus and not host.gpu_error:
-        results["preflight gpu"] = Verdict.none("no GPU on this node: the driver and arch checks run on a "
-                                                "GPU node (python -m smoke preflight in a GPU job)")
+        results["preflight gpu"] = Verdict.none(
+            "no GPU on this node: the driver and arch checks run on a GPU node (python -m smoke preflight in a GPU job)"
+        )
         return results
     if archs[0].startswith("sm_"):
         results["preflight driver"] = _driver(host, gpu.get("min_driver", {}))
     if host.gpu_error:
         results["preflight gpu"] = Verdict.failed(host.gpu_error)
         return results
-    results["preflight gpu arch"] = _arch(host.gpus, archs, "the image (and its DeepSpeed ops)",
-                                          "use the image built for {arch}, or rebuild this one "
-                                          "with {arch} in its sites' GPU archs")
-    results["preflight torch archs"] = _arch(host.gpus, host.torch_archs, "torch",
-                                             "rebuild with a torch build that carries {arch} "
-                                             "(recipes: the target's torch.version)")
+    results["preflight gpu arch"] = _arch(
+        host.gpus,
+        archs,
+        "the image (and its DeepSpeed ops)",
+        "use the image built for {arch}, or rebuild this one with {arch} in its sites' GPU archs",
+    )
+    results["preflight torch archs"] = _arch(
+        host.gpus,
+        host.torch_archs,
+        "torch",
+        "rebuild with a torch build that carries {arch} (recipes: the target's torch.version)",
+    )
     for op, op_archs in host.op_archs:
-        verdict = _arch(host.gpus, op_archs, f"DeepSpeed's {op}",
-                        "rebuild the image with {arch} in its sites' GPU archs")
+        verdict = _arch(
+            host.gpus, op_archs, f"DeepSpeed's {op}", "rebuild the image with {arch} in its sites' GPU archs"
+        )
         if verdict.verdict == FAIL:
             results["preflight op archs"] = verdict
             break
@@ -196,7 +215,8 @@ def check(host: Host, facts: dict) -> dict:
         if host.op_archs:
             results["preflight op archs"] = Verdict.passed(
                 f"all {len(host.op_archs)} CUDA ops of DeepSpeed run on "
-                f"{', '.join(sorted({arch for _, arch in host.gpus}))}")
+                f"{', '.join(sorted({arch for _, arch in host.gpus}))}"
+            )
     return results
 
 
@@ -210,27 +230,33 @@ def _built_for(archs, holders, what):
     if short:
         name, (lacking, held) = next(iter(sorted(short.items())))
         more = f" (and {len(short) - 1} more)" if len(short) > 1 else ""
-        return Verdict.failed(f"{name}{more} has no code for {', '.join(lacking)} "
-                              f"(holds {', '.join(held) or 'none'}): the image does not "
-                              f"keep its promise; rebuild it with a {what} build for those archs")
-    return Verdict.passed(f"{what} holds code for {', '.join(archs)}"
-                          + (f" ({len(holders)} files)" if len(holders) > 1 else ""))
+        return Verdict.failed(
+            f"{name}{more} has no code for {', '.join(lacking)} "
+            f"(holds {', '.join(held) or 'none'}): the image does not "
+            f"keep its promise; rebuild it with a {what} build for those archs"
+        )
+    return Verdict.passed(
+        f"{what} holds code for {', '.join(archs)}" + (f" ({len(holders)} files)" if len(holders) > 1 else "")
+    )
 
 
 def _ops_built_for(archs, op_archs, facts):
     ds = facts.get("deepspeed") or {}
     if not op_archs:
         if ds.get("accelerator") == "cuda" and ds.get("promised_ops"):
-            return Verdict.failed("no compiled DeepSpeed op holds CUDA code, but the image "
-                                  "promises CUDA ops: rebuild it (DS_ACCELERATOR=cuda)")
+            return Verdict.failed(
+                "no compiled DeepSpeed op holds CUDA code, but the image "
+                "promises CUDA ops: rebuild it (DS_ACCELERATOR=cuda)"
+            )
         return Verdict.none("no DeepSpeed op with CUDA code here")
     return _built_for(archs, op_archs, "DeepSpeed op")
 
 
 def _torch_build(host, archs):
     if host.torch is None:
-        return Verdict.failed("torch does not import here: run inside the image "
-                              "(singularity_wrapper exec python -m smoke preflight)")
+        return Verdict.failed(
+            "torch does not import here: run inside the image (singularity_wrapper exec python -m smoke preflight)"
+        )
     wanted = "cuda" if archs and archs[0].startswith("sm_") else "rocm" if archs else "cpu"
     found = "cuda" if host.torch_cuda else "rocm" if host.torch_hip else "cpu"
     if found != wanted:
@@ -247,10 +273,12 @@ def _driver(host, minimums):
     if not needed:
         return Verdict.none(f"driver {host.driver}; the image names no minimum for CUDA {host.torch_cuda}")
     if _version(host.driver) < _version(needed):
-        return Verdict.failed(f"driver {host.driver} is older than {needed}, which "
-                              f"CUDA {host.torch_cuda} in this image needs: use an "
-                              f"image built for an older CUDA, or ask the admins "
-                              f"for a newer driver")
+        return Verdict.failed(
+            f"driver {host.driver} is older than {needed}, which "
+            f"CUDA {host.torch_cuda} in this image needs: use an "
+            f"image built for an older CUDA, or ask the admins "
+            f"for a newer driver"
+        )
     return Verdict.passed(f"driver {host.driver} >= {needed} (CUDA {host.torch_cuda})")
 
 
@@ -263,8 +291,9 @@ def _arch(gpus, archs, what, advice):
         how = runs_on(arch, archs)
         if not how:
             held = ", ".join(archs) or "none"
-            return Verdict.failed(f"{name} ({arch}): {what} has no code for it (holds "
-                                  f"{held}); {advice.format(arch=arch)}")
+            return Verdict.failed(
+                f"{name} ({arch}): {what} has no code for it (holds {held}); {advice.format(arch=arch)}"
+            )
         if how == "ptx":
             slow.append(arch)
     note = f"; {', '.join(slow)} through PTX, compiled at first use" if slow else ""

@@ -15,19 +15,22 @@ LABEL_PREFIX = "org.hpc-ml-containers."
 
 
 def table(rows, world):
-    lines = [f"# all-reduce, {world} ranks, in place; time is the slowest rank's",
-             f"#{'size':>12} {'count':>12} {'type':>9} {'time(us)':>11} {'algbw(GB/s)':>12} "
-             f"{'busbw(GB/s)':>12} {'#wrong':>7}"]
+    lines = [
+        f"# all-reduce, {world} ranks, in place; time is the slowest rank's",
+        f"#{'size':>12} {'count':>12} {'type':>9} {'time(us)':>11} {'algbw(GB/s)':>12} "
+        f"{'busbw(GB/s)':>12} {'#wrong':>7}",
+    ]
     for row in rows:
-        lines.append(f" {row['bytes']:>12} {row['count']:>12} {row['dtype']:>9} {row['time_us']:>11.1f} "
-                     f"{row['algbw_gbs']:>12.3f} {row['busbw_gbs']:>12.3f} {row['wrong']:>7}")
+        lines.append(
+            f" {row['bytes']:>12} {row['count']:>12} {row['dtype']:>9} {row['time_us']:>11.1f} "
+            f"{row['algbw_gbs']:>12.3f} {row['busbw_gbs']:>12.3f} {row['wrong']:>7}"
+        )
     return "\n".join(lines)
 
 
 def verdict_lines(checks):
     width = max(map(len, checks), default=0)
-    return "\n".join(f"{name:<{width}}  {result.verdict.upper():<12} {result.why}"
-                     for name, result in checks.items())
+    return "\n".join(f"{name:<{width}}  {result.verdict.upper():<12} {result.why}" for name, result in checks.items())
 
 
 def overall(checks):
@@ -43,8 +46,11 @@ def image_labels():
         labels = json.loads(LABELS.read_text())
     except (OSError, ValueError):
         return {}
-    return {key[len(LABEL_PREFIX):]: value for key, value in sorted(labels.items())
-            if key.startswith(LABEL_PREFIX) and key != LABEL_PREFIX + "recipe"}
+    return {
+        key[len(LABEL_PREFIX) :]: value
+        for key, value in sorted(labels.items())
+        if key.startswith(LABEL_PREFIX) and key != LABEL_PREFIX + "recipe"
+    }
 
 
 def versions():
@@ -52,10 +58,11 @@ def versions():
     for module in ("torch", "deepspeed", "numpy", "mpi4py", "matplotlib"):
         try:
             found[module] = __import__(module).__version__
-        except Exception:       # absent or broken: the report says so rather than failing
+        except Exception:  # absent or broken: the report says so rather than failing
             found[module] = None
     try:
         import torch
+
         found["cuda"], found["hip"] = torch.version.cuda, getattr(torch.version, "hip", None)
         if torch.cuda.is_available():
             found["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))
@@ -70,11 +77,18 @@ def document(session, site_name, args, checks, rows):
         "schema": 1,
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "command": args,
-        "machine": {"hosts": sorted(set(session.hosts)), "nodes": session.nodes,
-                    "ranks": session.world, "ranks_per_node": session.local_world,
-                    "launcher": session.launch.source if session.launch else None,
-                    "backend": session.backend, "device": session.device,
-                    "cpus": os.cpu_count(), "kernel": platform.release(), "site": site_name},
+        "machine": {
+            "hosts": sorted(set(session.hosts)),
+            "nodes": session.nodes,
+            "ranks": session.world,
+            "ranks_per_node": session.local_world,
+            "launcher": session.launch.source if session.launch else None,
+            "backend": session.backend,
+            "device": session.device,
+            "cpus": os.cpu_count(),
+            "kernel": platform.release(),
+            "site": site_name,
+        },
         "image": image_labels(),
         "versions": versions(),
         "allreduce": rows,
@@ -90,17 +104,23 @@ def write_json(path, data):
 def plot(path, rows, threshold, title):
     """busbw against message size per dtype, with the site's reference and floor drawn."""
     import matplotlib
+
     matplotlib.use("Agg")
     from matplotlib import pyplot
+
     figure, axes = pyplot.subplots(figsize=(8, 4.5))
     for dtype in sorted({row["dtype"] for row in rows}):
         mine = [row for row in rows if row["dtype"] == dtype]
         axes.plot([r["bytes"] for r in mine], [r["busbw_gbs"] for r in mine], marker="o", label=f"busbw {dtype}")
     if threshold:
         floor = threshold["busbw_gbs"] * (1 - threshold.get("tolerance", 0.05))
-        axes.axhline(floor, color="red", linestyle="--",
-                     label=f"site floor {floor:.1f} GB/s at {human(threshold['bytes'])}iB "
-                           f"({threshold.get('dtype', 'float32')}, {threshold['nodes']} node(s))")
+        axes.axhline(
+            floor,
+            color="red",
+            linestyle="--",
+            label=f"site floor {floor:.1f} GB/s at {human(threshold['bytes'])}iB "
+            f"({threshold.get('dtype', 'float32')}, {threshold['nodes']} node(s))",
+        )
         axes.axvline(threshold["bytes"], color="red", linestyle=":", linewidth=0.8)
     axes.set_xscale("log", base=2)
     axes.set_xlabel("message size (bytes)")

@@ -49,11 +49,16 @@ class Session:
         cause = diagnose.likely_cause(error_text, lines)
         if timed_out and self.phase.startswith("joining") and self.launch:
             cause = diagnose.joining_timed_out(self.launch.master_addr, self.launch.master_port)
-        what = (f"timed out after {time.monotonic() - self.started:.0f} s" if timed_out
-                else f"failed after {time.monotonic() - self.started:.0f} s")
-        text = [f"smoke: rank {self.rank} of {self.world} on {self.host} {what} while {self.phase}:",
-                f"  error: {error_text.strip().splitlines()[0] if error_text.strip() else '(none)'}",
-                f"  likely cause: {cause}"]
+        what = (
+            f"timed out after {time.monotonic() - self.started:.0f} s"
+            if timed_out
+            else f"failed after {time.monotonic() - self.started:.0f} s"
+        )
+        text = [
+            f"smoke: rank {self.rank} of {self.world} on {self.host} {what} while {self.phase}:",
+            f"  error: {error_text.strip().splitlines()[0] if error_text.strip() else '(none)'}",
+            f"  likely cause: {cause}",
+        ]
         if lines:
             text.append("  last transport lines:")
             text += [f"    {line}" for line in lines]
@@ -70,8 +75,9 @@ class Session:
 
     def _expire(self, seconds):
         time.sleep(seconds)
-        os.write(2, (self.diagnosis(f"the whole run's timeout of {seconds:g} s passed",
-                                    timed_out=True) + "\n").encode())
+        os.write(
+            2, (self.diagnosis(f"the whole run's timeout of {seconds:g} s passed", timed_out=True) + "\n").encode()
+        )
         os._exit(EXIT_TIMEOUT)
 
     # --- joining -------------------------------------------------------------------------
@@ -94,20 +100,21 @@ class Session:
         timeout = datetime.timedelta(seconds=self.op_timeout)
         if self.world == 1:
             self.doing("starting a one-rank process group")
-            dist.init_process_group(self.backend, store=dist.HashStore(), rank=0, world_size=1,
-                                    timeout=timeout)
+            dist.init_process_group(self.backend, store=dist.HashStore(), rank=0, world_size=1, timeout=timeout)
         else:
             self.doing(f"checking MASTER_ADDR {self.launch.master_addr}:{self.launch.master_port}")
             # torchrun's agent already listens on MASTER_PORT, so only probe what we will open.
             opens_store = self.rank == 0 and not os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
-            problem = diagnose.check_master(self.launch.master_addr, self.launch.master_port,
-                                            is_master=opens_store)
+            problem = diagnose.check_master(self.launch.master_addr, self.launch.master_port, is_master=opens_store)
             if problem:
                 raise SmokeFailure(problem)
-            self.doing(f"joining the {self.backend} process group at "
-                       f"{self.launch.master_addr}:{self.launch.master_port} ({self.world} ranks)")
-            dist.init_process_group(self.backend, init_method="env://", rank=self.rank,
-                                    world_size=self.world, timeout=timeout)
+            self.doing(
+                f"joining the {self.backend} process group at "
+                f"{self.launch.master_addr}:{self.launch.master_port} ({self.world} ranks)"
+            )
+            dist.init_process_group(
+                self.backend, init_method="env://", rank=self.rank, world_size=self.world, timeout=timeout
+            )
         self.doing("exchanging host names")
         hosts = [None] * self.world
         dist.all_gather_object(hosts, self.host)
@@ -127,11 +134,12 @@ class Session:
         """Wait for rank 0's report, then part. A rank that leaves first with a failing status
         would have srun --kill-on-bad-exit end rank 0 while it still writes."""
         import torch.distributed as dist
+
         if not dist.is_initialized():
             return
         try:
             self.wait(dist.barrier(async_op=True))
-        except Exception:       # a rank already gone: nothing left to wait for
+        except Exception:  # a rank already gone: nothing left to wait for
             pass
         dist.destroy_process_group()
 
@@ -144,14 +152,17 @@ class Session:
         """All ranks' reduction of one float (max/min/sum)."""
         import torch
         import torch.distributed as dist
+
         ops = {"max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN, "sum": dist.ReduceOp.SUM}
-        tensor = torch.tensor([float(value)], dtype=torch.float64 if self.backend == "gloo" else torch.float32,
-                              device=self.device)
+        tensor = torch.tensor(
+            [float(value)], dtype=torch.float64 if self.backend == "gloo" else torch.float32, device=self.device
+        )
         self.wait(dist.all_reduce(tensor, op=ops[op], async_op=True))
         return tensor.item()
 
     def gather(self, value):
         import torch.distributed as dist
+
         values = [None] * self.world
         dist.all_gather_object(values, value)
         return values

@@ -13,8 +13,10 @@ class SizeError(ValueError):
 def parse_size(text):
     match = _SIZE.fullmatch(text.strip())
     if not match or int(match.group(1)) == 0:
-        raise SizeError(f"{text!r} is not a size (expected a whole number of bytes, "
-                        "optionally with K, M or G, such as 8, 64K or 256M)")
+        raise SizeError(
+            f"{text!r} is not a size (expected a whole number of bytes, "
+            "optionally with K, M or G, such as 8, 64K or 256M)"
+        )
     return int(match.group(1)) * UNITS[match.group(2).upper()]
 
 

@@ -40,15 +40,17 @@ _IB = re.compile(r"NET/IB\s*: Using \[\d+\]")
 _SOCKET = re.compile(r"NET/Socket\s*: Using \[\d+\]")
 _NET_ERROR = re.compile(r"NCCL WARN (Error: network (.*?) not found\.?|Failed to initialize any NET plugin)")
 _MISSING = [
-    re.compile(r"NET/Plugin\s*:.*No plugin found \(([^)]+)\)"),             # NCCL 2.11-2.21
+    re.compile(r"NET/Plugin\s*:.*No plugin found \(([^)]+)\)"),  # NCCL 2.11-2.21
     re.compile(r"NET/Plugin\s*: Could not find:\s*(.+?)\.(?:\s+Using [^.]*\.)?\s*$"),  # 2.22+
-    re.compile(r"NET/Plugin\s*: Plugin load \(([^)]+)\) returned 2\b"),    # 2.18, ENOENT
+    re.compile(r"NET/Plugin\s*: Plugin load \(([^)]+)\) returned 2\b"),  # 2.18, ENOENT
     re.compile(r"Failed to open (lib[nr]ccl-net[^\s,]*)"),
 ]
 _NO_PLUGIN = re.compile(r"NET/Plugin\s*: No plugin found, using internal")  # 2.17-2.18, no name
-_DLERROR = re.compile(r"NET/Plugin\s*: (?:Plugin load (?:\([^)]*\) )?returned \d+ : "
-                      r"(?:dlerror=)?)?((\S+?): (?:cannot open shared object file|undefined symbol|version `)"
-                      r"(?:(?! when loading)[^.])*)")
+_DLERROR = re.compile(
+    r"NET/Plugin\s*: (?:Plugin load (?:\([^)]*\) )?returned \d+ : "
+    r"(?:dlerror=)?)?((\S+?): (?:cannot open shared object file|undefined symbol|version `)"
+    r"(?:(?! when loading)[^.])*)"
+)
 _PLUGIN_WARN = re.compile(r"NCCL WARN (NET/OFI .+?)\s*$")
 _NO_SYMBOL = re.compile(r"NET/Plugin\s*: (Failed to find ncclNetPlugin symbol \(.*)$")
 
@@ -84,8 +86,16 @@ def parse(lines):
     NCCL looked for and did not load; plugin_error: why a plugin that is there did not work;
     net_error: NCCL's own error when NCCL_NET names a network that is not there.
     """
-    info = {"library": None, "plugin": None, "plugin_version": None, "provider": None,
-            "net": None, "missing_plugin": None, "plugin_error": None, "net_error": None}
+    info = {
+        "library": None,
+        "plugin": None,
+        "plugin_version": None,
+        "provider": None,
+        "net": None,
+        "missing_plugin": None,
+        "plugin_error": None,
+        "net_error": None,
+    }
     used = channel = ib = socket = None
     anonymous_missing = False
     for line in lines:
@@ -113,14 +123,14 @@ def parse(lines):
             info["net_error"] = match.group(1)
         for pattern in _MISSING:
             if match := pattern.search(line):
-                names = match.group(1).split()        # "ofi librccl-net-ofi.so": the .so NCCL tried
+                names = match.group(1).split()  # "ofi librccl-net-ofi.so": the .so NCCL tried
                 info["missing_plugin"] = next((n for n in names if n.endswith(".so")), names[0])
                 break
         else:
             anonymous_missing = anonymous_missing or bool(_NO_PLUGIN.search(line))
         if (match := _DLERROR.search(line)) and not info["plugin_error"]:
             failed = PurePosixPath(match.group(2)).name
-            if not ("ccl-net" in failed and "No such file" in line):    # the plugin itself: missing
+            if not ("ccl-net" in failed and "No such file" in line):  # the plugin itself: missing
                 info["plugin_error"] = match.group(1).strip()
         for pattern in (_PLUGIN_WARN, _NO_SYMBOL):
             if (match := pattern.search(line)) and not info["plugin_error"]:
@@ -129,7 +139,7 @@ def parse(lines):
     if used:
         info["net"] = _net(used)
     elif info["net_error"]:
-        info["net"] = None                    # NCCL stopped: the IB/Socket probes were not used
+        info["net"] = None  # NCCL stopped: the IB/Socket probes were not used
     elif channel:
         info["net"] = _net(channel)
     elif info["provider"]:
@@ -139,15 +149,14 @@ def parse(lines):
     loaded = info["plugin"] or info["plugin_version"] or info["provider"]
     if not info["plugin"]:
         if info["net"] and info["net"] not in INTERNAL and used:
-            info["plugin"] = used             # RCCL 2.22's v8 path prints no "Loaded" line
+            info["plugin"] = used  # RCCL 2.22's v8 path prints no "Loaded" line
         elif info["plugin_version"]:
             info["plugin"] = info["plugin_version"].split()[0]
     if loaded:
-        info["missing_plugin"] = None         # a first name was not found, a later one loaded
+        info["missing_plugin"] = None  # a first name was not found, a later one loaded
     elif anonymous_missing and not info["missing_plugin"]:
         library = (info["library"] or "?").split()[0]
-        info["missing_plugin"] = {"RCCL": "librccl-net.so", "NCCL": "libnccl-net.so"}.get(
-            library, "lib[nr]ccl-net.so")
+        info["missing_plugin"] = {"RCCL": "librccl-net.so", "NCCL": "libnccl-net.so"}.get(library, "lib[nr]ccl-net.so")
     return info
 
 
@@ -162,8 +171,10 @@ def _hints(summaries):
     hints = []
     missing = sorted({s.get("missing_plugin") for s in summaries if s.get("missing_plugin")})
     if missing:
-        hints.append(f"{missing[0]} was not found: the net plugin is not on LD_LIBRARY_PATH "
-                     "or NCCL_NET_PLUGIN names a file that is not there")
+        hints.append(
+            f"{missing[0]} was not found: the net plugin is not on LD_LIBRARY_PATH "
+            "or NCCL_NET_PLUGIN names a file that is not there"
+        )
     errors = sorted({s.get("plugin_error") for s in summaries if s.get("plugin_error")})
     if errors:
         hints.append(f"the net plugin is there but failed: {errors[0]}")
@@ -176,8 +187,7 @@ def judge(summaries, expected, nodes, backend):
     if backend == "gloo":
         return Verdict.none("gloo (CPU) always talks TCP; the network check is for NCCL/RCCL", nets=["socket"])
     if nodes <= 1:
-        return Verdict.passed("one node: ranks talk over shared memory/NVLink/xGMI, the network is unused",
-                              nets=nets)
+        return Verdict.passed("one node: ranks talk over shared memory/NVLink/xGMI, the network is unused", nets=nets)
     if not expected:
         return Verdict.none("the site file names no network", nets=nets)
     want = expected["transport"]
@@ -186,8 +196,10 @@ def judge(summaries, expected, nodes, backend):
         error = summaries[stopped[0]]["net_error"]
         named = re.search(r"network (.*?) not found", error)
         where = "" if len(stopped) == len(summaries) else f" on {_ranks(stopped)}"
-        why = (f"NCCL_NET{'=' + repr(named.group(1)) if named else ''} names a network that no loaded "
-               f"plugin provides: NCCL stopped{where} with \"{error}\"")
+        why = (
+            f"NCCL_NET{'=' + repr(named.group(1)) if named else ''} names a network that no loaded "
+            f'plugin provides: NCCL stopped{where} with "{error}"'
+        )
         hints = _hints([summaries[i] for i in stopped])
         why += f" ({'; '.join(hints)})" if hints else " (unset NCCL_NET or make its plugin loadable)"
         return Verdict.failed(why, nets=nets)
@@ -202,7 +214,8 @@ def judge(summaries, expected, nodes, backend):
         return Verdict.failed(why, nets=nets)
     providers = sorted({s.get("provider") or "unknown" for s in summaries})
     if expected.get("provider") and providers != [expected["provider"]]:
-        return Verdict.failed(f"OFI provider {', '.join(providers)}, the site expects {expected['provider']}",
-                              nets=nets)
+        return Verdict.failed(
+            f"OFI provider {', '.join(providers)}, the site expects {expected['provider']}", nets=nets
+        )
     provider = f" ({expected['provider']})" if expected.get("provider") else ""
     return Verdict.passed(f"every rank used {want}{provider}", nets=nets)

@@ -5,16 +5,16 @@ from dataclasses import dataclass, field
 
 PASS = "pass"
 FAIL = "fail"
-NONE = "none"                    # nothing to judge here (no GPU, no reference, no MPI launcher)
-NOT_MEASURED = "not measured"    # the run did not measure what the reference is for
-ERROR = "error"                  # the run stopped on an error before its checks were done
+NONE = "none"  # nothing to judge here (no GPU, no reference, no MPI launcher)
+NOT_MEASURED = "not measured"  # the run did not measure what the reference is for
+ERROR = "error"  # the run stopped on an error before its checks were done
 
 
 @dataclass(frozen=True)
 class Verdict:
-    verdict: str                                   # one of the five above
+    verdict: str  # one of the five above
     why: str
-    details: dict = field(default_factory=dict)    # more fields for smoke.json: nets, threshold, ...
+    details: dict = field(default_factory=dict)  # more fields for smoke.json: nets, threshold, ...
 
     @classmethod
     def passed(cls, why, **details):

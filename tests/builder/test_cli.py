@@ -13,16 +13,17 @@ from builder.cli import EXAMPLES
 
 
 def test_list_names_every_target_alias_and_site_with_torch_and_arch(tmp_path):
-    result = run_builder("list", "--images", tmp_path)      # nothing built there
+    result = run_builder("list", "--images", tmp_path)  # nothing built there
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    for target, torch, arch in [("lumi-rocm", "torch 2.9.1 rocm", "gfx90a"),
-                                ("v100-cuda", "torch 2.10.0 cuda", "sm_70"),
-                                ("a100-cuda", "torch 2.13.0 cuda", "sm_80"),
-                                ("h100-cuda", "torch 2.13.0 cuda", "sm_90"),
-                                ("cpu", "torch 2.13.0 cpu", "-")]:
-        assert any(line.split()[0] == target and torch in line and f"arch {arch} " in line
-                   for line in lines), target
+    for target, torch, arch in [
+        ("lumi-rocm", "torch 2.9.1 rocm", "gfx90a"),
+        ("v100-cuda", "torch 2.10.0 cuda", "sm_70"),
+        ("a100-cuda", "torch 2.13.0 cuda", "sm_80"),
+        ("h100-cuda", "torch 2.13.0 cuda", "sm_90"),
+        ("cpu", "torch 2.13.0 cpu", "-"),
+    ]:
+        assert any(line.split()[0] == target and torch in line and f"arch {arch} " in line for line in lines), target
     assert "  puhti-cuda    alias of v100-cuda" in lines and "  mahti-cuda    alias of a100-cuda" in lines
     for site in ("lumi", "puhti", "mahti", "jean-zay", "jean-zay-v100", "jean-zay-h100", "karolina", "local"):
         assert any(line.split()[0] == site for line in lines), site
@@ -41,8 +42,11 @@ def test_show_prints_the_resolved_recipe_as_yaml():
     assert result.returncode == 0, result.stderr
     shown = yaml.safe_load(result.stdout)
     assert shown["gpu_archs"] == ["gfx90a"]
-    assert shown["torch"] == {"flavour": "rocm", "version": "2.9.1",
-                              "index": "https://download.pytorch.org/whl/rocm6.4"}
+    assert shown["torch"] == {
+        "flavour": "rocm",
+        "version": "2.9.1",
+        "index": "https://download.pytorch.org/whl/rocm6.4",
+    }
     assert shown["comm"]["plugin"]["version"] == "1.18.0"
     assert "/pfs" in shown["site_facts"]["lumi"]["binds"]
     assert shown["environment"]["NCCL_SOCKET_IFNAME"] == "hsn0,hsn1,hsn2,hsn3"
@@ -70,29 +74,43 @@ def test_help_still_works():
 
 # --- a newcomer's rough edges (issue 30) ------------------------------------------------------
 
+
 def test_the_wrong_interpreter_gets_one_line_naming_what_is_missing(tmp_path):
     # a bare venv: none of the builder's dependencies (the system Python a newcomer tries first)
     venv = tmp_path / "bare"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
-    result = subprocess.run([str(venv / "bin" / "python"), "-m", "builder", "render", "lumi-rocm"],
-                            cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)),
-                            capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [str(venv / "bin" / "python"), "-m", "builder", "render", "lumi-rocm"],
+        cwd=ROOT,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 2, result.stderr
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr, result.stderr
     assert "lacks the packages pyyaml, jsonschema, jinja2;" in result.stderr
     assert "make setup" in result.stderr and ".venv/bin/python -m builder" in result.stderr
 
 
-HIDE_HATCHLING = ("import runpy, sys; sys.modules['hatchling'] = None; sys.argv[0] = 'builder'; "
-                  "runpy.run_module('builder', run_name='__main__')")
+HIDE_HATCHLING = (
+    "import runpy, sys; sys.modules['hatchling'] = None; sys.argv[0] = 'builder'; "
+    "runpy.run_module('builder', run_name='__main__')"
+)
 
 
 def test_an_interpreter_without_hatchling_lists_but_does_not_render(tmp_path):
     # hatchling builds the runtime wheel: render needs it, list and publish do not
     def run(*args):
-        return subprocess.run([sys.executable, "-c", HIDE_HATCHLING, *args], cwd=ROOT,
-                              env=dict(os.environ, PYTHONPATH=str(ROOT)), capture_output=True,
-                              text=True, timeout=120)
+        return subprocess.run(
+            [sys.executable, "-c", HIDE_HATCHLING, *args],
+            cwd=ROOT,
+            env=dict(os.environ, PYTHONPATH=str(ROOT)),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
     assert run("list").returncode == 0
     result = run("render", "lumi-rocm", "--out", tmp_path / "out")
     assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
@@ -101,9 +119,13 @@ def test_an_interpreter_without_hatchling_lists_but_does_not_render(tmp_path):
 
 
 def test_make_jobscript_prints_only_the_script(tmp_path):
-    result = subprocess.run(["make", "--no-print-directory", "jobscript", "TARGET=cpu", "NODES=1",
-                             "ARGS=train.py --epochs 2"], cwd=ROOT, capture_output=True,
-                            text=True, timeout=600)
+    result = subprocess.run(
+        ["make", "--no-print-directory", "jobscript", "TARGET=cpu", "NODES=1", "ARGS=train.py --epochs 2"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("#!/bin/bash\n"), result.stdout[:300]
     assert "builder jobscript" not in result.stdout.splitlines()[-1]
@@ -112,11 +134,18 @@ def test_make_jobscript_prints_only_the_script(tmp_path):
     assert subprocess.run(["bash", "-n", str(script)], timeout=30).returncode == 0
 
 
-@pytest.mark.parametrize("args", [
-    ["--recipes", "recipes", "list"], ["list", "--recipes", "recipes"],
-    ["--recipes", "recipes", "show", "cpu"], ["verify", "--recipes", "recipes", "--help"],
-    ["default", "--recipes", "recipes", "--help"], ["toolbox", "--recipes", "recipes", "status"]],
-    ids=lambda args: " ".join(args))
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--recipes", "recipes", "list"],
+        ["list", "--recipes", "recipes"],
+        ["--recipes", "recipes", "show", "cpu"],
+        ["verify", "--recipes", "recipes", "--help"],
+        ["default", "--recipes", "recipes", "--help"],
+        ["toolbox", "--recipes", "recipes", "status"],
+    ],
+    ids=lambda args: " ".join(args),
+)
 def test_recipes_is_taken_before_and_after_every_command(args):
     result = run_builder(*args)
     assert result.returncode == 0, result.stderr
@@ -138,23 +167,27 @@ def test_every_command_has_help_ending_in_an_example(command):
 def test_a_program_without_dashes_gets_the_hint_to_put_it_after_them():
     result = run_builder("jobscript", "lumi-rocm", "train.py", "--epochs", "3")
     assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
-    assert "put the program and its arguments after --, e.g. python -m builder jobscript lumi-rocm " \
-           "-- train.py --epochs 3" in result.stderr
+    assert (
+        "put the program and its arguments after --, e.g. python -m builder jobscript lumi-rocm "
+        "-- train.py --epochs 3" in result.stderr
+    )
 
 
 def test_the_smoke_suites_options_before_dashes_get_the_same_hint():
     result = run_builder("smoke", "cpu", "--sizes", "8:1M")
     assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
-    assert "put the smoke suite's arguments after --, e.g. python -m builder smoke cpu -- " \
-           "--sizes 8:1M" in result.stderr
+    assert "put the smoke suite's arguments after --, e.g. python -m builder smoke cpu -- --sizes 8:1M" in result.stderr
 
 
-@pytest.mark.parametrize("args, suggestion", [
-    (["show", "lumi-rcom"], "did you mean 'lumi-rocm'?"),
-    (["render", "h100cuda"], "did you mean 'h100-cuda'?"),
-    (["jobscript", "a100-cuda", "--site", "jeanzay", "--", "t.py"], "did you mean 'jean-zay'?"),
-    (["jobscript", "cpu", "--launch", "torchrn", "--", "t.py"], "did you mean 'torchrun'?"),
-])
+@pytest.mark.parametrize(
+    "args, suggestion",
+    [
+        (["show", "lumi-rcom"], "did you mean 'lumi-rocm'?"),
+        (["render", "h100cuda"], "did you mean 'h100-cuda'?"),
+        (["jobscript", "a100-cuda", "--site", "jeanzay", "--", "t.py"], "did you mean 'jean-zay'?"),
+        (["jobscript", "cpu", "--launch", "torchrn", "--", "t.py"], "did you mean 'torchrun'?"),
+    ],
+)
 def test_a_near_miss_gets_did_you_mean(args, suggestion):
     result = run_builder(*args)
     assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr

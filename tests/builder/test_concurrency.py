@@ -16,8 +16,7 @@ from conftest import ROOT, run_builder, tmpfs, wait_until
 
 from builder.host import cache
 
-LOCKED_MESSAGES = ("another build of it is running", "a smoke run or publish is reading it",
-                   "a build of it is running")
+LOCKED_MESSAGES = ("another build of it is running", "a smoke run or publish is reading it", "a build of it is running")
 
 
 def sha256(path: Path) -> str:
@@ -34,16 +33,19 @@ def state(*folders):
 
 
 def start(*args, env=None):
-    return subprocess.Popen([sys.executable, "-m", "builder", *map(str, args)], cwd=ROOT,
-                            env=dict(os.environ, PYTHONPATH=str(ROOT), **(env or {})),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "builder", *map(str, args)],
+        cwd=ROOT,
+        env=dict(os.environ, PYTHONPATH=str(ROOT), **(env or {})),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def held(lock: Path) -> bool:
     """Someone holds the image's lock (flock -n fails when it cannot take it alone)."""
     return lock.exists() and subprocess.run(["flock", "-n", "-x", str(lock), "true"]).returncode != 0
-
-
 
 
 @pytest.fixture
@@ -61,8 +63,9 @@ def test_two_builds_of_one_target_at_once(cpu_image, tmp_path):
     builds = [start("build", "cpu", "--images", folder) for _ in range(2)]
     results = [(p.wait(timeout=900), p.stderr.read()) for p in builds]
     for status, stderr in results:
-        assert status == 0 or (status == 1 and "cpu: another build of it is running" in stderr
-                               and stderr.strip().count("\n") == 0), stderr
+        assert status == 0 or (
+            status == 1 and "cpu: another build of it is running" in stderr and stderr.strip().count("\n") == 0
+        ), stderr
     assert any(status == 0 for status, _ in results)
     # the image layer of the cache, whole (the session's image may have been rebuilt since)
     key = json.loads((folder / "cpu.sif.json").read_text())["key"]
@@ -78,13 +81,25 @@ def test_a_build_stops_at_once_while_smoke_and_publish_read_the_image(images, ap
         assert wait_until(lambda: held(images / ".cpu.lock"), 120), "smoke never took the lock"
         build = run_builder("build", "cpu", "--images", images, "--force", timeout=120)
         assert build.returncode == 1
-        assert build.stderr.strip() == (f"error: cpu: a smoke run or publish is reading it (lock "
-                                        f"{images / '.cpu.lock'}); try again when it has finished")
+        assert build.stderr.strip() == (
+            f"error: cpu: a smoke run or publish is reading it (lock "
+            f"{images / '.cpu.lock'}); try again when it has finished"
+        )
         # readers share the image: a publish runs beside the smoke run
         prefix = tmp_path / "appl"
-        published = run_builder("publish", "cpu", "--images", images, "--prefix", prefix,
-                                "--version", "1.0", "--skip-smoke",
-                                env={"HPCML_APPTAINER": apptainer}, timeout=600)
+        published = run_builder(
+            "publish",
+            "cpu",
+            "--images",
+            images,
+            "--prefix",
+            prefix,
+            "--version",
+            "1.0",
+            "--skip-smoke",
+            env={"HPCML_APPTAINER": apptainer},
+            timeout=600,
+        )
         assert published.returncode == 0, published.stderr
     finally:
         smoke.wait(timeout=900)
@@ -100,16 +115,23 @@ def test_smoke_and_publish_stop_at_once_while_a_build_replaces_the_image(images,
     log = images / "cpu.image.build.log"
     try:
         assert wait_until(lambda: log.exists() and held(images / ".cpu.lock"), 120)
-        expected = (f"error: cpu: a build of it is running (lock {images / '.cpu.lock'}); "
-                    "try again when it has finished")
+        expected = f"error: cpu: a build of it is running (lock {images / '.cpu.lock'}); try again when it has finished"
         smoke = run_builder("smoke", "cpu", "--images", images, env={"HPCML_APPTAINER": apptainer})
-        publish = run_builder("publish", "cpu", "--images", images, "--prefix", tmp_path / "appl",
-                              "--skip-smoke", env={"HPCML_APPTAINER": apptainer})
+        publish = run_builder(
+            "publish",
+            "cpu",
+            "--images",
+            images,
+            "--prefix",
+            tmp_path / "appl",
+            "--skip-smoke",
+            env={"HPCML_APPTAINER": apptainer},
+        )
         for result in (smoke, publish):
             assert result.returncode == 1 and result.stderr.strip() == expected, result.stderr
         assert not (tmp_path / "appl" / "pytorch").exists()
     finally:
-        build.send_signal(signal.SIGINT)        # Ctrl-C: the build stops and cleans up
+        build.send_signal(signal.SIGINT)  # Ctrl-C: the build stops and cleans up
         build.wait(timeout=120)
     assert wait_until(lambda: not [p for p in images.rglob("*") if "tmp" in p.name], 60)
     assert state(images, cache.slot("cpu", "image")) == before
@@ -127,7 +149,7 @@ def test_the_layer_cache_survives_a_concurrent_prune(tmp_path, monkeypatch):
         try:
             for number in range(150):
                 cache.store("t", "image", f"{worker}-{number}", layer)
-        except Exception as error:               # noqa: BLE001 -- any failure fails the test
+        except Exception as error:  # noqa: BLE001 -- any failure fails the test
             errors.append(repr(error))
 
     def fetching(worker):
@@ -136,7 +158,7 @@ def test_the_layer_cache_survives_a_concurrent_prune(tmp_path, monkeypatch):
                 dest = tmp_path / f"out-{worker}.sif"
                 if cache.fetch("t", "image", f"{number % 2}-{number}", dest):
                     fetched.append(dest.read_bytes() == layer.read_bytes())
-        except Exception as error:               # noqa: BLE001
+        except Exception as error:  # noqa: BLE001
             errors.append(repr(error))
 
     threads = [threading.Thread(target=storing, args=(w,)) for w in range(2)]
@@ -156,6 +178,7 @@ def test_smoke_and_publish_read_an_image_in_a_read_only_folder(tmp_path, lock_fi
     """An admin publishing from a build folder they cannot write: the shared lock is taken
     on the lock file that is there (flock needs no write access), or none where none is."""
     from builder.host.images import image_lock
+
     with tmpfs(tmp_path / "images", "size=1m") as folder:
         if lock_file:
             (folder / ".cpu.lock").touch()

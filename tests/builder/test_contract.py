@@ -38,7 +38,7 @@ def design_rows(heading):
     next heading."""
     lines = DESIGN.read_text().splitlines()
     rows = {}
-    for line in lines[lines.index(heading) + 1:]:
+    for line in lines[lines.index(heading) + 1 :]:
         if line.startswith("#"):
             break
         cells = [cell.strip() for cell in line.split("|")[1:-1]]
@@ -94,8 +94,11 @@ def spelled_out(path):
     keyword arguments (dict(os.environ, HPCML_SITE=...))."""
     tree = ast.parse(path.read_text())
     skip = {id(node) for node in _docstrings(tree)}
-    texts = [node.value for node in ast.walk(tree)
-             if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skip]
+    texts = [
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skip
+    ]
     texts += [node.arg for node in ast.walk(tree) if isinstance(node, ast.keyword) and node.arg]
     found = set()
     for name in [*hpcml_contract.VARIABLES, *hpcml_contract.FILES]:
@@ -118,20 +121,23 @@ def test_python_code_names_the_contract_only_through_the_registry(top):
 
 def test_a_spelled_out_name_is_caught(tmp_path):
     path = tmp_path / "module.py"
-    path.write_text('"""Reads HPCML_SITE and smoke.json (a docstring may say so)."""\n'
-                    'env = dict(HPCML_APPTAINER="x")\n'
-                    'report = out / "smoke.json"\n'
-                    'flag = "--smoke-report"\n'
-                    'help = f"default ${contract.SITE_FACTS}"\n')
+    path.write_text(
+        '"""Reads HPCML_SITE and smoke.json (a docstring may say so)."""\n'
+        'env = dict(HPCML_APPTAINER="x")\n'
+        'report = out / "smoke.json"\n'
+        'flag = "--smoke-report"\n'
+        'help = f"default ${contract.SITE_FACTS}"\n'
+    )
     assert spelled_out(path) == {"HPCML_APPTAINER", "smoke.json"}
 
 
 def test_the_builder_reads_the_runtimes_registry():
     from builder import contract
+
     assert contract.VARIABLES == hpcml_contract.VARIABLES and contract.FILES == hpcml_contract.FILES
     assert (contract.SITE_FACTS, contract.SMOKE_REPORT) == ("HPCML_SITE_FACTS", "smoke.json")
     with pytest.raises(AttributeError):
-        contract.NO_SUCH_NAME      # noqa: B018
+        contract.NO_SUCH_NAME  # noqa: B018
 
 
 def test_an_installed_builder_carries_every_file_of_the_runtime_wheel():

@@ -28,7 +28,7 @@ def imported(path, builder=BUILDER):
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom):
             if node.level:
-                base = package[:len(package) - node.level + 1]
+                base = package[: len(package) - node.level + 1]
             elif (node.module or "").split(".")[0] == "builder":
                 base = ()
             else:
@@ -45,8 +45,11 @@ def upward_imports(builder=BUILDER):
     found = []
     for path in sorted(builder.rglob("*.py")):
         here = floor(module_parts(path, builder))
-        found += [f"{path.relative_to(builder)} imports {'.'.join(target)}"
-                  for target in imported(path, builder) if floor(target) > here]
+        found += [
+            f"{path.relative_to(builder)} imports {'.'.join(target)}"
+            for target in imported(path, builder)
+            if floor(target) > here
+        ]
     return found
 
 
@@ -56,14 +59,18 @@ def test_every_import_in_builder_points_down_or_across():
 
 def test_an_upward_import_is_caught_in_each_spelling(tmp_path):
     (tmp_path / "host").mkdir()
-    (tmp_path / "host" / "images.py").write_text("from ..render.blocks import provenance\n"
-                                                 "from ..run import smoke\n"
-                                                 "import builder.publish.install\n"
-                                                 "from builder.layerbuild.layers import build\n"
-                                                 "from .. import errors, cli\n"
-                                                 "from . import toolbox\n")
-    assert upward_imports(tmp_path) == [f"host/images.py imports {name}" for name in
-                                        ("render.blocks", "run", "publish.install", "layerbuild.layers", "cli")]
+    (tmp_path / "host" / "images.py").write_text(
+        "from ..render.blocks import provenance\n"
+        "from ..run import smoke\n"
+        "import builder.publish.install\n"
+        "from builder.layerbuild.layers import build\n"
+        "from .. import errors, cli\n"
+        "from . import toolbox\n"
+    )
+    assert upward_imports(tmp_path) == [
+        f"host/images.py imports {name}"
+        for name in ("render.blocks", "run", "publish.install", "layerbuild.layers", "cli")
+    ]
 
 
 def test_the_layer_build_takes_renders_plan_not_its_blocks():

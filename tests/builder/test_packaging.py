@@ -17,8 +17,9 @@ def installed(tmp_path_factory):
     """A fresh venv with the project installed from this checkout as a user would."""
     venv = tmp_path_factory.mktemp("pkg") / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
-    result = subprocess.run([str(venv / "bin" / "pip"), "install", "--quiet", str(ROOT)],
-                            capture_output=True, text=True, timeout=600)
+    result = subprocess.run(
+        [str(venv / "bin" / "pip"), "install", "--quiet", str(ROOT)], capture_output=True, text=True, timeout=600
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     return venv / "bin" / "hpcml"
 
@@ -26,8 +27,14 @@ def installed(tmp_path_factory):
 def hpcml(command, *args, cwd, env=None):
     # no PYTHONPATH: the installed package, never this checkout's source
     clean = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    return subprocess.run([str(command), *map(str, args)], cwd=cwd, env=dict(clean, **(env or {})),
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [str(command), *map(str, args)],
+        cwd=cwd,
+        env=dict(clean, **(env or {})),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_version(installed, tmp_path):
@@ -54,14 +61,29 @@ def test_the_installed_builder_renders_what_the_checkout_does(installed, tmp_pat
 def test_the_installed_builder_publishes_a_module_with_its_wrapper(installed, tmp_path, cpu_image, apptainer):
     shutil.copytree(RECIPES, tmp_path / "recipes")
     prefix = tmp_path / "appl"
-    result = hpcml(installed, "publish", "cpu", "--images", cpu_image.parent, "--prefix", prefix,
-                   "--version", "pkg", "--skip-smoke", cwd=tmp_path, env={"HPCML_APPTAINER": apptainer})
+    result = hpcml(
+        installed,
+        "publish",
+        "cpu",
+        "--images",
+        cpu_image.parent,
+        "--prefix",
+        prefix,
+        "--version",
+        "pkg",
+        "--skip-smoke",
+        cwd=tmp_path,
+        env={"HPCML_APPTAINER": apptainer},
+    )
     assert result.returncode == 0, result.stderr
     wrapper = prefix / "pytorch" / "pkg" / "bin" / "singularity_wrapper"
-    ran = subprocess.run([str(wrapper), "exec", "python", "-c", "import launchenv, smoke; print('ok')"],
-                         env=dict(os.environ, SING_IMAGE=str(prefix / "pytorch" / "pkg" / "image.sif"),
-                                  HPCML_APPTAINER=apptainer),
-                         capture_output=True, text=True, timeout=300)
+    ran = subprocess.run(
+        [str(wrapper), "exec", "python", "-c", "import launchenv, smoke; print('ok')"],
+        env=dict(os.environ, SING_IMAGE=str(prefix / "pytorch" / "pkg" / "image.sif"), HPCML_APPTAINER=apptainer),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert ran.returncode == 0 and ran.stdout == "ok\n", ran.stderr
 
 
@@ -69,8 +91,7 @@ def test_the_installed_builder_names_itself_and_hints_at_its_own_commands(instal
     shutil.copytree(RECIPES, tmp_path / "recipes")
     usage = hpcml(installed, "--help", cwd=tmp_path)
     assert usage.returncode == 0 and usage.stdout.startswith("usage: hpcml "), usage.stdout[:200]
-    assert hpcml(installed, "jobscript", "--help", cwd=tmp_path).stdout.rstrip().endswith(
-        "-- train.py --epochs 10")
+    assert hpcml(installed, "jobscript", "--help", cwd=tmp_path).stdout.rstrip().endswith("-- train.py --epochs 10")
     # no Makefile here: the hint is a command that works where hpcml is installed
     result = hpcml(installed, "smoke", "cpu", "--images", tmp_path / "none", cwd=tmp_path)
     assert result.returncode == 2, result.stderr
@@ -93,7 +114,12 @@ def test_pip_install_puts_the_wrappers_on_path_with_their_site_settings(installe
     assert shown.returncode == 0 and "SING_IMAGE" in shown.stdout, shown.stderr
     # the site settings are found (a missing image is the next thing it checks)
     for site in ("local", "lumi"):
-        result = subprocess.run([name, "exec", "true"], capture_output=True, text=True, timeout=60,
-                                env=dict(env, HPCML_SITE=site, SING_IMAGE=str(tmp_path / "no.sif")))
+        result = subprocess.run(
+            [name, "exec", "true"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=dict(env, HPCML_SITE=site, SING_IMAGE=str(tmp_path / "no.sif")),
+        )
         assert result.returncode == 2, result.stderr
         assert result.stderr == f"error: singularity_wrapper: image not found: {tmp_path / 'no.sif'}\n"

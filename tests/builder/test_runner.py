@@ -16,17 +16,14 @@ from conftest import ROOT, wait_until
 from builder import runner
 from builder.errors import RecipeError, ToolError
 
-GRACE = 2                  # HPCML_STOP_GRACE for these tests
-BOUND = GRACE + 10         # everything must be gone this long after the stop began
+GRACE = 1  # HPCML_STOP_GRACE for these tests: short, the tests wait it out
+BOUND = GRACE + 10  # everything must be gone this long after the stop began
 GUARD = ROOT / "builder" / "build-guard.sh"
 
 # Each process renames itself (exec -a) after the marker ($0), so /proc/*/cmdline finds it.
 IGNORES = 'trap "" TERM; exec -a "$0-child" sleep 300'
 SPAWNS = 'trap "" TERM; (exec -a "$0-grandchild" sleep 301) & exec -a "$0-child" sleep 300'
-COMMANDS = {"ignores-TERM": (IGNORES, ["child"]),
-            "grandchild-ignores-TERM": (SPAWNS, ["child", "grandchild"])}
-
-
+COMMANDS = {"ignores-TERM": (IGNORES, ["child"]), "grandchild-ignores-TERM": (SPAWNS, ["child", "grandchild"])}
 
 
 def marked(marker):
@@ -76,8 +73,9 @@ def grace_env(**more):
 
 def assert_all_stopped(marker, temps, began):
     """Nothing carrying ``marker`` runs, within BOUND seconds of ``began``; temps are gone."""
-    assert wait_until(lambda: not marked(marker), BOUND - (time.monotonic() - began)), \
+    assert wait_until(lambda: not marked(marker), BOUND - (time.monotonic() - began)), (
         f"still running: {marked(marker)}"
+    )
     took = time.monotonic() - began
     print(f"stopped in {took:.1f} s")
     assert took < BOUND
@@ -87,19 +85,25 @@ def assert_all_stopped(marker, temps, began):
 
 # --- the guard alone -----------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("command, names", COMMANDS.values(), ids=COMMANDS.keys())
 def test_the_guard_kills_a_group_that_ignores_term_after_the_grace(tmp_path, marker, temps, command, names):
     log = tmp_path / "log"
     with open(log, "w") as out:
-        guard = subprocess.Popen(["bash", GUARD, *temps, "--", "bash", "-c", command, marker],
-                                 env=grace_env(), stdout=out, stderr=subprocess.STDOUT,
-                                 stdin=subprocess.DEVNULL, start_new_session=True)
+        guard = subprocess.Popen(
+            ["bash", GUARD, *temps, "--", "bash", "-c", command, marker],
+            env=grace_env(),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
     assert wait_until(started(marker, names), 30), log.read_text()
     began = time.monotonic()
     guard.send_signal(signal.SIGTERM)
     assert guard.wait(timeout=BOUND) == 143
     took = assert_all_stopped(marker, temps, began)
-    assert took >= GRACE                      # TERM first: the KILL came only after the grace
+    assert took >= GRACE  # TERM first: the KILL came only after the grace
     assert "build-guard: stopping the command" in log.read_text()
 
 
@@ -107,33 +111,39 @@ def test_the_guard_sends_term_to_every_process_of_the_command_first(tmp_path, ma
     # as apptainer and its children must: each one handles TERM (cleans up) and ends at once
     seen = tmp_path / "seen"
     seen.mkdir()
-    command = ('(trap "touch $1/grandchild; exit 0" TERM; exec -a "$0-grandchild" sleep 300 & wait) & '
-               'trap "touch $1/child; exit 0" TERM; exec -a "$0-child" sleep 300 & wait')
-    guard = subprocess.Popen(["bash", GUARD, *temps, "--", "bash", "-c", command, marker, seen],
-                             env=grace_env(), stdin=subprocess.DEVNULL, start_new_session=True)
-    assert wait_until(started(marker, ["child", "grandchild"]), 30)   # each set its trap before
+    command = (
+        '(trap "touch $1/grandchild; exit 0" TERM; exec -a "$0-grandchild" sleep 300 & wait) & '
+        'trap "touch $1/child; exit 0" TERM; exec -a "$0-child" sleep 300 & wait'
+    )
+    guard = subprocess.Popen(
+        ["bash", GUARD, *temps, "--", "bash", "-c", command, marker, seen],
+        env=grace_env(),
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    assert wait_until(started(marker, ["child", "grandchild"]), 30)  # each set its trap before
     began = time.monotonic()
     guard.send_signal(signal.SIGTERM)
     assert guard.wait(timeout=BOUND) == 143
-    assert time.monotonic() - began < GRACE   # no KILL needed
+    assert time.monotonic() - began < GRACE  # no KILL needed
     assert sorted(path.name for path in seen.iterdir()) == ["child", "grandchild"]
     assert_all_stopped(marker, temps, began)
 
 
 def test_the_guard_passes_on_the_commands_exit_status(tmp_path, temps):
-    result = subprocess.run(["bash", GUARD, *temps, "--", "sh", "-c", "exit 7"], env=grace_env(),
-                            stdin=subprocess.DEVNULL, timeout=30)
+    result = subprocess.run(
+        ["bash", GUARD, *temps, "--", "sh", "-c", "exit 7"], env=grace_env(), stdin=subprocess.DEVNULL, timeout=30
+    )
     assert result.returncode == 7
-    assert all(path.exists() for path in temps)      # the caller keeps or removes them
+    assert all(path.exists() for path in temps)  # the caller keeps or removes them
 
 
 @pytest.mark.parametrize("grace", ["x", "-1", "1.5", "", "123456"])
 def test_a_bad_grace_is_refused_before_anything_runs(tmp_path, grace):
     ran = tmp_path / "ran"
     env = dict(os.environ, HPCML_STOP_GRACE=grace)
-    result = subprocess.run(["bash", GUARD, "--", "touch", ran], env=env, capture_output=True,
-                            text=True, timeout=30)
-    if grace == "":                                  # unset or empty: the default
+    result = subprocess.run(["bash", GUARD, "--", "touch", ran], env=env, capture_output=True, text=True, timeout=30)
+    if grace == "":  # unset or empty: the default
         assert result.returncode == 0 and ran.exists()
         return
     assert result.returncode == 2 and "HPCML_STOP_GRACE" in result.stderr and not ran.exists()
@@ -152,20 +162,28 @@ if sys.argv[1] == "exception":          # SIGTERM as an exception, as a Ctrl-C i
 runner.run_logged(["bash", "-c", sys.argv[2], sys.argv[3]], sys.argv[4], cleanup=sys.argv[5:])
 """
 
-WAYS = {"SIGINT": (signal.SIGINT, "default"),             # KeyboardInterrupt: run_logged stops it
-        "SIGTERM-handled": (signal.SIGTERM, "exception"),   # SystemExit: the same
-        "SIGTERM": (signal.SIGTERM, "default"),             # the builder dies: the kernel tells the guard
-        "SIGKILL": (signal.SIGKILL, "default")}
+WAYS = {
+    "SIGINT": (signal.SIGINT, "default"),  # KeyboardInterrupt: run_logged stops it
+    "SIGTERM-handled": (signal.SIGTERM, "exception"),  # SystemExit: the same
+    "SIGTERM": (signal.SIGTERM, "default"),  # the builder dies: the kernel tells the guard
+    "SIGKILL": (signal.SIGKILL, "default"),
+}
 
 
 @pytest.mark.parametrize("command, names", COMMANDS.values(), ids=COMMANDS.keys())
 @pytest.mark.parametrize("sig, handling", WAYS.values(), ids=WAYS.keys())
-def test_a_stopped_builder_leaves_nothing_running_and_no_temp_files(tmp_path, marker, temps, sig,
-                                                                     handling, command, names):
+def test_a_stopped_builder_leaves_nothing_running_and_no_temp_files(
+    tmp_path, marker, temps, sig, handling, command, names
+):
     log = tmp_path / "log"
-    builder = subprocess.Popen([sys.executable, "-c", HARNESS, handling, command, marker, log, *temps],
-                               cwd=ROOT, env=grace_env(), stdin=subprocess.DEVNULL,
-                               stderr=subprocess.PIPE, text=True)
+    builder = subprocess.Popen(
+        [sys.executable, "-c", HARNESS, handling, command, marker, log, *temps],
+        cwd=ROOT,
+        env=grace_env(),
+        stdin=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert wait_until(started(marker, names), 30), log.read_text()
         began = time.monotonic()
@@ -181,8 +199,9 @@ def test_a_stopped_builder_leaves_nothing_running_and_no_temp_files(tmp_path, ma
 def test_a_timeout_stops_the_command_and_says_so(tmp_path, marker, temps):
     began = time.monotonic()
     with pytest.raises(ToolError, match=r"^sleeper did not finish within 1 s and was stopped"):
-        runner.run_logged(["bash", "-c", SPAWNS, marker], tmp_path / "log", env=grace_env(),
-                          what="sleeper", cleanup=temps, timeout=1)
+        runner.run_logged(
+            ["bash", "-c", SPAWNS, marker], tmp_path / "log", env=grace_env(), what="sleeper", cleanup=temps, timeout=1
+        )
     assert time.monotonic() - began >= 1
     assert_all_stopped(marker, temps, began)
 
@@ -193,8 +212,7 @@ def test_a_stuck_guard_is_killed_with_the_command_group(tmp_path, marker, temps,
     command = 'kill -STOP "$PPID"; ' + SPAWNS
     began = time.monotonic()
     with pytest.raises(ToolError, match="did not finish within 1 s"):
-        runner.run_logged(["bash", "-c", command, marker], tmp_path / "log", env=grace_env(),
-                          cleanup=temps, timeout=1)
+        runner.run_logged(["bash", "-c", command, marker], tmp_path / "log", env=grace_env(), cleanup=temps, timeout=1)
     assert wait_until(lambda: not marked(marker), BOUND - (time.monotonic() - began)), marked(marker)
     assert time.monotonic() - began < BOUND
 
@@ -209,6 +227,7 @@ def test_a_finished_command_is_waited_for_without_limit_by_default(tmp_path):
 
 
 # --- run_attached shares the stop routine --------------------------------------------------
+
 
 @pytest.mark.parametrize("command, names", COMMANDS.values(), ids=COMMANDS.keys())
 def test_run_attached_stops_its_whole_group_on_timeout(marker, command, names):

@@ -5,8 +5,24 @@ import pytest
 from builder import runner
 from builder.shell import cmd, env_value
 
-NASTY = ["plain", "with space", "it's", 'say "hi"', "$(touch /tmp/pwned)", "`id`", "a;b|c&d",
-         "7.0;8.0", "*", "", "-n", "tab\there", "line\nbreak", "back\\slash", "$HOME", "100%"]
+NASTY = [
+    "plain",
+    "with space",
+    "it's",
+    'say "hi"',
+    "$(touch /tmp/pwned)",
+    "`id`",
+    "a;b|c&d",
+    "7.0;8.0",
+    "*",
+    "",
+    "-n",
+    "tab\there",
+    "line\nbreak",
+    "back\\slash",
+    "$HOME",
+    "100%",
+]
 
 
 def sh(script):

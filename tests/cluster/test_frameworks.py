@@ -25,33 +25,91 @@ LOSS = re.compile(r"^(first|last) loss ([0-9.]+)$", re.M)
 # second job raises, and to what, a pattern of what it says it resumed from (Lightning names the
 # checkpoint by its absolute path), the line it ends on). 20 steps, or 2 epochs, then 10 more, or 1.
 CASES = [
-    ("lightning-srun", "srun", ("examples/lightning_ddp.py", "--epochs", "2", "--samples", "2048", "--resume"),
-     ("--epochs", "3"), r"resumed from \S*/checkpoints-lightning/last\.ckpt: epoch 3\n", "epoch 3/3: loss"),
-    ("lightning-torchrun", "torchrun", ("examples/lightning_ddp.py", "--epochs", "2", "--samples", "2048", "--resume"),
-     ("--epochs", "3"), r"resumed from \S*/checkpoints-lightning/last\.ckpt: epoch 3\n", "epoch 3/3: loss"),
-    ("hf-trainer-srun", "srun", ("examples/hf_trainer.py", "--steps", "20", "--save-every", "10", "--resume"),
-     ("--steps", "30"), r"resumed from checkpoints-hf/checkpoint-20\n", "step 30/30: loss"),
-    ("hf-trainer-torchrun", "torchrun", ("examples/hf_trainer.py", "--steps", "20", "--save-every", "10", "--resume"),
-     ("--steps", "30"), r"resumed from checkpoints-hf/checkpoint-20\n", "step 30/30: loss"),
-    ("hf-trainer-deepspeed-srun", "srun",
-     ("examples/hf_trainer.py", "--steps", "20", "--save-every", "10", "--resume",
-      "--deepspeed", "examples/ds_config_hf.json"),
-     ("--steps", "30"), r"resumed from checkpoints-hf/checkpoint-20\n", "step 30/30: loss"),
-    ("accelerate-srun", "srun", ("examples/accelerate_loop.py", "--steps", "20", "--save-every", "10", "--resume"),
-     ("--steps", "30"), r"resumed from checkpoints-accelerate/step-20: step 20\n", "step 30/30: loss"),
-    ("accelerate-torchrun", "torchrun",
-     ("examples/accelerate_loop.py", "--steps", "20", "--save-every", "10", "--resume"),
-     ("--steps", "30"), r"resumed from checkpoints-accelerate/step-20: step 20\n", "step 30/30: loss"),
-    ("accelerate-deepspeed-srun", "srun",
-     ("examples/accelerate_loop.py", "--steps", "20", "--save-every", "10", "--resume", "--zero-stage", "2"),
-     ("--steps", "30"), r"resumed from checkpoints-accelerate/step-20: step 20\n", "step 30/30: loss"),
+    (
+        "lightning-srun",
+        "srun",
+        ("examples/lightning_ddp.py", "--epochs", "2", "--samples", "2048", "--resume"),
+        ("--epochs", "3"),
+        r"resumed from \S*/checkpoints-lightning/last\.ckpt: epoch 3\n",
+        "epoch 3/3: loss",
+    ),
+    (
+        "lightning-torchrun",
+        "torchrun",
+        ("examples/lightning_ddp.py", "--epochs", "2", "--samples", "2048", "--resume"),
+        ("--epochs", "3"),
+        r"resumed from \S*/checkpoints-lightning/last\.ckpt: epoch 3\n",
+        "epoch 3/3: loss",
+    ),
+    (
+        "hf-trainer-srun",
+        "srun",
+        ("examples/hf_trainer.py", "--steps", "20", "--save-every", "10", "--resume"),
+        ("--steps", "30"),
+        r"resumed from checkpoints-hf/checkpoint-20\n",
+        "step 30/30: loss",
+    ),
+    (
+        "hf-trainer-torchrun",
+        "torchrun",
+        ("examples/hf_trainer.py", "--steps", "20", "--save-every", "10", "--resume"),
+        ("--steps", "30"),
+        r"resumed from checkpoints-hf/checkpoint-20\n",
+        "step 30/30: loss",
+    ),
+    (
+        "hf-trainer-deepspeed-srun",
+        "srun",
+        (
+            "examples/hf_trainer.py",
+            "--steps",
+            "20",
+            "--save-every",
+            "10",
+            "--resume",
+            "--deepspeed",
+            "examples/ds_config_hf.json",
+        ),
+        ("--steps", "30"),
+        r"resumed from checkpoints-hf/checkpoint-20\n",
+        "step 30/30: loss",
+    ),
+    (
+        "accelerate-srun",
+        "srun",
+        ("examples/accelerate_loop.py", "--steps", "20", "--save-every", "10", "--resume"),
+        ("--steps", "30"),
+        r"resumed from checkpoints-accelerate/step-20: step 20\n",
+        "step 30/30: loss",
+    ),
+    (
+        "accelerate-torchrun",
+        "torchrun",
+        ("examples/accelerate_loop.py", "--steps", "20", "--save-every", "10", "--resume"),
+        ("--steps", "30"),
+        r"resumed from checkpoints-accelerate/step-20: step 20\n",
+        "step 30/30: loss",
+    ),
+    (
+        "accelerate-deepspeed-srun",
+        "srun",
+        ("examples/accelerate_loop.py", "--steps", "20", "--save-every", "10", "--resume", "--zero-stage", "2"),
+        ("--steps", "30"),
+        r"resumed from checkpoints-accelerate/step-20: step 20\n",
+        "step 30/30: loss",
+    ),
 ]
 # what each example says first, with the world and the hosts: "<name>: world 2 on n1, n2, cpu, <engine>"
-ENGINES = {"lightning-srun": "SLURMEnvironment", "lightning-torchrun": "TorchElasticEnvironment",
-           "hf-trainer-srun": "DDP", "hf-trainer-torchrun": "DDP",
-           "hf-trainer-deepspeed-srun": "DeepSpeed ZeRO stage 2",
-           "accelerate-srun": "DDP", "accelerate-torchrun": "DDP",
-           "accelerate-deepspeed-srun": "DeepSpeed ZeRO stage 2"}
+ENGINES = {
+    "lightning-srun": "SLURMEnvironment",
+    "lightning-torchrun": "TorchElasticEnvironment",
+    "hf-trainer-srun": "DDP",
+    "hf-trainer-torchrun": "DDP",
+    "hf-trainer-deepspeed-srun": "DeepSpeed ZeRO stage 2",
+    "accelerate-srun": "DDP",
+    "accelerate-torchrun": "DDP",
+    "accelerate-deepspeed-srun": "DeepSpeed ZeRO stage 2",
+}
 
 
 def wrapper_env(cpu_image, apptainer):
@@ -64,8 +122,14 @@ def wrapper_env(cpu_image, apptainer):
 @pytest.mark.parametrize("example", EXAMPLES)
 def test_each_framework_example_answers_help(example, cpu_image, apptainer):
     started = time.monotonic()
-    result = subprocess.run([WRAPPER, "exec", "python", f"examples/{example}", "--help"], cwd=ROOT,
-                            env=wrapper_env(cpu_image, apptainer), capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [WRAPPER, "exec", "python", f"examples/{example}", "--help"],
+        cwd=ROOT,
+        env=wrapper_env(cpu_image, apptainer),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     print(f"\n{example} --help: {time.monotonic() - started:.1f} s", file=sys.stderr)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.startswith(f"usage: {example}"), result.stdout[:500]
@@ -78,11 +142,19 @@ def frameworks(cpu_image, apptainer):
     """The image (with HPCML_USER_BASE, if set, on its PYTHONPATH) imports each framework at
     the version recipes/versions.yaml pins."""
     pinned = yaml.safe_load((ROOT / "recipes" / "versions.yaml").read_text())["frameworks"]
-    code = ("import importlib\n"
-            f"for name in {sorted(pinned)!r}:\n"
-            "    print(name, importlib.import_module(name).__version__)\n")
-    result = subprocess.run([WRAPPER, "exec", "python", "-c", code], cwd=ROOT,
-                            env=wrapper_env(cpu_image, apptainer), capture_output=True, text=True, timeout=300)
+    code = (
+        "import importlib\n"
+        f"for name in {sorted(pinned)!r}:\n"
+        "    print(name, importlib.import_module(name).__version__)\n"
+    )
+    result = subprocess.run(
+        [WRAPPER, "exec", "python", "-c", code],
+        cwd=ROOT,
+        env=wrapper_env(cpu_image, apptainer),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, f"the image lacks a framework: {result.stderr[-2000:]}"
     found = dict(line.split() for line in result.stdout.splitlines())
     assert found == {name: str(version) for name, version in pinned.items()}, found
@@ -96,9 +168,28 @@ def env(two_nodes, site_file, apptainer):
 
 def job_script(folder, cpu_image, launch, *command, name="job.sh"):
     """`builder jobscript` for 2 nodes x 1 rank, written into the project folder."""
-    written = run_builder("jobscript", "cpu", "--site", "local", "--nodes", "2", "--tasks-per-node", "1",
-                          "--launch", launch, "--time", "00:10:00", "--image", cpu_image, "--wrapper", WRAPPER,
-                          "--out", folder / name, "--", *command)
+    written = run_builder(
+        "jobscript",
+        "cpu",
+        "--site",
+        "local",
+        "--nodes",
+        "2",
+        "--tasks-per-node",
+        "1",
+        "--launch",
+        launch,
+        "--time",
+        "00:10:00",
+        "--image",
+        cpu_image,
+        "--wrapper",
+        WRAPPER,
+        "--out",
+        folder / name,
+        "--",
+        *command,
+    )
     assert written.returncode == 0, written.stderr
     return name
 
@@ -106,8 +197,14 @@ def job_script(folder, cpu_image, launch, *command, name="job.sh"):
 def run_job(folder, env, script, timeout=400):
     """(the log of a job that must complete, seconds from sbatch to its end)."""
     started = time.monotonic()
-    submitted = subprocess.run(["sbatch", "--parsable", "--output=job-%j.log", script], env=env, cwd=folder,
-                               capture_output=True, text=True, timeout=60)
+    submitted = subprocess.run(
+        ["sbatch", "--parsable", "--output=job-%j.log", script],
+        env=env,
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert submitted.returncode == 0, submitted.stderr
     job = submitted.stdout.strip().split(";")[0]
     state = wait_for(job, env, timeout=timeout)
@@ -125,8 +222,9 @@ def losses(text):
 
 @NEEDS_TWO_NODES
 @pytest.mark.parametrize("case", CASES, ids=[case[0] for case in CASES])
-def test_a_framework_example_learns_on_two_nodes_and_resumes_from_rank_0s_checkpoint(case, frameworks, tmp_path,
-                                                                                    cpu_image, env):
+def test_a_framework_example_learns_on_two_nodes_and_resumes_from_rank_0s_checkpoint(
+    case, frameworks, tmp_path, cpu_image, env
+):
     name, launch, first_args, more, resumed, last_line = case
     folder = tmp_path / name
     folder.mkdir()
@@ -144,4 +242,4 @@ def test_a_framework_example_learns_on_two_nodes_and_resumes_from_rank_0s_checkp
     assert re.search(resumed, second) and last_line in second, second[-3000:]
     assert header in second, second[-3000:]
     again, _ = losses(second)
-    assert again < 0.8 * start, (start, again)            # went on learning: a fresh start is back at `start`
+    assert again < 0.8 * start, (start, again)  # went on learning: a fresh start is back at `start`

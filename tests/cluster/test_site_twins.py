@@ -25,8 +25,14 @@ from builder.shell import leading_variable
 
 pytestmark = NEEDS_TWO_NODES
 # the site files of machines in service, each with the target built for it
-SITES = {"lumi": "lumi-rocm", "jean-zay": "a100-cuda", "jean-zay-v100": "v100-cuda",
-         "jean-zay-h100": "h100-cuda", "karolina": "a100-cuda", "local": "cpu"}
+SITES = {
+    "lumi": "lumi-rocm",
+    "jean-zay": "a100-cuda",
+    "jean-zay-v100": "v100-cuda",
+    "jean-zay-h100": "h100-cuda",
+    "karolina": "a100-cuda",
+    "local": "cpu",
+}
 LAUNCHES = ("srun", "torchrun", "mpirun", "deepspeed")
 PYTHON_LEAKS = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "PYTHONPATH")
 # What the stand-in image cannot do on a twin, and why. LUMI's image carries MPICH (cray-mpich's
@@ -42,6 +48,7 @@ def twin(request, tmp_path_factory, apptainer, cpu_image):
     from helpers.twonode_cluster import TwoNodes
 
     from builder.recipes.tree import RecipeTree
+
     site = RecipeTree(RECIPES).site(request.param)
     root = tmp_path_factory.mktemp(f"twin-{site.name}")
     model = Twin(site, root / "site", apptainer)
@@ -59,8 +66,11 @@ class Submitting:
     def __init__(self, model, cluster, target, cpu_image):
         self.model, self.cluster, self.site, self.target = model, cluster, model.site, target
         self.cpu_image = cpu_image
-        env = {name: value for name, value in cluster.env.items()
-               if not name.startswith(("HPCML_", "LMOD", "SING_", "BASH_FUNC_")) and name not in PYTHON_LEAKS}
+        env = {
+            name: value
+            for name, value in cluster.env.items()
+            if not name.startswith(("HPCML_", "LMOD", "SING_", "BASH_FUNC_")) and name not in PYTHON_LEAKS
+        }
         system = model.system_path()
         env["PATH"] = ":".join(filter(None, [system, "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"]))
         env["MODULEPATH"] = str(model.modulefiles())
@@ -87,15 +97,22 @@ class Submitting:
     def write(self, folder: Path, *options, program=QUICK):
         account = ("--account", self.site.slurm.account.example) if self.site.slurm.account else ()
         script = folder / "job.sh"
-        written = run_builder("jobscript", self.target, "--site", self.site.name, *account, *options,
-                              "--out", script, "--", *program)
+        written = run_builder(
+            "jobscript", self.target, "--site", self.site.name, *account, *options, "--out", script, "--", *program
+        )
         assert written.returncode == 0, written.stderr
         return script
 
     def sbatch(self, folder: Path, *argv):
         line = " ".join(f"'{arg}'" for arg in ["sbatch", *argv])
-        return subprocess.run(["bash", "-c", f"source {LMOD_INIT} && {line}"], env=self.env, cwd=folder,
-                              capture_output=True, text=True, timeout=60)
+        return subprocess.run(
+            ["bash", "-c", f"source {LMOD_INIT} && {line}"],
+            env=self.env,
+            cwd=folder,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
 
 
 def shapes(site):
@@ -121,6 +138,7 @@ def test_sbatch_test_only_accepts_every_script_the_generator_writes(twin, tree, 
     """Every launch on one and two nodes, every GPU count a node can have, and each test
     partition and QoS of the site named: the twin's Slurm would start each of them."""
     from builder.run import jobscript
+
     variants = [request for _, _, request in shapes(twin.site)]
     gpus = twin.site.gpu.per_node
     variants += [dict(launch="srun", gpus=count) for count in range(1, gpus + 1)]
@@ -129,8 +147,9 @@ def test_sbatch_test_only_accepts_every_script_the_generator_writes(twin, tree, 
     account = {"account": twin.site.slurm.account.example} if twin.site.slurm.account else {}
     refused = []
     for index, request in enumerate(variants):
-        plan = jobscript.plan(tree, twin.target, jobscript.Request(
-            site=twin.site.name, program=("train.py",), **account, **request))
+        plan = jobscript.plan(
+            tree, twin.target, jobscript.Request(site=twin.site.name, program=("train.py",), **account, **request)
+        )
         script = tmp_path / f"job-{index}.sh"
         script.write_text(jobscript.script(plan))
         tried = twin.sbatch(tmp_path, "--test-only", str(script))
@@ -154,8 +173,19 @@ def test_the_twin_refuses_a_job_beyond_a_partitions_limits_as_the_generator_does
     tried = twin.sbatch(tmp_path, "--test-only", f"--partition={part.name}", f"--time={too_long}", str(script))
     assert tried.returncode != 0 and "time limit" in tried.stderr.lower(), tried.stderr
     account = ("--account", twin.site.slurm.account.example) if twin.site.slurm.account else ()
-    generated = run_builder("jobscript", twin.target, "--site", twin.site.name, *account, "--partition",
-                            part.name, "--time", too_long, "--", "train.py")
+    generated = run_builder(
+        "jobscript",
+        twin.target,
+        "--site",
+        twin.site.name,
+        *account,
+        "--partition",
+        part.name,
+        "--time",
+        too_long,
+        "--",
+        "train.py",
+    )
     assert generated.returncode == 2, generated.stderr
     assert generated.stderr.count("\n") == 1 and f"--partition {part.name} does not fit" in generated.stderr
 
@@ -185,8 +215,11 @@ def test_the_unchanged_script_runs_the_smoke_checks_on_the_twin(twin, tmp_path, 
     written = tmp_path / "smoke-report" / "smoke.json"
     assert written.exists(), f"{state}: no smoke report\n{output[-6000:]}"
     report = json.loads(written.read_text())
-    limits = {check: why for check, why in STAND_IN_LIMITS.get(twin.site.name, {}).items()
-              if report["checks"].get(check, {}).get("verdict") != "none"}
+    limits = {
+        check: why
+        for check, why in STAND_IN_LIMITS.get(twin.site.name, {}).items()
+        if report["checks"].get(check, {}).get("verdict") != "none"
+    }
     # with a check failing as it must, srun ends the other ranks: the exit code is whichever ended first
     assert (state[0] if limits else state) == ("FAILED" if limits else ("COMPLETED", "0:0")), output[-6000:]
     machine = report["machine"]
@@ -196,9 +229,16 @@ def test_the_unchanged_script_runs_the_smoke_checks_on_the_twin(twin, tmp_path, 
     assert (machine["nodes"], machine["ranks"]) == (nodes, nodes * ranks_per_node), output[-3000:]
     assert machine["site"] == twin.site.name
     mpi = "pmix" if twin.site.mpi.slurm_mpi.startswith("pmix") else "pmi" if twin.site.mpi.slurm_mpi != "none" else ""
-    if launch != "deepspeed" or nodes > 1:           # DeepSpeed's own launcher names none
-        assert machine["launcher"] == {"srun": mpi or "slurm", "torchrun": "torchrun", "mpirun": mpi or "openmpi",
-                                       "deepspeed": mpi or "slurm"}[launch], machine
+    if launch != "deepspeed" or nodes > 1:  # DeepSpeed's own launcher names none
+        assert (
+            machine["launcher"]
+            == {
+                "srun": mpi or "slurm",
+                "torchrun": "torchrun",
+                "mpirun": mpi or "openmpi",
+                "deepspeed": mpi or "slurm",
+            }[launch]
+        ), machine
     for check, result in report["checks"].items():
         if check in limits:
             assert result["verdict"] == "fail" and limits[check] in result["why"], (check, result)
@@ -215,11 +255,33 @@ def test_a_script_for_a_published_image_loads_its_module_and_runs_on_two_nodes(t
     """--published: the script loads the module publish installed (module use PREFIX/modulefiles;
     module load NAME/VERSION), which alone provides singularity_wrapper and the image here."""
     prefix = tmp_path / "appl"
-    published = run_builder("publish", "cpu", "--images", twin.cpu_image.parent, "--prefix", prefix,
-                            "--version", "twin", "--skip-smoke", env={"HPCML_APPTAINER": apptainer}, timeout=300)
+    published = run_builder(
+        "publish",
+        "cpu",
+        "--images",
+        twin.cpu_image.parent,
+        "--prefix",
+        prefix,
+        "--version",
+        "twin",
+        "--skip-smoke",
+        env={"HPCML_APPTAINER": apptainer},
+        timeout=300,
+    )
     assert published.returncode == 0, published.stderr
-    script = twin.write(tmp_path, "--published", prefix / "pytorch" / "twin", "--launch", "srun", "--nodes", "2",
-                        "--tasks-per-node", "2", "--time", "00:20:00")
+    script = twin.write(
+        tmp_path,
+        "--published",
+        prefix / "pytorch" / "twin",
+        "--launch",
+        "srun",
+        "--nodes",
+        "2",
+        "--tasks-per-node",
+        "2",
+        "--time",
+        "00:20:00",
+    )
     text = script.read_text()
     assert f"module use {prefix}/modulefiles\nmodule load pytorch/twin\n" in text and "SING_IMAGE=" not in text
     log = tmp_path / "job.log"
@@ -246,5 +308,6 @@ def test_without_its_module_line_the_jean_zay_script_cannot_start_the_container(
     assert submitted.returncode == 0, submitted.stderr
     state, _ = wait_for(submitted.stdout.strip().split(";")[0], twin.cluster.env, timeout=300)
     assert state == "FAILED"
-    assert ("neither apptainer nor singularity found; on jean-zay load it first: module load singularity"
-            in log.read_text()), log.read_text()[-3000:]
+    assert (
+        "neither apptainer nor singularity found; on jean-zay load it first: module load singularity" in log.read_text()
+    ), log.read_text()[-3000:]

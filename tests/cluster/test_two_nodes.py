@@ -20,24 +20,30 @@ pytestmark = NEEDS_TWO_NODES
 
 @pytest.mark.parametrize("nodes", [1, 2])
 def test_the_sites_multi_node_settings_apply_on_two_nodes_only(two_nodes, site_file, apptainer, cpu_image, nodes):
-    show = ('echo "$HPCML_TEST_MULTI_NODE|$OMPI_MCA_btl_tcp_if_include|${LD_LIBRARY_PATH%%:*}|'
-            '$(test -d /hpcml-multi-node-bind && echo bound)"')
+    show = (
+        'echo "$HPCML_TEST_MULTI_NODE|$OMPI_MCA_btl_tcp_if_include|${LD_LIBRARY_PATH%%:*}|'
+        '$(test -d /hpcml-multi-node-bind && echo bound)"'
+    )
     env = dict(job_env(two_nodes, site_file, apptainer), SING_IMAGE=str(cpu_image))
-    shown = subprocess.run(["srun", f"-N{nodes}", "--ntasks-per-node=1", WRAPPER, "exec", "sh", "-c", show],
-                           env=env, capture_output=True, text=True, timeout=120)
+    shown = subprocess.run(
+        ["srun", f"-N{nodes}", "--ntasks-per-node=1", WRAPPER, "exec", "sh", "-c", show],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert shown.returncode == 0, shown.stderr
     # one node: the image's own library path ahead (Apptainer's), nothing of the site's
-    expected = (f"applied|{two_nodes.subnet}.0/24|/opt/hpcml-test-lib|bound" if nodes == 2 else
-                "||/.singularity.d/libs|")
+    expected = f"applied|{two_nodes.subnet}.0/24|/opt/hpcml-test-lib|bound" if nodes == 2 else "||/.singularity.d/libs|"
     assert shown.stdout.split("\n")[:-1] == [expected] * nodes
 
 
 def test_two_idle_nodes_with_their_own_names(two_nodes):
-    states = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %t"], env=two_nodes.env, capture_output=True,
-                            text=True, timeout=30)
+    states = subprocess.run(
+        ["sinfo", "-h", "-N", "-o", "%N %t"], env=two_nodes.env, capture_output=True, text=True, timeout=30
+    )
     assert states.stdout.split("\n")[:2] == ["n1 idle", "n2 idle"], states.stdout + states.stderr
-    names = subprocess.run(["srun", "-N2", "hostname"], env=two_nodes.env, capture_output=True, text=True,
-                           timeout=60)
+    names = subprocess.run(["srun", "-N2", "hostname"], env=two_nodes.env, capture_output=True, text=True, timeout=60)
     assert names.returncode == 0, names.stderr
     assert sorted(names.stdout.split()) == ["n1", "n2"]
 
@@ -45,16 +51,26 @@ def test_two_idle_nodes_with_their_own_names(two_nodes):
 def test_each_nodes_first_address_is_a_decoy_the_other_node_cannot_reach(two_nodes):
     """The trap the launches below must miss: DeepSpeed's multi-node runner (and many hand-made
     scripts) take the first address of `hostname -I` on the first node as the master."""
-    first = subprocess.run(["srun", "-N2", "--ntasks-per-node=1", "sh", "-c", 'echo "$(hostname) $(hostname -I)"'],
-                           env=two_nodes.env, capture_output=True, text=True, timeout=60)
+    first = subprocess.run(
+        ["srun", "-N2", "--ntasks-per-node=1", "sh", "-c", 'echo "$(hostname) $(hostname -I)"'],
+        env=two_nodes.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert first.returncode == 0, first.stderr
     shown = {line.split()[0]: line.split()[1:] for line in first.stdout.splitlines()}
     assert shown == {node: [two_nodes.decoys[node], two_nodes.addresses[node]] for node in ("n1", "n2")}
     reach = 'exec 3<>"/dev/tcp/$1/$2" && echo reached'
     port = str(two_nodes.slurmd_port)
     for address, reached in ((two_nodes.decoys["n1"], False), (two_nodes.addresses["n1"], True)):
-        tried = subprocess.run(["srun", "-w", "n2", "-N1", "-n1", "timeout", "10", "bash", "-c", reach, "bash",
-                                address, port], env=two_nodes.env, capture_output=True, text=True, timeout=60)
+        tried = subprocess.run(
+            ["srun", "-w", "n2", "-N1", "-n1", "timeout", "10", "bash", "-c", reach, "bash", address, port],
+            env=two_nodes.env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert ("reached" in tried.stdout) is reached, (address, tried.stdout, tried.stderr)
 
 
@@ -79,8 +95,13 @@ def test_each_node_names_the_nodes_addresses_in_the_form_torch_asks(two_nodes, s
     EAI_AGAIN). In the container on each node, both forms of both nodes' addresses have their
     node's name (NI_NAMEREQD: no name is an error, not the number)."""
     env = dict(job_env(two_nodes, site_file, apptainer), SING_IMAGE=str(cpu_image))
-    asked = subprocess.run(["srun", "-N2", "--ntasks-per-node=1", WRAPPER, "exec", "python", "-c", NAMES,
-                            *two_nodes.addresses.values()], env=env, capture_output=True, text=True, timeout=120)
+    asked = subprocess.run(
+        ["srun", "-N2", "--ntasks-per-node=1", WRAPPER, "exec", "python", "-c", NAMES, *two_nodes.addresses.values()],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert asked.returncode == 0, asked.stderr
     expected = {}
     for node, address in two_nodes.addresses.items():
@@ -129,9 +150,28 @@ def test_deepspeed_across_nodes_takes_the_master_launchenv_set(two_nodes, site_f
     program = tmp_path / "ds_where.py"
     program.write_text(DS_WHERE)
     script = tmp_path / "job.sh"
-    written = run_builder("jobscript", "cpu", "--site", "local", "--nodes", "2", "--tasks-per-node", "2",
-                          "--launch", "deepspeed", "--time", "00:10:00", "--image", cpu_image, "--wrapper", WRAPPER,
-                          "--out", script, "--", program)
+    written = run_builder(
+        "jobscript",
+        "cpu",
+        "--site",
+        "local",
+        "--nodes",
+        "2",
+        "--tasks-per-node",
+        "2",
+        "--launch",
+        "deepspeed",
+        "--time",
+        "00:10:00",
+        "--image",
+        cpu_image,
+        "--wrapper",
+        WRAPPER,
+        "--out",
+        script,
+        "--",
+        program,
+    )
     assert written.returncode == 0, written.stderr
     assert "launch deepspeed (as srun: ranks from launchenv, no DeepSpeed launcher)" in written.stderr
     text = script.read_text()
@@ -139,19 +179,31 @@ def test_deepspeed_across_nodes_takes_the_master_launchenv_set(two_nodes, site_f
     assert text.rstrip().splitlines()[-1].endswith(f"exec python -m launchenv -- python {program}")
     env = job_env(two_nodes, site_file, apptainer)
     log = tmp_path / "job.log"
-    submitted = subprocess.run(["sbatch", "--parsable", f"--output={log}", str(script)], env=env, cwd=tmp_path,
-                               capture_output=True, text=True, timeout=60)
+    submitted = subprocess.run(
+        ["sbatch", "--parsable", f"--output={log}", str(script)],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert submitted.returncode == 0, submitted.stderr
     state = wait_for(submitted.stdout.strip().split(";")[0], env, timeout=300)
     output = log.read_text() if log.exists() else ""
     assert state == ("COMPLETED", "0:0"), output[-6000:]
-    ranks = sorted((json.loads(line.split(" ", 1)[1]) for line in output.splitlines()
-                    if line.startswith("ds-where ")), key=lambda rank: rank["rank"])
-    assert [(r["rank"], r["host"], r["world"], r["sum"]) for r in ranks] == \
-        [(0, "n1", 4, 10.0), (1, "n1", 4, 10.0), (2, "n2", 4, 10.0), (3, "n2", 4, 10.0)], output[-4000:]
+    ranks = sorted(
+        (json.loads(line.split(" ", 1)[1]) for line in output.splitlines() if line.startswith("ds-where ")),
+        key=lambda rank: rank["rank"],
+    )
+    assert [(r["rank"], r["host"], r["world"], r["sum"]) for r in ranks] == [
+        (0, "n1", 4, 10.0),
+        (1, "n1", 4, 10.0),
+        (2, "n2", 4, 10.0),
+        (3, "n2", 4, 10.0),
+    ], output[-4000:]
     for rank in ranks:
-        assert rank["discovered"] is False                 # DeepSpeed's MPI discovery never ran
-        assert rank["used"] == rank["given"]               # it took launchenv's variables as they were
+        assert rank["discovered"] is False  # DeepSpeed's MPI discovery never ran
+        assert rank["used"] == rank["given"]  # it took launchenv's variables as they were
         assert rank["given"]["MASTER_ADDR"] == "n1" and rank["given"]["RANK"] == str(rank["rank"])
         assert rank["store"] == ["n1", int(rank["given"]["MASTER_PORT"])]
         assert rank["store_address"] == two_nodes.addresses["n1"] != two_nodes.decoys["n1"]
@@ -179,7 +231,8 @@ print("ds-discovery " + json.dumps({
 
 
 def test_deepspeeds_own_mpi_discovery_would_take_the_decoy_as_upstream_wrote_it(
-        two_nodes, site_file, apptainer, cpu_image, tmp_path):
+    two_nodes, site_file, apptainer, cpu_image, tmp_path
+):
     """Why the multi-node deepspeed launch keeps DeepSpeed's MPI discovery out of it, and why the
     image patches it anyway: under srun --mpi=pmix, without launchenv, upstream's discovery makes
     the first address of rank 0's `hostname -I` the master, the decoy n2 cannot reach; the
@@ -187,11 +240,19 @@ def test_deepspeeds_own_mpi_discovery_would_take_the_decoy_as_upstream_wrote_it(
     program = tmp_path / "ds_discovery.py"
     program.write_text(DS_DISCOVERY)
     env = dict(job_env(two_nodes, site_file, apptainer), SING_IMAGE=str(cpu_image))
-    ran = subprocess.run(["srun", "--mpi=pmix", "-N2", "--ntasks-per-node=1", WRAPPER, "exec", "python", str(program)],
-                         env=env, cwd=tmp_path, capture_output=True, text=True, timeout=180)
+    ran = subprocess.run(
+        ["srun", "--mpi=pmix", "-N2", "--ntasks-per-node=1", WRAPPER, "exec", "python", str(program)],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-3000:]
-    ranks = sorted((json.loads(line.split(" ", 1)[1]) for line in ran.stdout.splitlines()
-                    if line.startswith("ds-discovery ")), key=lambda rank: rank["rank"])
+    ranks = sorted(
+        (json.loads(line.split(" ", 1)[1]) for line in ran.stdout.splitlines() if line.startswith("ds-discovery ")),
+        key=lambda rank: rank["rank"],
+    )
     assert [(r["rank"], r["host"], r["world"]) for r in ranks] == [(0, "n1", 2), (1, "n2", 2)], ran.stdout
     for rank in ranks:
         assert rank["image_asks"] == "hostname -s"
@@ -204,23 +265,36 @@ def _traces(netns_prefix):
     links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True, timeout=30).stdout
     daemons = subprocess.run(["pgrep", "-af", "slurm.conf"], capture_output=True, text=True, timeout=30).stdout
     suffix = netns_prefix.split("-")[1]
-    return ([line for line in netns.splitlines() if line.startswith(netns_prefix)]
-            + [line for line in links.splitlines() if suffix in line]
-            + [line for line in daemons.splitlines() if "hpcml-two-nodes-" in line])
+    return (
+        [line for line in netns.splitlines() if line.startswith(netns_prefix)]
+        + [line for line in links.splitlines() if suffix in line]
+        + [line for line in daemons.splitlines() if "hpcml-two-nodes-" in line]
+    )
 
 
 @pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])
 def test_the_make_target_cluster_leaves_nothing_behind_when_stopped(stop):
     # as `make two-nodes` starts it
-    started = subprocess.Popen([sys.executable, "-m", "helpers.twonode_cluster"], stdin=subprocess.PIPE, cwd=ROOT,
-                               env=dict(os.environ, PYTHONPATH="tests"), stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True)
+    started = subprocess.Popen(
+        [sys.executable, "-m", "helpers.twonode_cluster"],
+        stdin=subprocess.PIPE,
+        cwd=ROOT,
+        env=dict(os.environ, PYTHONPATH="tests"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
-        first = started.stdout.readline()                  # blocks until up, or it failed
+        first = started.stdout.readline()  # blocks until up, or it failed
         assert first.startswith("two nodes up: n1 198.1"), first + started.stdout.read()
         conf = started.stdout.readline().split("SLURM_CONF=")[1].split()[0]
-        shown = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %t"], env=dict(os.environ, SLURM_CONF=conf),
-                               capture_output=True, text=True, timeout=30)
+        shown = subprocess.run(
+            ["sinfo", "-h", "-N", "-o", "%N %t"],
+            env=dict(os.environ, SLURM_CONF=conf),
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
         assert shown.stdout.split("\n")[:2] == ["n1 idle", "n2 idle"]
         prefix = first.split("(netns ")[1].split(")")[0].rsplit("-", 1)[0]
         assert _traces(prefix)
@@ -228,7 +302,7 @@ def test_the_make_target_cluster_leaves_nothing_behind_when_stopped(stop):
         assert started.wait(timeout=60) == 0
         assert _traces(prefix) == [] and not Path(conf).parent.exists()
     finally:
-        if started.poll() is None:                      # a failed assertion: still clean up
+        if started.poll() is None:  # a failed assertion: still clean up
             started.send_signal(signal.SIGTERM)
             try:
                 started.wait(timeout=60)
@@ -237,7 +311,8 @@ def test_the_make_target_cluster_leaves_nothing_behind_when_stopped(stop):
 
 
 def test_a_node_that_dies_mid_job_ends_the_job_with_a_diagnosis_naming_it(
-        two_nodes, site_file, apptainer, cpu_image, tmp_path):
+    two_nodes, site_file, apptainer, cpu_image, tmp_path
+):
     """n2 dies (slurmd, job step and ranks killed at once) in the middle of a long all-reduce:
     the ranks on n1 see their connections to it broken within the collective timeout, say so
     naming n2, and exit; the job ends as NODE_FAIL once slurmctld declares n2 down (this
@@ -245,21 +320,46 @@ def test_a_node_that_dies_mid_job_ends_the_job_with_a_diagnosis_naming_it(
     queue the job again, as test_examples shows for training that resumes."""
     script = tmp_path / "job.sh"
     endless_allreduce = ("-m", "smoke", "allreduce", "--sizes", "64K", "--iters", "1000000", "--op-timeout", "30")
-    written = run_builder("jobscript", "cpu", "--site", "local", "--nodes", "2", "--tasks-per-node", "2",
-                          "--launch", "srun", "--time", "00:10:00", "--image", cpu_image, "--wrapper", WRAPPER,
-                          "--out", script, "--", *endless_allreduce)
+    written = run_builder(
+        "jobscript",
+        "cpu",
+        "--site",
+        "local",
+        "--nodes",
+        "2",
+        "--tasks-per-node",
+        "2",
+        "--launch",
+        "srun",
+        "--time",
+        "00:10:00",
+        "--image",
+        cpu_image,
+        "--wrapper",
+        WRAPPER,
+        "--out",
+        script,
+        "--",
+        *endless_allreduce,
+    )
     assert written.returncode == 0, written.stderr
     env = job_env(two_nodes, site_file, apptainer)
     log = tmp_path / "job.log"
-    submitted = subprocess.run(["sbatch", "--parsable", "--no-requeue", f"--output={log}", str(script)], env=env,
-                               cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    submitted = subprocess.run(
+        ["sbatch", "--parsable", "--no-requeue", f"--output={log}", str(script)],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert submitted.returncode == 0, submitted.stderr
     job = submitted.stdout.strip().split(";")[0]
     try:
         deadline = time.monotonic() + 300
         while "rank(s) on 2 node(s)" not in (log.read_text() if log.exists() else "") and time.monotonic() < deadline:
             time.sleep(0.5)
-        time.sleep(3)                                   # well into the timed all-reduces
+        time.sleep(3)  # well into the timed all-reduces
         killed = time.monotonic()
         two_nodes.kill_node("n2")
         state, _ = wait_for(job, env, timeout=180)

@@ -21,45 +21,79 @@ NUMBER = r"-?\d+(\.\d+)?"
 # The timeouts bound a loaded 2-core machine; smoke_bench's covers its first run, which
 # makes the host venv and compiles the host's JIT ops once (later quick runs: about a minute).
 BENCHES = {
-    "build_bench": (["--image", "{image}"],
-                    [rf"^no-op rebuild: +{NUMBER} s +ratio {NUMBER}",
-                     rf"^top-layer rebuild: +{NUMBER} s +ratio {NUMBER}",
-                     rf"^must contain: .*ratio {NUMBER}"], 600),
-    "ds_compile_bench": (["--images", "{images}"],
-                         [rf"^  parallel +{NUMBER} s", rf"^  serial +{NUMBER} s",
-                          rf"ratio parallel / serial {NUMBER}"], 900),
-    "layer_bench": (["--images", "{images}"],
-                    [rf"^packed +base +{NUMBER} s", rf"^uncompressed +base +{NUMBER} s",
-                     rf"^base layer time +uncompressed / packed: {NUMBER}",
-                     rf"^base \+ image time uncompressed / packed: {NUMBER}"], 600),
-    "publish_bench": (["{image}"],
-                      [rf"^publish --force +{NUMBER} ms .* ratio {NUMBER}", rf"^verify +{NUMBER} ms .* ratio {NUMBER}",
-                       rf"^bin/python -c pass +{NUMBER} ms .* ratio {NUMBER}"], 600),
-    "smoke_bench": (["{image}"],
-                    [rf"^all-reduce 1M busbw.* ratio {NUMBER}",
-                     rf"^first CPUAdam step.*\(ratio {NUMBER},.*JIT / prebuilt {NUMBER}x",
-                     rf"^first DeepSpeed engine step.*JIT / prebuilt {NUMBER}x"], 2400),
-    "twonode_bench": (["{image}"],
-                      [*(rf"^   {launch} +1 +{NUMBER} +{NUMBER}$"
-                         for launch in ("torchrun", "srun", "mpirun", "deepspeed")),
-                       rf"^   srun +project +{NUMBER} s, bare +{NUMBER} s, ratio {NUMBER}",
-                       rf"^ +2 +{NUMBER} +{NUMBER}$"], 900),
+    "build_bench": (
+        ["--image", "{image}"],
+        [
+            rf"^no-op rebuild: +{NUMBER} s +ratio {NUMBER}",
+            rf"^top-layer rebuild: +{NUMBER} s +ratio {NUMBER}",
+            rf"^must contain: .*ratio {NUMBER}",
+        ],
+        600,
+    ),
+    "ds_compile_bench": (
+        ["--images", "{images}"],
+        [rf"^  parallel +{NUMBER} s", rf"^  serial +{NUMBER} s", rf"ratio parallel / serial {NUMBER}"],
+        900,
+    ),
+    "layer_bench": (
+        ["--images", "{images}"],
+        [
+            rf"^packed +base +{NUMBER} s",
+            rf"^uncompressed +base +{NUMBER} s",
+            rf"^base layer time +uncompressed / packed: {NUMBER}",
+            rf"^base \+ image time uncompressed / packed: {NUMBER}",
+        ],
+        600,
+    ),
+    "publish_bench": (
+        ["{image}"],
+        [
+            rf"^publish --force +{NUMBER} ms .* ratio {NUMBER}",
+            rf"^verify +{NUMBER} ms .* ratio {NUMBER}",
+            rf"^bin/python -c pass +{NUMBER} ms .* ratio {NUMBER}",
+        ],
+        600,
+    ),
+    "smoke_bench": (
+        ["{image}"],
+        [
+            rf"^all-reduce 1M busbw.* ratio {NUMBER}",
+            rf"^first CPUAdam step.*\(ratio {NUMBER},.*JIT / prebuilt {NUMBER}x",
+            rf"^first DeepSpeed engine step.*JIT / prebuilt {NUMBER}x",
+        ],
+        2400,
+    ),
+    "twonode_bench": (
+        ["{image}"],
+        [
+            *(rf"^   {launch} +1 +{NUMBER} +{NUMBER}$" for launch in ("torchrun", "srun", "mpirun", "deepspeed")),
+            rf"^   srun +project +{NUMBER} s, bare +{NUMBER} s, ratio {NUMBER}",
+            rf"^ +2 +{NUMBER} +{NUMBER}$",
+        ],
+        900,
+    ),
     "wrapper_bench": (["{image}"], [rf"^overhead: {NUMBER} ms, ratio {NUMBER}"], 300),
 }
 
 
-@pytest.mark.parametrize("name", [pytest.param(name, marks=NEEDS_TWO_NODES) if name == "twonode_bench" else name
-                                  for name in sorted(BENCHES)])
+@pytest.mark.parametrize(
+    "name", [pytest.param(name, marks=NEEDS_TWO_NODES) if name == "twonode_bench" else name for name in sorted(BENCHES)]
+)
 def test_bench_runs_quick_and_prints_its_figures(name, cpu_image):
     arguments, expected, timeout = BENCHES[name]
-    argv = [sys.executable, str(ROOT / "bench" / f"{name}.py"), "--quick",
-            *(a.format(image=cpu_image, images=cpu_image.parent) for a in arguments)]
+    argv = [
+        sys.executable,
+        str(ROOT / "bench" / f"{name}.py"),
+        "--quick",
+        *(a.format(image=cpu_image, images=cpu_image.parent) for a in arguments),
+    ]
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "SING_IMAGE", "HPCML_SITE_FILE")}
     started = time.monotonic()
     result = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
     seconds = time.monotonic() - started
     print(f"{name} --quick: {seconds:.0f} s\n{result.stdout}", file=sys.stderr)
-    assert result.returncode == 0, f"{' '.join(argv)}: exit {result.returncode}\n{result.stdout[-3000:]}\n" \
-                                   f"{result.stderr[-3000:]}"
+    assert result.returncode == 0, (
+        f"{' '.join(argv)}: exit {result.returncode}\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    )
     missing = [line for line in expected if not re.search(line, result.stdout, re.M)]
     assert not missing, f"{name} printed no line matching {missing}:\n{result.stdout}"

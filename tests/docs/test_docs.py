@@ -35,7 +35,7 @@ RUNNABLE = "sh"
 NOT_RUN = ("needs-image", "needs-cluster", "site", "admin")
 # info strings a fence may carry; a shell fence that is not `sh` would escape the convention
 KNOWN_LANGUAGES = ("sh", "text", "yaml", "json", "lua", "python", "tcl")
-TIMEOUT = 180                       # seconds per command; `hpcml check` takes about one
+TIMEOUT = 180  # seconds per command; `hpcml check` takes about one
 README_MAX_LINES = 250
 # a user's environment must not change what a documented command does
 CLEARED_PREFIXES = ("HPCML_", "SING_", "SLURM_", "APPTAINER", "SINGULARITY", "MAKE", "MFLAGS")
@@ -93,8 +93,7 @@ def runnable():
             if info[:1] != [RUNNABLE] or len(info) > 1:
                 continue
             for index, (line, command) in enumerate(commands(body)):
-                params.append(pytest.param((_relative(path), start), index, command,
-                                           id=f"{_relative(path)}:{line}"))
+                params.append(pytest.param((_relative(path), start), index, command, id=f"{_relative(path)}:{line}"))
     return params
 
 
@@ -103,9 +102,16 @@ RUNNABLE_COMMANDS = runnable()
 
 # ---- the checkout the commands run in ---------------------------------------------------------
 
+
 def _checkout_files():
-    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-                            cwd=ROOT, capture_output=True, text=True, check=True, timeout=60).stdout
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout
     return sorted({name for name in listed.split("\0") if name})
 
 
@@ -122,7 +128,7 @@ def pristine(tmp_path_factory):
     root = tmp_path_factory.mktemp("docs") / "checkout"
     for name in _checkout_files():
         source = ROOT / name
-        if not source.is_file():               # listed, but deleted in the working tree
+        if not source.is_file():  # listed, but deleted in the working tree
             continue
         target = root / name
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -142,8 +148,7 @@ def fence_folders(pristine):
 
 
 def _environment(folder):
-    env = {name: value for name, value in os.environ.items()
-           if not name.startswith(CLEARED_PREFIXES)}
+    env = {name: value for name, value in os.environ.items() if not name.startswith(CLEARED_PREFIXES)}
     env["PATH"] = f"{folder / '.venv' / 'bin'}:{env.get('PATH', '/usr/bin:/bin')}"
     env["VIRTUAL_ENV"] = str(folder / ".venv")
     env.pop("PYTHONPATH", None)
@@ -152,16 +157,24 @@ def _environment(folder):
 
 def _run(command, folder):
     try:
-        return subprocess.run(["bash", "-c", command], cwd=folder, env=_environment(folder),
-                              stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                              timeout=TIMEOUT)
+        return subprocess.run(
+            ["bash", "-c", command],
+            cwd=folder,
+            env=_environment(folder),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+        )
     except subprocess.TimeoutExpired:
         pytest.fail(f"`{command}` did not finish within {TIMEOUT} s")
 
 
 def _shown(result):
-    return (f"exit status {result.returncode}\n--- stdout (end)\n{result.stdout[-3000:]}"
-            f"\n--- stderr (end)\n{result.stderr[-3000:]}")
+    return (
+        f"exit status {result.returncode}\n--- stdout (end)\n{result.stdout[-3000:]}"
+        f"\n--- stderr (end)\n{result.stderr[-3000:]}"
+    )
 
 
 @pytest.mark.parametrize("fence, index, command", RUNNABLE_COMMANDS)
@@ -185,6 +198,7 @@ def test_command_runs_as_shown(fence, index, command, pristine, fence_folders, t
 
 # ---- the shape of the documentation -----------------------------------------------------------
 
+
 def test_there_are_runnable_commands():
     assert len(RUNNABLE_COMMANDS) >= 30, "the docs should show commands a reader can run here"
 
@@ -201,7 +215,7 @@ def test_fences_follow_the_convention(path):
         elif info[0] == RUNNABLE and len(info) > 1 and (len(info) > 2 or info[1] not in NOT_RUN):
             problems.append(f"{where}: `sh {' '.join(info[1:])}`; expected `sh` or sh with one of {NOT_RUN}")
         elif info[0] == RUNNABLE:
-            commands(body)                     # a dangling backslash fails here
+            commands(body)  # a dangling backslash fails here
     assert not problems, "\n".join(problems)
 
 
@@ -276,7 +290,7 @@ def test_design_names_every_module():
                 continue
             relative = path.relative_to(ROOT / top)
             if top == "builder" and path.name == "__init__.py":
-                continue                       # a package's __init__ holds no code of its own
+                continue  # a package's __init__ holds no code of its own
             shown = path.name if top == "builder" else str(relative)
             if f"`{shown}`" not in text:
                 missing.append(str(path.relative_to(ROOT)))

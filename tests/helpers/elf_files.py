@@ -34,7 +34,7 @@ def elf(sections):
     header[:6] = b"\x7fELF\x02\x01"
     struct.pack_into("<Q", header, 0x28, table_at)
     struct.pack_into("<HHH", header, 0x3A, 64, len(sections) + 2, len(sections) + 1)
-    table = b"\0" * 64                                    # section 0 is always empty
+    table = b"\0" * 64  # section 0 is always empty
     name_at = 1
     for (name, blob), offset in zip(sections, offsets):
         table += struct.pack("<IIQQQQIIQQ", name_at, 1, 0, 0, offset, len(blob), 0, 0, 8, 0)

@@ -41,10 +41,14 @@ def start_layer_build(tmp_path, post, *extra, base, env=None):
     previous.write_bytes(b"the previous image\n")
     definition = tmp_path / "x.def"
     definition.write_text(f"Bootstrap: localimage\nFrom: {{{{ BASE }}}}\n\n%post\n{post}\n")
-    private_tmp = tmp_path / "tmp"          # the build's work files, apart from other builds'
+    private_tmp = tmp_path / "tmp"  # the build's work files, apart from other builds'
     private_tmp.mkdir(exist_ok=True)
     process = subprocess.Popen(
         [sys.executable, "-c", BUILD_ONE_LAYER, definition, previous, RECIPES, base, *extra],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env=dict(os.environ, TMPDIR=str(private_tmp), APPTAINER_TMPDIR=str(private_tmp), **(env or {})))
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ, TMPDIR=str(private_tmp), APPTAINER_TMPDIR=str(private_tmp), **(env or {})),
+    )
     return process, images, previous

@@ -11,8 +11,7 @@ LMOD_DIR = Path("/usr/share/lmod/lmod/libexec")
 
 
 def publish(image, prefix, *args, env):
-    return run_builder("publish", "cpu", "--images", image.parent, "--prefix", prefix, *args,
-                       env=env, timeout=300)
+    return run_builder("publish", "cpu", "--images", image.parent, "--prefix", prefix, *args, env=env, timeout=300)
 
 
 def lmod(script, prefix, apptainer, **env):
@@ -26,7 +25,8 @@ def lmod(script, prefix, apptainer, **env):
 
 
 def tcl_module(modulecmd, published, apptainer, lines):
-    script = "".join(f'eval "$(tclsh {modulecmd} bash {line})"\n' if not line.startswith("!") else line[1:] + "\n"
-                     for line in lines)
+    script = "".join(
+        f'eval "$(tclsh {modulecmd} bash {line})"\n' if not line.startswith("!") else line[1:] + "\n" for line in lines
+    )
     env = dict(os.environ, MODULEPATH=str(published / "modulefiles"), HPCML_APPTAINER=apptainer)
     return subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, timeout=300)

@@ -12,6 +12,11 @@ def gcc(out: Path, source: str, soname: str, *flags):
     out.parent.mkdir(parents=True, exist_ok=True)
     src = out.parent / (out.name + ".c")
     src.write_text(source)
-    subprocess.run(["gcc", "-shared", "-fPIC", f"-Wl,-soname,{soname}", "-o", str(out), str(src), *flags],
-                   check=True, capture_output=True, text=True, timeout=60)
+    subprocess.run(
+        ["gcc", "-shared", "-fPIC", f"-Wl,-soname,{soname}", "-o", str(out), str(src), *flags],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     return out

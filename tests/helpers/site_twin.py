@@ -54,9 +54,11 @@ class Twin:
         if not parts:
             return []
         default = next((p.name for p in parts if not p.test), parts[0].name)
-        return [f"PartitionName={p.name} Nodes=ALL Default={'YES' if p.name == default else 'NO'} "
-                f"MaxTime={p.max_time} MaxNodes={p.max_nodes} State=UP OverSubscribe=YES"
-                for p in parts]
+        return [
+            f"PartitionName={p.name} Nodes=ALL Default={'YES' if p.name == default else 'NO'} "
+            f"MaxTime={p.max_time} MaxNodes={p.max_nodes} State=UP OverSubscribe=YES"
+            for p in parts
+        ]
 
     def cluster_lines(self) -> list:
         # a job beyond a partition's limits is refused when submitted, not left pending
@@ -89,9 +91,12 @@ class Twin:
         for name in site.modules.load:
             self._module(folder, name, setenv={f"HPCML_TWIN_{_variable(name)}": "loaded"})
         if site.mpi.host_module:
-            self._module(folder, site.mpi.host_module,
-                         prepend={"PATH": str(Path(shutil.which("mpirun")).parent)},
-                         setenv={"HPCML_TWIN_HOST_MPI": site.mpi.host_module})
+            self._module(
+                folder,
+                site.mpi.host_module,
+                prepend={"PATH": str(Path(shutil.which("mpirun")).parent)},
+                setenv={"HPCML_TWIN_HOST_MPI": site.mpi.host_module},
+            )
         return folder
 
     def system_path(self) -> str:

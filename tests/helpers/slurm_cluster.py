@@ -18,10 +18,19 @@ def _free_port():
 
 
 # What every test cluster shares: munge, root, no cgroups, CPUs as the unit.
-COMMON_SETTINGS = ("AuthType=auth/munge", "CredType=cred/munge", "SlurmUser=root", "SlurmdUser=root",
-                   "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none", "SelectType=select/cons_tres",
-                   "SelectTypeParameters=CR_CPU", "MpiDefault=none", "ReturnToService=2",
-                   "SchedulerType=sched/backfill")
+COMMON_SETTINGS = (
+    "AuthType=auth/munge",
+    "CredType=cred/munge",
+    "SlurmUser=root",
+    "SlurmdUser=root",
+    "ProctrackType=proctrack/linuxproc",
+    "TaskPlugin=task/none",
+    "SelectType=select/cons_tres",
+    "SelectTypeParameters=CR_CPU",
+    "MpiDefault=none",
+    "ReturnToService=2",
+    "SchedulerType=sched/backfill",
+)
 
 
 class Cluster:
@@ -39,28 +48,42 @@ class Cluster:
         key.write_bytes(os.urandom(1024))
         key.chmod(0o400)
         sock = self.root / "munge" / "munge.socket"
-        self._spawn("munged", ["munged", "--foreground", "--force", f"--key-file={key}",
-                               f"--socket={sock}", f"--pid-file={self.root / 'munge' / 'pid'}",
-                               f"--seed-file={self.root / 'munge' / 'seed'}",
-                               f"--log-file={self.root / 'log' / 'munged.log'}"])
+        self._spawn(
+            "munged",
+            [
+                "munged",
+                "--foreground",
+                "--force",
+                f"--key-file={key}",
+                f"--socket={sock}",
+                f"--pid-file={self.root / 'munge' / 'pid'}",
+                f"--seed-file={self.root / 'munge' / 'seed'}",
+                f"--log-file={self.root / 'log' / 'munged.log'}",
+            ],
+        )
         self._wait(lambda: sock.exists(), 30, "munged socket")
         cpus = os.cpu_count() or 2
-        self.conf.write_text("\n".join([
-            "ClusterName=hpcmltest",
-            f"SlurmctldHost={host}",
-            f"SlurmctldPort={_free_port()}",
-            f"SlurmdPort={_free_port()}",
-            f"AuthInfo=socket={sock}",
-            *COMMON_SETTINGS,
-            f"StateSaveLocation={self.root / 'state'}",
-            f"SlurmdSpoolDir={self.root / 'spool'}",
-            f"SlurmctldPidFile={self.root / 'slurmctld.pid'}",
-            f"SlurmdPidFile={self.root / 'slurmd.pid'}",
-            f"SlurmctldLogFile={self.root / 'log' / 'slurmctld.log'}",
-            f"SlurmdLogFile={self.root / 'log' / 'slurmd.log'}",
-            f"NodeName={host} CPUs={cpus} State=UNKNOWN",
-            "PartitionName=test Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES",
-        ]) + "\n")
+        self.conf.write_text(
+            "\n".join(
+                [
+                    "ClusterName=hpcmltest",
+                    f"SlurmctldHost={host}",
+                    f"SlurmctldPort={_free_port()}",
+                    f"SlurmdPort={_free_port()}",
+                    f"AuthInfo=socket={sock}",
+                    *COMMON_SETTINGS,
+                    f"StateSaveLocation={self.root / 'state'}",
+                    f"SlurmdSpoolDir={self.root / 'spool'}",
+                    f"SlurmctldPidFile={self.root / 'slurmctld.pid'}",
+                    f"SlurmdPidFile={self.root / 'slurmd.pid'}",
+                    f"SlurmctldLogFile={self.root / 'log' / 'slurmctld.log'}",
+                    f"SlurmdLogFile={self.root / 'log' / 'slurmd.log'}",
+                    f"NodeName={host} CPUs={cpus} State=UNKNOWN",
+                    "PartitionName=test Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES",
+                ]
+            )
+            + "\n"
+        )
         self._spawn("slurmctld", ["slurmctld", "-D", "-i", "-f", str(self.conf)])
         self._spawn("slurmd", ["slurmd", "-D", "-f", str(self.conf)])
         self._wait(self._idle, timeout, "an idle node in sinfo")
@@ -72,8 +95,9 @@ class Cluster:
 
     def _spawn(self, name, argv):
         log = open(self.root / "log" / f"{name}.out", "w")
-        self.processes.append(subprocess.Popen(argv, env=self.env, stdout=log, stderr=subprocess.STDOUT,
-                                               start_new_session=True))
+        self.processes.append(
+            subprocess.Popen(argv, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        )
 
     def _wait(self, ready, timeout, what):
         deadline = time.monotonic() + timeout

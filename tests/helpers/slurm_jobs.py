@@ -13,21 +13,37 @@ WRAPPER = str(ROOT / "wrappers" / "singularity_wrapper")
 QUICK = ("-m", "smoke", "all", "--sizes", "8:1M", "--warmup", "2", "--iters", "5")
 # torch's c10d when a peer's address has no name on the node (issue 30): must never be printed
 C10D_NO_NAME = "The hostname of the client socket cannot be retrieved"
-NEEDS_TWO_NODES = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("slurmd"),
-                                     reason="namespaces, a bridge and slurmd need root and Debian's slurm-wlm")
+NEEDS_TWO_NODES = pytest.mark.skipif(
+    os.geteuid() != 0 or not shutil.which("slurmd"),
+    reason="namespaces, a bridge and slurmd need root and Debian's slurm-wlm",
+)
 
 
 def job_env(two_nodes, site_file, apptainer):
     # root runs these tests; Open MPI refuses root unless told twice
-    env = dict(two_nodes.env, HPCML_APPTAINER=apptainer, HPCML_SITE_FILE=str(site_file),
-               OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    env = dict(
+        two_nodes.env,
+        HPCML_APPTAINER=apptainer,
+        HPCML_SITE_FILE=str(site_file),
+        OMPI_ALLOW_RUN_AS_ROOT="1",
+        OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+    )
     for name in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "PYTHONPATH"):
         env.pop(name, None)
     return env
 
 
-DONE = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL",
-        "DEADLINE", "PREEMPTED"}
+DONE = {
+    "COMPLETED",
+    "FAILED",
+    "CANCELLED",
+    "TIMEOUT",
+    "NODE_FAIL",
+    "OUT_OF_MEMORY",
+    "BOOT_FAIL",
+    "DEADLINE",
+    "PREEMPTED",
+}
 
 
 def wait_for(job, env, timeout=600):
@@ -35,8 +51,9 @@ def wait_for(job, env, timeout=600):
     its checks, which blurs the timings), and cancelled if it runs past the timeout."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        shown = subprocess.run(["scontrol", "-o", "show", "job", job], env=env, capture_output=True,
-                               text=True, timeout=30).stdout
+        shown = subprocess.run(
+            ["scontrol", "-o", "show", "job", job], env=env, capture_output=True, text=True, timeout=30
+        ).stdout
         fields = dict(field.split("=", 1) for field in shown.split() if "=" in field)
         if fields.get("JobState") in DONE:
             return fields["JobState"], fields.get("ExitCode")

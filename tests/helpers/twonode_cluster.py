@@ -22,7 +22,7 @@ from helpers.slurm_cluster import COMMON_SETTINGS, Cluster, _free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 NODES = ("n1", "n2")
-DECOY_NET = "198.19.254"          # inside each namespace only, never on the bridge
+DECOY_NET = "198.19.254"  # inside each namespace only, never on the bridge
 
 
 def _ip(*args, check=True):
@@ -63,7 +63,7 @@ class TwoNodes(Cluster):
         super().__init__(root)
         self.twin = twin
         self.cpus = twin.cpus if twin else cpus
-        suffix = secrets.token_hex(3)                  # interface names: 15 characters at most
+        suffix = secrets.token_hex(3)  # interface names: 15 characters at most
         self.bridge = f"hmbr{suffix}"
         self.netns = {node: f"hpcml-{suffix}-{node}" for node in NODES}
         self.veths = {node: f"hmv{suffix}{i}" for i, node in enumerate(NODES)}
@@ -74,7 +74,7 @@ class TwoNodes(Cluster):
         self.stopped = False
 
     def start(self, timeout=90):
-        atexit.register(self.stop)                     # an interrupted session still cleans up
+        atexit.register(self.stop)  # an interrupted session still cleans up
         try:
             self._network()
             self._daemons(timeout)
@@ -98,8 +98,8 @@ class TwoNodes(Cluster):
             _ip("link", "set", peer, "netns", ns)
             _ip("-n", ns, "addr", "add", f"{self.addresses[node]}/24", "dev", peer)
             _ip("-n", ns, "link", "set", peer, "up")
-            _ip("-n", ns, "link", "set", "lo", "up")     # no default route: the nodes reach
-                                                          # the subnet and nothing beyond
+            _ip("-n", ns, "link", "set", "lo", "up")  # no default route: the nodes reach
+            # the subnet and nothing beyond
             # The decoy: an interface made inside the namespace, so it comes first in
             # `hostname -I` (as a blocked Ethernet port does on real nodes), with an address
             # the other node has no route to. Launches must not pick it.
@@ -113,46 +113,64 @@ class TwoNodes(Cluster):
         root = self.root
         host = socket.gethostname().split(".")[0]
         gateway = f"{self.subnet}.1"
-        self.slurmd_port = _free_port()                # every slurmd listens there, on its node
+        self.slurmd_port = _free_port()  # every slurmd listens there, on its node
         for folder in ("munge", "state", "log"):
             (root / folder).mkdir(mode=0o700, parents=True, exist_ok=True)
         key = root / "munge" / "munge.key"
         key.write_bytes(os.urandom(1024))
         key.chmod(0o400)
-        sock = root / "munge" / "munge.socket"      # a path socket: reachable from every netns
-        self._spawn("munged", ["munged", "--foreground", "--force", f"--key-file={key}",
-                               f"--socket={sock}", f"--pid-file={root / 'munge' / 'pid'}",
-                               f"--seed-file={root / 'munge' / 'seed'}",
-                               f"--log-file={root / 'log' / 'munged.log'}"])
+        sock = root / "munge" / "munge.socket"  # a path socket: reachable from every netns
+        self._spawn(
+            "munged",
+            [
+                "munged",
+                "--foreground",
+                "--force",
+                f"--key-file={key}",
+                f"--socket={sock}",
+                f"--pid-file={root / 'munge' / 'pid'}",
+                f"--seed-file={root / 'munge' / 'seed'}",
+                f"--log-file={root / 'log' / 'munged.log'}",
+            ],
+        )
         self._wait(lambda: sock.exists(), 30, "munged socket")
         # the nodes' view of names: each other and the controller, nothing of the host's
         node_options = f"{self.twin.node_options()} " if self.twin else ""
         hosts = root / "hosts"
         hosts.write_text(hosts_file({"localhost": "127.0.0.1", host: gateway, **self.addresses}))
-        self.conf.write_text("\n".join([
-            "ClusterName=hpcmltwo",
-            f"SlurmctldHost={host}({gateway})",     # slurmctld refuses a name not its own
-            f"SlurmctldPort={_free_port()}",
-            f"SlurmdPort={self.slurmd_port}",
-            f"AuthInfo=socket={sock}",
-            *COMMON_SETTINGS,
-            # a node that stops answering is declared down after 20 s (Slurm's default, 300 s,
-            # would make the node-death test wait five minutes for the same outcome)
-            "SlurmdTimeout=20",
-            f"StateSaveLocation={root / 'state'}",
-            f"SlurmdSpoolDir={root / 'spool-%n'}",
-            f"SlurmctldPidFile={root / 'slurmctld.pid'}",
-            f"SlurmdPidFile={root / 'slurmd-%n.pid'}",
-            f"SlurmctldLogFile={root / 'log' / 'slurmctld.log'}",
-            f"SlurmdLogFile={root / 'log' / 'slurmd-%n.log'}",
-            # a twin's nodes are the site's shape (cores, memory), taken as configured
-            *(["SlurmdParameters=config_overrides"] if self.twin or self.cpus > (os.cpu_count() or 2) else []),
-            *(self.twin.cluster_lines() if self.twin else []),
-            *(f"NodeName={node} NodeAddr={address} CPUs={self.cpus} {node_options}State=UNKNOWN"
-              for node, address in self.addresses.items()),
-            *((self.twin and self.twin.partition_lines()) or
-              ["PartitionName=test Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES"]),
-        ]) + "\n")
+        self.conf.write_text(
+            "\n".join(
+                [
+                    "ClusterName=hpcmltwo",
+                    f"SlurmctldHost={host}({gateway})",  # slurmctld refuses a name not its own
+                    f"SlurmctldPort={_free_port()}",
+                    f"SlurmdPort={self.slurmd_port}",
+                    f"AuthInfo=socket={sock}",
+                    *COMMON_SETTINGS,
+                    # a node that stops answering is declared down after 20 s (Slurm's default, 300 s,
+                    # would make the node-death test wait five minutes for the same outcome)
+                    "SlurmdTimeout=20",
+                    f"StateSaveLocation={root / 'state'}",
+                    f"SlurmdSpoolDir={root / 'spool-%n'}",
+                    f"SlurmctldPidFile={root / 'slurmctld.pid'}",
+                    f"SlurmdPidFile={root / 'slurmd-%n.pid'}",
+                    f"SlurmctldLogFile={root / 'log' / 'slurmctld.log'}",
+                    f"SlurmdLogFile={root / 'log' / 'slurmd-%n.log'}",
+                    # a twin's nodes are the site's shape (cores, memory), taken as configured
+                    *(["SlurmdParameters=config_overrides"] if self.twin or self.cpus > (os.cpu_count() or 2) else []),
+                    *(self.twin.cluster_lines() if self.twin else []),
+                    *(
+                        f"NodeName={node} NodeAddr={address} CPUs={self.cpus} {node_options}State=UNKNOWN"
+                        for node, address in self.addresses.items()
+                    ),
+                    *(
+                        (self.twin and self.twin.partition_lines())
+                        or ["PartitionName=test Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES"]
+                    ),
+                ]
+            )
+            + "\n"
+        )
         gres = self.twin.gres_conf() if self.twin else ""
         if gres:
             (root / "gres.conf").write_text(gres)
@@ -172,15 +190,31 @@ class TwoNodes(Cluster):
         # slurmd fails "Unable to initialize cgroup plugin". unshare and sh exec, so the
         # process we hold is slurmd itself.
         root = self.root
-        self._spawn(f"slurmd-{node}", [
-            "nsenter", f"--net=/run/netns/{self.netns[node]}",
-            "unshare", "--uts", "--mount", "--propagation", "private",
-            # a /dev/shm of its own, as each real node has: DeepSpeed's shared-memory all-reduce
-            # names its segments by MASTER_ADDR and MASTER_PORT, the same on every node of a job
-            "sh", "-c", 'hostname "$1" && mount --bind "$2" /etc/hosts && mount --bind "$4" "$5" && '
-                        'mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs /dev/shm && '
-                        'exec slurmd -D -N "$1" -f "$3"',
-            "sh", node, str(root / "hosts"), str(self.conf), str(root / f"pmix-{node}"), str(root / "pmix")])
+        self._spawn(
+            f"slurmd-{node}",
+            [
+                "nsenter",
+                f"--net=/run/netns/{self.netns[node]}",
+                "unshare",
+                "--uts",
+                "--mount",
+                "--propagation",
+                "private",
+                # a /dev/shm of its own, as each real node has: DeepSpeed's shared-memory all-reduce
+                # names its segments by MASTER_ADDR and MASTER_PORT, the same on every node of a job
+                "sh",
+                "-c",
+                'hostname "$1" && mount --bind "$2" /etc/hosts && mount --bind "$4" "$5" && '
+                "mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs /dev/shm && "
+                'exec slurmd -D -N "$1" -f "$3"',
+                "sh",
+                node,
+                str(root / "hosts"),
+                str(self.conf),
+                str(root / f"pmix-{node}"),
+                str(root / "pmix"),
+            ],
+        )
         self.slurmd_pids[node] = self.processes[-1].pid
 
     def kill_node(self, node):
@@ -193,10 +227,12 @@ class TwoNodes(Cluster):
         """Its slurmd again, until the node answers the controller (ReturnToService=2 takes
         it back if it was marked down); a job still on it keeps it allocated."""
         self._slurmd(node)
-        subprocess.run(["scontrol", "update", f"nodename={node}", "state=resume"], env=self.env,
-                       capture_output=True, timeout=30)
-        self._wait(lambda: self._states().get(node) in ("idle", "alloc", "mix", "comp"), timeout,
-                   f"{node} answering again")
+        subprocess.run(
+            ["scontrol", "update", f"nodename={node}", "state=resume"], env=self.env, capture_output=True, timeout=30
+        )
+        self._wait(
+            lambda: self._states().get(node) in ("idle", "alloc", "mix", "comp"), timeout, f"{node} answering again"
+        )
 
     def _kill_all_in(self, ns):
         for _ in range(10):
@@ -217,8 +253,9 @@ class TwoNodes(Cluster):
         and the containers in them share), then unbound."""
         hosts = self.root / "hosts"
         view = self.root / f"hosts-{node}-without-{name}"
-        view.write_text("".join(line for line in hosts.read_text().splitlines(keepends=True)
-                                if line.split()[1:] != [name]))
+        view.write_text(
+            "".join(line for line in hosts.read_text().splitlines(keepends=True) if line.split()[1:] != [name])
+        )
         enter = ["nsenter", "-t", str(self.slurmd_pids[node]), "-m"]
         subprocess.run([*enter, "mount", "--bind", str(view), "/etc/hosts"], check=True, timeout=30)
         try:
@@ -244,8 +281,9 @@ class TwoNodes(Cluster):
 
     def _states(self):
         """Node name to sinfo's short state ("idle", "alloc", "idle*" when not responding)."""
-        result = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %t"], env=self.env, capture_output=True,
-                                text=True, timeout=30)
+        result = subprocess.run(
+            ["sinfo", "-h", "-N", "-o", "%N %t"], env=self.env, capture_output=True, text=True, timeout=30
+        )
         return dict(line.split() for line in result.stdout.splitlines() if len(line.split()) == 2)
 
     def _idle(self):
@@ -258,13 +296,13 @@ class TwoNodes(Cluster):
         if self.stopped:
             return
         self.stopped = True
-        super().stop()                                 # munged, slurmctld, slurmd, by pid
+        super().stop()  # munged, slurmctld, slurmd, by pid
         existing = set(_ip("netns", "list", check=False).stdout.split())
         for ns in self.netns.values():
             if ns not in existing:
                 continue
-            self._kill_all_in(ns)                      # job steps, ranks, stray sruns
-            _ip("netns", "del", ns, check=False)      # takes the veth peer inside with it
+            self._kill_all_in(ns)  # job steps, ranks, stray sruns
+            _ip("netns", "del", ns, check=False)  # takes the veth peer inside with it
         for link in (*self.veths.values(), self.bridge):
             _ip("link", "del", link, check=False)
         shutil.rmtree(self.root, ignore_errors=True)
@@ -275,6 +313,7 @@ def main():
     import signal
     import sys
     import tempfile
+
     if os.geteuid() != 0:
         print("error: two-nodes: namespaces and a bridge need root; run it as root", file=sys.stderr)
         return 2
@@ -283,10 +322,13 @@ def main():
     cluster.start()
     try:
         nodes = ", ".join(f"{n} {a} (netns {cluster.netns[n]})" for n, a in cluster.addresses.items())
-        print(f"two nodes up: {nodes}\n"
-              f"in another shell:  export SLURM_CONF={cluster.conf} HPCML_SITE_FILE={cluster.site_file()}; "
-              "sinfo; srun -N2 hostname\n"
-              "press Enter (or Ctrl-C) to stop them and remove every trace", flush=True)
+        print(
+            f"two nodes up: {nodes}\n"
+            f"in another shell:  export SLURM_CONF={cluster.conf} HPCML_SITE_FILE={cluster.site_file()}; "
+            "sinfo; srun -N2 hostname\n"
+            "press Enter (or Ctrl-C) to stop them and remove every trace",
+            flush=True,
+        )
         try:
             sys.stdin.readline()
         except KeyboardInterrupt:

@@ -19,7 +19,7 @@ from smoke import fatbin  # noqa: E402
 def test_machine_code_and_ptx_entries_of_every_fat_binary_are_listed(tmp_path):
     so = tmp_path / "fused_adam_op.so"
     first = fat_binary(entry(2, 70), entry(2, 80))
-    second = fat_binary(entry(2, 90), entry(1, 90))       # a second kernel file, with PTX
+    second = fat_binary(entry(2, 90), entry(1, 90))  # a second kernel file, with PTX
     so.write_bytes(elf([(b".text", b"\x90" * 40), (b".nv_fatbin", first + b"\0" * 8 + second)]))
     assert fatbin.archs(so) == ("sm_70", "sm_80", "sm_90", "compute_90")
 
@@ -40,5 +40,5 @@ def test_a_file_that_is_not_elf_is_named(tmp_path):
 def test_a_truncated_fat_binary_ends_the_walk_without_an_error(tmp_path):
     whole = fat_binary(entry(2, 80), entry(2, 86))
     so = tmp_path / "cut.so"
-    so.write_bytes(elf([(b".nv_fatbin", whole[:len(whole) - 24 - 50])]))   # into the 2nd header
+    so.write_bytes(elf([(b".nv_fatbin", whole[: len(whole) - 24 - 50])]))  # into the 2nd header
     assert fatbin.archs(so) == ("sm_80",)

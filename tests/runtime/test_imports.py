@@ -9,8 +9,9 @@ from conftest import ROOT
 
 def run(*pins, path=()):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "runtime"), *map(str, path)]))
-    return subprocess.run([sys.executable, "-m", "smoke.imports", *pins], env=env,
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "smoke.imports", *pins], env=env, capture_output=True, text=True, timeout=60
+    )
 
 
 def packages(tmp_path):

@@ -26,8 +26,13 @@ CU130_ARCHS = ("sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120", "compute_
 
 
 def a100(driver="550.54.15", cuda="12.6", archs=CU126_ARCHS, count=4):
-    return Host(driver=driver, gpus=(("NVIDIA A100-SXM4-40GB", "sm_80"),) * count, torch="2.13.0",
-                torch_cuda=cuda, torch_archs=archs)
+    return Host(
+        driver=driver,
+        gpus=(("NVIDIA A100-SXM4-40GB", "sm_80"),) * count,
+        torch="2.13.0",
+        torch_cuda=cuda,
+        torch_archs=archs,
+    )
 
 
 def verdicts(results):
@@ -36,9 +41,14 @@ def verdicts(results):
 
 def test_a_matching_node_passes_every_check():
     results = preflight.check(a100(), V100_A100)
-    assert verdicts(results) == {"preflight torch": "pass", "preflight image torch archs": "pass",
-                                 "preflight image op archs": "none", "preflight driver": "pass",
-                                 "preflight gpu arch": "pass", "preflight torch archs": "pass"}
+    assert verdicts(results) == {
+        "preflight torch": "pass",
+        "preflight image torch archs": "pass",
+        "preflight image op archs": "none",
+        "preflight driver": "pass",
+        "preflight gpu arch": "pass",
+        "preflight torch archs": "pass",
+    }
     assert results["preflight driver"].why == "driver 550.54.15 >= 525.60.13 (CUDA 12.6)"
     assert "sm_80 (4 GPU(s))" in results["preflight gpu arch"].why
 
@@ -53,11 +63,15 @@ def test_a_driver_too_old_for_the_images_cuda_says_what_to_do():
 
 
 def test_a_v100_under_a_torch_without_volta_kernels_fails_before_any_collective():
-    v100 = Host(driver="560.35.03", gpus=(("Tesla V100-SXM2-32GB", "sm_70"),), torch="2.13.0",
-                torch_cuda="13.0",
-                torch_archs=CU130_ARCHS)
+    v100 = Host(
+        driver="560.35.03",
+        gpus=(("Tesla V100-SXM2-32GB", "sm_70"),),
+        torch="2.13.0",
+        torch_cuda="13.0",
+        torch_archs=CU130_ARCHS,
+    )
     results = preflight.check(v100, V100_A100)
-    assert results["preflight gpu arch"].verdict == "pass"          # the image was built for it
+    assert results["preflight gpu arch"].verdict == "pass"  # the image was built for it
     torch_archs = results["preflight torch archs"]
     assert torch_archs.verdict == "fail"
     assert torch_archs.why.startswith("Tesla V100-SXM2-32GB (sm_70): torch has no code for it")
@@ -67,36 +81,49 @@ def test_a_v100_under_a_torch_without_volta_kernels_fails_before_any_collective(
 def test_a_gpu_the_image_was_not_built_for_is_named_with_the_image_to_use():
     results = preflight.check(a100(), H100)
     assert results["preflight gpu arch"].verdict == "fail"
-    assert "(sm_80): the image (and its DeepSpeed ops) has no code for it (holds sm_90)" in \
-        results["preflight gpu arch"].why
+    assert (
+        "(sm_80): the image (and its DeepSpeed ops) has no code for it (holds sm_90)"
+        in results["preflight gpu arch"].why
+    )
     assert "use the image built for sm_80" in results["preflight gpu arch"].why
 
 
-@pytest.mark.parametrize("gpu, archs, how", [
-    ("sm_86", ("sm_80",), "native"),          # same major, newer minor
-    ("sm_80", ("sm_86",), ""),                # older minor: no
-    ("sm_90", ("sm_80",), ""),                # newer major without PTX: no
-    ("sm_90", ("sm_80", "compute_80"), "ptx"),
-    ("sm_90", ("sm_90a",), "native"),
-    ("gfx90a", ("gfx90a",), "native"),
-    ("gfx942", ("gfx90a",), ""),
-])
+@pytest.mark.parametrize(
+    "gpu, archs, how",
+    [
+        ("sm_86", ("sm_80",), "native"),  # same major, newer minor
+        ("sm_80", ("sm_86",), ""),  # older minor: no
+        ("sm_90", ("sm_80",), ""),  # newer major without PTX: no
+        ("sm_90", ("sm_80", "compute_80"), "ptx"),
+        ("sm_90", ("sm_90a",), "native"),
+        ("gfx90a", ("gfx90a",), "native"),
+        ("gfx942", ("gfx90a",), ""),
+    ],
+)
 def test_which_code_runs_on_which_gpu(gpu, archs, how):
     assert preflight.runs_on(gpu, archs) == how
 
 
 def test_ptx_only_passes_with_a_note_that_the_first_use_compiles():
-    h100 = Host(driver="580.82.07", gpus=(("NVIDIA H100 80GB HBM3", "sm_90"),), torch="2.13.0",
-                torch_cuda="13.0",
-                torch_archs=("sm_80", "compute_80"))
+    h100 = Host(
+        driver="580.82.07",
+        gpus=(("NVIDIA H100 80GB HBM3", "sm_90"),),
+        torch="2.13.0",
+        torch_cuda="13.0",
+        torch_archs=("sm_80", "compute_80"),
+    )
     result = preflight.check(h100, H100)["preflight torch archs"]
     assert result.verdict == "pass" and "sm_90 through PTX, compiled at first use" in result.why
 
 
 def test_without_a_gpu_the_gpu_checks_wait_for_a_gpu_node_and_the_torch_check_runs():
     results = preflight.check(Host(torch="2.13.0", torch_cuda="12.6", torch_archs=CU126_ARCHS), V100_A100)
-    assert verdicts(results) == {"preflight torch": "pass", "preflight image torch archs": "pass",
-                                 "preflight image op archs": "none", "preflight gpu": "none"}
+    assert verdicts(results) == {
+        "preflight torch": "pass",
+        "preflight image torch archs": "pass",
+        "preflight image op archs": "none",
+        "preflight gpu": "none",
+    }
     assert "GPU node" in results["preflight gpu"].why
 
 
@@ -116,8 +143,7 @@ def test_an_image_built_right_passes_its_own_arch_checks_without_a_gpu():
 
 def test_a_torch_without_the_images_arch_fails_the_build_not_the_first_job():
     v100_image = {"gpu": {"archs": ["sm_70"], "min_driver": MIN_DRIVER}, **DS_CUDA}
-    host = Host(torch="2.13.0", torch_cuda="13.0", torch_archs=CU130_ARCHS,
-                op_archs=(("fused_adam_op", ("sm_70",)),))
+    host = Host(torch="2.13.0", torch_cuda="13.0", torch_archs=CU130_ARCHS, op_archs=(("fused_adam_op", ("sm_70",)),))
     result = preflight.check(host, v100_image)["preflight image torch archs"]
     assert result.verdict == "fail"
     assert result.why.startswith("torch has no code for sm_70 (holds sm_75, sm_80")
@@ -128,8 +154,10 @@ def test_an_op_compiled_for_the_wrong_arch_is_named():
     ops = (("fused_adam_op", ("sm_80",)), ("transformer_op", ("sm_75", "compute_75")))
     host = Host(torch="2.13.0", torch_cuda="13.0", torch_archs=CU130_ARCHS, op_archs=ops)
     result = preflight.check(host, A100)["preflight image op archs"]
-    assert result == Verdict.failed("transformer_op has no code for sm_80 (holds sm_75, compute_75): the image "
-                                    "does not keep its promise; rebuild it with a DeepSpeed op build for those archs")
+    assert result == Verdict.failed(
+        "transformer_op has no code for sm_80 (holds sm_75, compute_75): the image "
+        "does not keep its promise; rebuild it with a DeepSpeed op build for those archs"
+    )
 
 
 def test_cuda_ops_promised_but_none_compiled_for_cuda_fails():
@@ -139,16 +167,30 @@ def test_cuda_ops_promised_but_none_compiled_for_cuda_fails():
 
 
 def test_on_a_gpu_node_each_op_is_checked_against_the_gpus_arch():
-    h100 = Host(driver="580.95.05", gpus=(("NVIDIA H100 80GB HBM3", "sm_90"),), torch="2.13.0",
-                torch_cuda="13.0", torch_archs=CU130_ARCHS, op_archs=OPS_80)
+    h100 = Host(
+        driver="580.95.05",
+        gpus=(("NVIDIA H100 80GB HBM3", "sm_90"),),
+        torch="2.13.0",
+        torch_cuda="13.0",
+        torch_archs=CU130_ARCHS,
+        op_archs=OPS_80,
+    )
     result = preflight.check(h100, A100)["preflight op archs"]
     assert result.verdict == "fail"
-    assert result.why.startswith("NVIDIA H100 80GB HBM3 (sm_90): DeepSpeed's fused_adam_op has no "
-                                    "code for it (holds sm_80)")
-    a100_node = Host(driver="580.95.05", gpus=(("NVIDIA A100-SXM4-80GB", "sm_80"),) * 8,
-                     torch="2.13.0", torch_cuda="13.0", torch_archs=CU130_ARCHS, op_archs=OPS_80)
+    assert result.why.startswith(
+        "NVIDIA H100 80GB HBM3 (sm_90): DeepSpeed's fused_adam_op has no code for it (holds sm_80)"
+    )
+    a100_node = Host(
+        driver="580.95.05",
+        gpus=(("NVIDIA A100-SXM4-80GB", "sm_80"),) * 8,
+        torch="2.13.0",
+        torch_cuda="13.0",
+        torch_archs=CU130_ARCHS,
+        op_archs=OPS_80,
+    )
     assert preflight.check(a100_node, A100)["preflight op archs"] == Verdict.passed(
-        "all 2 CUDA ops of DeepSpeed run on sm_80")
+        "all 2 CUDA ops of DeepSpeed run on sm_80"
+    )
 
 
 def test_the_ops_are_found_by_path_without_importing_deepspeed(tmp_path, monkeypatch):
@@ -159,19 +201,25 @@ def test_the_ops_are_found_by_path_without_importing_deepspeed(tmp_path, monkeyp
     (package / "ops" / "adam" / "notes.so").write_text("x" * 100)
     (package / "ops" / "transformer").mkdir()
     (package / "ops" / "transformer" / "transformer_op.cpython-313-x86_64-linux-gnu.so").write_bytes(
-        elf([(b".nv_fatbin", fat_binary(entry(2, 80), entry(1, 80)))]))
-    (package / "inference" / "v2").mkdir(parents=True)       # where ragged_ops lives
+        elf([(b".nv_fatbin", fat_binary(entry(2, 80), entry(1, 80)))])
+    )
+    (package / "inference" / "v2").mkdir(parents=True)  # where ragged_ops lives
     (package / "inference" / "v2" / "ragged_ops.cpython-313-x86_64-linux-gnu.so").write_bytes(
-        elf([(b".nv_fatbin", fat_binary(entry(2, 80)))]))
+        elf([(b".nv_fatbin", fat_binary(entry(2, 80)))])
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     # unreadable or CPU-only files are left out; the module is never imported
-    assert preflight.deepspeed_op_archs() == (("ragged_ops", ("sm_80",)),
-                                              ("transformer_op", ("sm_80", "compute_80")))
+    assert preflight.deepspeed_op_archs() == (("ragged_ops", ("sm_80",)), ("transformer_op", ("sm_80", "compute_80")))
 
 
 def test_a_driver_without_nvidia_smi_means_the_container_lacks_nv():
-    host = Host(driver="550.54.15", gpu_error="nvidia-smi is not in the container: start it with --nv",
-                torch="2.13.0", torch_cuda="12.6", torch_archs=CU126_ARCHS)
+    host = Host(
+        driver="550.54.15",
+        gpu_error="nvidia-smi is not in the container: start it with --nv",
+        torch="2.13.0",
+        torch_cuda="12.6",
+        torch_archs=CU126_ARCHS,
+    )
     results = preflight.check(host, V100_A100)
     assert results["preflight gpu"] == Verdict.failed(host.gpu_error)
 
@@ -179,8 +227,9 @@ def test_a_driver_without_nvidia_smi_means_the_container_lacks_nv():
 def test_a_cpu_torch_in_a_gpu_image_and_a_gpu_torch_in_the_cpu_image_fail():
     assert preflight.check(Host(torch="2.13.0"), V100_A100)["preflight torch"].verdict == "fail"
     assert "does not import" in preflight.check(Host(), {"gpu": None})["preflight torch"].why
-    assert preflight.check(Host(), {}) == {"preflight": Verdict.none(
-        "not inside an image: nothing promised to check this node against")}
+    assert preflight.check(Host(), {}) == {
+        "preflight": Verdict.none("not inside an image: nothing promised to check this node against")
+    }
     cpu = preflight.check(Host(torch="2.13.0", torch_cuda="13.0"), {"gpu": None})
     assert verdicts(cpu) == {"preflight torch": "fail", "preflight gpu": "pass"}
     assert "a cuda build where the image promises cpu" in cpu["preflight torch"].why
@@ -194,16 +243,18 @@ def test_rocm_archs_come_from_the_kfd_topology(tmp_path, monkeypatch):
     monkeypatch.setattr(preflight, "NVIDIA_DRIVER", tmp_path / "absent")
     host = preflight.probe()
     assert [arch for _, arch in host.gpus] == ["gfx90a", "gfx90a"]
-    lumi = preflight.check(Host(gpus=host.gpus, torch="2.13.0", torch_hip="6.4", torch_archs=("gfx90a",)),
-                           {"gpu": {"archs": ["gfx90a"]}})
-    assert verdicts(lumi) == {"preflight torch": "pass", "preflight gpu arch": "pass",
-                              "preflight torch archs": "pass"}
+    lumi = preflight.check(
+        Host(gpus=host.gpus, torch="2.13.0", torch_hip="6.4", torch_archs=("gfx90a",)), {"gpu": {"archs": ["gfx90a"]}}
+    )
+    assert verdicts(lumi) == {"preflight torch": "pass", "preflight gpu arch": "pass", "preflight torch archs": "pass"}
 
 
 def test_the_driver_version_is_read_from_proc(tmp_path, monkeypatch):
     proc = tmp_path / "version"
-    proc.write_text("NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.15  Tue Mar  5 "
-                    "22:23:56 UTC 2024\nGCC version:  gcc version 12.2.0\n")
+    proc.write_text(
+        "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.15  Tue Mar  5 "
+        "22:23:56 UTC 2024\nGCC version:  gcc version 12.2.0\n"
+    )
     monkeypatch.setattr(preflight, "NVIDIA_DRIVER", proc)
     monkeypatch.setattr(preflight.shutil, "which", lambda name: None)
     host = preflight.probe()
@@ -211,15 +262,21 @@ def test_the_driver_version_is_read_from_proc(tmp_path, monkeypatch):
 
 
 def run_smoke(*args, env=None):
-    return subprocess.run([sys.executable, "-m", "smoke", *args], cwd=ROOT / "runtime",
-                          capture_output=True, text=True, timeout=120, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "smoke", *args],
+        cwd=ROOT / "runtime",
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
 
 
 def test_the_command_line_on_a_node_without_a_gpu(tmp_path):
     image = tmp_path / "image.json"
     image.write_text(json.dumps({"target": "x", **V100_A100, "deepspeed": {"promised_ops": []}}))
     result = run_smoke("preflight", "--image-facts", image, "--out", tmp_path / "never")
-    assert not (tmp_path / "never").exists()        # it writes nothing: it runs in a read-only %test
+    assert not (tmp_path / "never").exists()  # it writes nothing: it runs in a read-only %test
     # this machine's python has no torch: the torch check fails, the GPU checks wait
     assert result.returncode == 1, result.stdout + result.stderr
     lines = result.stdout.splitlines()
@@ -233,28 +290,46 @@ def test_all_stops_before_any_collective_when_the_preflight_fails(tmp_path):
     result = run_smoke("all", "--image-facts", image, "--out", tmp_path / "report", "--timeout", "30")
     assert result.returncode == 1
     assert result.stdout.splitlines()[-1] == "smoke: the preflight failed, so no collective was started"
-    assert "smoke: 1 rank(s)" not in result.stdout + result.stderr      # no session was joined
+    assert "smoke: 1 rank(s)" not in result.stdout + result.stderr  # no session was joined
 
 
 def test_one_process_per_node_reports_the_preflight(tmp_path):
     image = tmp_path / "image.json"
     image.write_text(json.dumps({"target": "x", **V100_A100, "deepspeed": {"promised_ops": []}}))
-    ranks = {"RANK": "1", "LOCAL_RANK": "1", "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2",
-             "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}
+    ranks = {
+        "RANK": "1",
+        "LOCAL_RANK": "1",
+        "WORLD_SIZE": "2",
+        "LOCAL_WORLD_SIZE": "2",
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": "29500",
+    }
     second = run_smoke("preflight", "--image-facts", image, env={**os.environ, **ranks})
     assert second.returncode == 1 and second.stdout == ""
-    first = run_smoke("preflight", "--image-facts", image,
-                      env={**os.environ, **ranks, "RANK": "0", "LOCAL_RANK": "0"})
+    first = run_smoke("preflight", "--image-facts", image, env={**os.environ, **ranks, "RANK": "0", "LOCAL_RANK": "0"})
     assert "preflight torch" in first.stdout
 
 
 # --- the network plugin, as the job will load it ----------------------------------------------
 
-LUMI_COMM = {"comm": {"library": "rccl", "plugin": "aws-ofi-nccl", "provider": "cxi",
-                      "plugin_path": "/opt/aws-ofi-nccl/lib/librccl-net.so",
-                      "rccl": "/opt/rocm/lib/librccl.so.1", "libfabric_dir": "/opt/libfabric/lib"}}
-HOST_SITE = {"network": {"transport": "ofi", "provider": "cxi", "libfabric": "host",
-                         "host_library_path": ["/opt/cray/libfabric/1.22.0/lib64", "/usr/lib64"]}}
+LUMI_COMM = {
+    "comm": {
+        "library": "rccl",
+        "plugin": "aws-ofi-nccl",
+        "provider": "cxi",
+        "plugin_path": "/opt/aws-ofi-nccl/lib/librccl-net.so",
+        "rccl": "/opt/rocm/lib/librccl.so.1",
+        "libfabric_dir": "/opt/libfabric/lib",
+    }
+}
+HOST_SITE = {
+    "network": {
+        "transport": "ofi",
+        "provider": "cxi",
+        "libfabric": "host",
+        "host_library_path": ["/opt/cray/libfabric/1.22.0/lib64", "/usr/lib64"],
+    }
+}
 
 
 def recorded_runs(results=None):
@@ -263,21 +338,36 @@ def recorded_runs(results=None):
     def run(check, argv):
         calls.append((check, argv))
         return (results or {}).get(check, (True, f"netcheck {check}: ok: fine"))
+
     return calls, run
 
 
-@pytest.mark.parametrize("site, nodes, libfabric", [
-    ({}, 1, "/opt/libfabric/lib"),
-    ({"network": {"libfabric": "image"}}, 2, "/opt/libfabric/lib"),
-    (HOST_SITE, 1, "/opt/libfabric/lib"),                    # one node: nothing of the host's
-    (HOST_SITE, 2, "/opt/cray/libfabric/1.22.0/lib64"),
-])
+@pytest.mark.parametrize(
+    "site, nodes, libfabric",
+    [
+        ({}, 1, "/opt/libfabric/lib"),
+        ({"network": {"libfabric": "image"}}, 2, "/opt/libfabric/lib"),
+        (HOST_SITE, 1, "/opt/libfabric/lib"),  # one node: nothing of the host's
+        (HOST_SITE, 2, "/opt/cray/libfabric/1.22.0/lib64"),
+    ],
+)
 def test_the_plugin_is_checked_against_the_libfabric_the_job_uses(site, nodes, libfabric):
     calls, run = recorded_runs()
     results = preflight.network(LUMI_COMM, site, nodes, run=run)
-    assert calls == [("plugin", ["--plugin", "/opt/aws-ofi-nccl/lib/librccl-net.so", "--rccl",
-                                 "/opt/rocm/lib/librccl.so.1", "--libfabric-dir", libfabric]),
-                     ("provider", ["--libfabric", f"{libfabric}/libfabric.so.1", "--provider", "cxi"])]
+    assert calls == [
+        (
+            "plugin",
+            [
+                "--plugin",
+                "/opt/aws-ofi-nccl/lib/librccl-net.so",
+                "--rccl",
+                "/opt/rocm/lib/librccl.so.1",
+                "--libfabric-dir",
+                libfabric,
+            ],
+        ),
+        ("provider", ["--libfabric", f"{libfabric}/libfabric.so.1", "--provider", "cxi"]),
+    ]
     assert {r.verdict for r in results.values()} == {"pass"}
 
 

@@ -15,18 +15,23 @@ from smoke import bandwidth, commands, config, diagnose, dscheck, report, sizes,
 from smoke.verdict import Verdict  # noqa: E402
 
 NCCL_LOGS = Path(__file__).parents[1] / "data" / "nccl"
-LUMI_REFS = [{"nodes": 1, "bytes": 134217728, "dtype": "float16", "busbw_gbs": 125, "tolerance": 0.05, "source": "x"},
-             {"nodes": 2, "bytes": 134217728, "dtype": "float16", "busbw_gbs": 85, "tolerance": 0.05, "source": "y"}]
+LUMI_REFS = [
+    {"nodes": 1, "bytes": 134217728, "dtype": "float16", "busbw_gbs": 125, "tolerance": 0.05, "source": "x"},
+    {"nodes": 2, "bytes": 134217728, "dtype": "float16", "busbw_gbs": 85, "tolerance": 0.05, "source": "y"},
+]
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("8:64", [8, 16, 32, 64]),
-    ("1K:4K", [1024, 2048, 4096]),
-    ("8:100", [8, 16, 32, 64]),
-    ("128M", [134217728]),
-    ("256MiB", [268435456]),
-    ("2G,1K,1K", [1024, 2147483648]),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("8:64", [8, 16, 32, 64]),
+        ("1K:4K", [1024, 2048, 4096]),
+        ("8:100", [8, 16, 32, 64]),
+        ("128M", [134217728]),
+        ("256MiB", [268435456]),
+        ("2G,1K,1K", [1024, 2147483648]),
+    ],
+)
 def test_sweeps_read_like_nccl_tests(text, expected):
     assert sizes.parse_sweep(text) == expected
 
@@ -38,7 +43,7 @@ def test_bad_sizes_are_refused(bad):
 
 
 def test_busbw_is_algbw_times_2_n_minus_1_over_n():
-    algbw = bandwidth.algbw_gbs(134217728, 0.001)         # 128 MiB in 1 ms
+    algbw = bandwidth.algbw_gbs(134217728, 0.001)  # 128 MiB in 1 ms
     assert algbw == pytest.approx(134.217728)
     assert bandwidth.allreduce_busbw_gbs(algbw, 8) == pytest.approx(algbw * 14 / 8)
     assert bandwidth.allreduce_busbw_gbs(algbw, 2) == pytest.approx(algbw)
@@ -48,8 +53,8 @@ def test_busbw_is_algbw_times_2_n_minus_1_over_n():
 def test_the_threshold_follows_the_runs_shape():
     assert bandwidth.pick_threshold(LUMI_REFS, 1, ["float16"])["busbw_gbs"] == 125
     assert bandwidth.pick_threshold(LUMI_REFS, 2, ["float32", "float16"])["busbw_gbs"] == 85
-    assert bandwidth.pick_threshold(LUMI_REFS, 16, ["float16"])["nodes"] == 2   # most nodes below
-    assert bandwidth.pick_threshold(LUMI_REFS, 2, ["float32"]) is None         # dtype not measured
+    assert bandwidth.pick_threshold(LUMI_REFS, 16, ["float16"])["nodes"] == 2  # most nodes below
+    assert bandwidth.pick_threshold(LUMI_REFS, 2, ["float32"]) is None  # dtype not measured
     assert bandwidth.pick_threshold([], 1, ["float32"]) is None
 
 
@@ -58,7 +63,7 @@ def _row(busbw, nbytes=134217728, dtype="float16"):
 
 
 def test_verdicts_apply_the_tolerance_and_give_the_margin():
-    reference = LUMI_REFS[1]                                # 85 GB/s, -5 % -> floor 80.75
+    reference = LUMI_REFS[1]  # 85 GB/s, -5 % -> floor 80.75
     passed = bandwidth.judge([_row(81.0)], reference)
     assert passed.verdict == "pass" and passed.details["margin"] == pytest.approx(81 / 80.75 - 1)
     failed = bandwidth.judge([_row(80.5)], reference)
@@ -69,19 +74,26 @@ def test_verdicts_apply_the_tolerance_and_give_the_margin():
 
 def test_a_verdict_is_recorded_in_smoke_json_as_before(tmp_path):
     """smoke.json's checks stay {"verdict", "why", and what the check measured}."""
-    checks = {"transport": Verdict.failed("ranks used socket", nets=["socket"]),
-              "mpi4py": Verdict.none("launched by torchrun, not by MPI or srun"),
-              "allreduce sum": Verdict.judged(True, "exact at all 4 sizes")}
+    checks = {
+        "transport": Verdict.failed("ranks used socket", nets=["socket"]),
+        "mpi4py": Verdict.none("launched by torchrun, not by MPI or srun"),
+        "allreduce sum": Verdict.judged(True, "exact at all 4 sizes"),
+    }
     path = tmp_path / "smoke.json"
-    report.write_json(path, {"checks": {name: check.to_json() for name, check in checks.items()},
-                             "verdict": report.overall(checks)})
+    report.write_json(
+        path, {"checks": {name: check.to_json() for name, check in checks.items()}, "verdict": report.overall(checks)}
+    )
     assert json.loads(path.read_text()) == {
-        "checks": {"transport": {"verdict": "fail", "why": "ranks used socket", "nets": ["socket"]},
-                   "mpi4py": {"verdict": "none", "why": "launched by torchrun, not by MPI or srun"},
-                   "allreduce sum": {"verdict": "pass", "why": "exact at all 4 sizes"}},
-        "verdict": "fail"}
+        "checks": {
+            "transport": {"verdict": "fail", "why": "ranks used socket", "nets": ["socket"]},
+            "mpi4py": {"verdict": "none", "why": "launched by torchrun, not by MPI or srun"},
+            "allreduce sum": {"verdict": "pass", "why": "exact at all 4 sizes"},
+        },
+        "verdict": "fail",
+    }
     assert report.verdict_lines({"mpi4py": checks["mpi4py"]}) == (
-        "mpi4py  NONE         launched by torchrun, not by MPI or srun")
+        "mpi4py  NONE         launched by torchrun, not by MPI or srun"
+    )
     assert report.overall({"a": Verdict.passed("x"), "b": Verdict.none("y")}) == "pass"
     assert report.overall({"a": Verdict("error", "stopped")}) == "fail"
 
@@ -101,16 +113,21 @@ def _summary(name):
 
 def test_transport_of_a_lumi_rank_with_the_plugin_stub_log():
     info = _summary("lumi-ofi.log")
-    assert (info["library"], info["net"], info["provider"], info["missing_plugin"]) == \
-        ("RCCL 2.22.3+hip6.4", "ofi", "cxi", None)
+    assert (info["library"], info["net"], info["provider"], info["missing_plugin"]) == (
+        "RCCL 2.22.3+hip6.4",
+        "ofi",
+        "cxi",
+        None,
+    )
     assert info["plugin"] == "AWS Libfabric"
 
 
 def test_transport_without_the_plugin_stub_log_fails_a_multi_node_lumi_run():
     info = _summary("lumi-no-plugin.log")
     assert info["net"] == "socket" and "librccl-net.so" in info["missing_plugin"]
-    verdict = transport.judge([_summary("lumi-ofi.log"), info], {"transport": "ofi", "provider": "cxi"},
-                              nodes=2, backend="nccl")
+    verdict = transport.judge(
+        [_summary("lumi-ofi.log"), info], {"transport": "ofi", "provider": "cxi"}, nodes=2, backend="nccl"
+    )
     assert verdict.verdict == "fail"
     assert "ofi, socket" in verdict.why and "LD_LIBRARY_PATH" in verdict.why
 
@@ -123,18 +140,29 @@ def test_transport_verdicts_for_ib_one_node_and_gloo():
     assert transport.judge(sockets, {"transport": "ofi"}, nodes=1, backend="nccl").verdict == "pass"
     assert transport.judge([], {"transport": "ib"}, nodes=2, backend="gloo").verdict == "none"
     wrong_provider = [dict(_summary("lumi-ofi.log"), provider="tcp")]
-    assert transport.judge(wrong_provider, {"transport": "ofi", "provider": "cxi"}, nodes=2,
-                           backend="nccl").verdict == "fail"
+    assert (
+        transport.judge(wrong_provider, {"transport": "ofi", "provider": "cxi"}, nodes=2, backend="nccl").verdict
+        == "fail"
+    )
 
 
-@pytest.mark.parametrize("error, cause", [
-    ("The IPv4 network addresses of (nohost.invalid, 29500) cannot be retrieved "
-     "(gai error: -2 - Name or service not known)", "does not resolve"),
-    ("MASTER_PORT 29500 is in use on vm: Address already in use", "already in use"),
-    ("[../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer [127.0.0.1]:5511", "exited early"),
-    ("Socket Timeout", "stuck"),
-    ("something new", "unknown"),
-])
+@pytest.mark.parametrize(
+    "error, cause",
+    [
+        (
+            "The IPv4 network addresses of (nohost.invalid, 29500) cannot be retrieved "
+            "(gai error: -2 - Name or service not known)",
+            "does not resolve",
+        ),
+        ("MASTER_PORT 29500 is in use on vm: Address already in use", "already in use"),
+        (
+            "[../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer [127.0.0.1]:5511",
+            "exited early",
+        ),
+        ("Socket Timeout", "stuck"),
+        ("something new", "unknown"),
+    ],
+)
 def test_errors_map_to_a_likely_cause(error, cause):
     assert cause in diagnose.likely_cause(error)
 
@@ -152,6 +180,7 @@ def test_a_missing_plugin_in_the_transport_lines_is_named():
 
 def test_the_master_checks_find_an_unresolvable_name_and_a_taken_port():
     import socket
+
     assert "does not resolve" in diagnose.check_master("no-such-host.invalid", 29500, is_master=False)
     with socket.socket() as taken:
         taken.bind(("", 0))
@@ -172,9 +201,12 @@ deepspeed_not_implemented  [NO] ....... [OKAY]
 
 
 def test_ds_report_rows_are_read_through_colour_codes():
-    assert dscheck.parse_report(DS_REPORT) == {"cpu_adam": (True, True), "cpu_adagrad": (True, True),
-                                               "fused_adam": (False, False),
-                                               "deepspeed_not_implemented": (False, True)}
+    assert dscheck.parse_report(DS_REPORT) == {
+        "cpu_adam": (True, True),
+        "cpu_adagrad": (True, True),
+        "fused_adam": (False, False),
+        "deepspeed_not_implemented": (False, True),
+    }
 
 
 LISTED = ["cpu_adagrad", "cpu_adam", "deepspeed_not_implemented", "fused_adam"]
@@ -188,15 +220,21 @@ def _fake_ds_report(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
 
 
-@pytest.mark.parametrize("promised, listed, verdict, why", [
-    (["cpu_adagrad", "cpu_adam"], LISTED, "pass", "exactly the 2 promised ops installed"),
-    (["cpu_adagrad", "cpu_adam", "fused_adam"], LISTED, "fail", "promised but not installed: fused_adam"),
-    (["cpu_adam"], LISTED, "fail", "installed but not in the image's labels: cpu_adagrad"),
-    (["cpu_adagrad", "cpu_adam"], LISTED[:-1], "fail",
-     "DeepSpeed lists ops the recipe does not know: fused_adam"),
-    (["cpu_adagrad", "cpu_adam"], LISTED + ["pin_memory"], "fail",
-     "the recipe knows ops DeepSpeed does not list: pin_memory"),
-])
+@pytest.mark.parametrize(
+    "promised, listed, verdict, why",
+    [
+        (["cpu_adagrad", "cpu_adam"], LISTED, "pass", "exactly the 2 promised ops installed"),
+        (["cpu_adagrad", "cpu_adam", "fused_adam"], LISTED, "fail", "promised but not installed: fused_adam"),
+        (["cpu_adam"], LISTED, "fail", "installed but not in the image's labels: cpu_adagrad"),
+        (["cpu_adagrad", "cpu_adam"], LISTED[:-1], "fail", "DeepSpeed lists ops the recipe does not know: fused_adam"),
+        (
+            ["cpu_adagrad", "cpu_adam"],
+            LISTED + ["pin_memory"],
+            "fail",
+            "the recipe knows ops DeepSpeed does not list: pin_memory",
+        ),
+    ],
+)
 def test_ds_report_must_show_exactly_the_promise(tmp_path, monkeypatch, promised, listed, verdict, why):
     _fake_ds_report(tmp_path, monkeypatch)
     result = dscheck.check_ops(promised, listed, timeout=30)
@@ -209,13 +247,13 @@ def test_an_op_compiled_by_any_path_fails_the_no_jit_guard(monkeypatch):
         with dscheck.no_jit():
             folder = Path(os.environ["TORCH_EXTENSIONS_DIR"])
             (folder / "cpu_adam").mkdir()
-    assert os.environ["TORCH_EXTENSIONS_DIR"] == "/users/own/setting"     # restored
-    assert not folder.exists()                                            # and cleaned up
+    assert os.environ["TORCH_EXTENSIONS_DIR"] == "/users/own/setting"  # restored
+    assert not folder.exists()  # and cleaned up
 
 
 def test_site_facts_come_from_the_wrapper_or_a_file(tmp_path):
     facts = {"site": "mahti", "network": {"transport": "ib"}, "allreduce": []}
-    assert config.site(None, {}) == (None, {})                       # nobody said: no references
+    assert config.site(None, {}) == (None, {})  # nobody said: no references
     assert config.site(None, {"HPCML_SITE_FACTS": json.dumps(facts)}) == ("mahti", facts)
     path = tmp_path / "facts.json"
     path.write_text(json.dumps(dict(facts, site="puhti")))
@@ -231,8 +269,9 @@ def test_the_facts_the_wrapper_carries_are_the_recipes_own(tree):
     gets; it matches the recipe (so a reference corrected there reaches the next run)."""
     lumi = tree.sites["lumi"]
     text = (ROOT / "wrappers" / "sites" / "lumi.sh").read_text()
-    shown = subprocess.run(["bash", "-c", f'{text}\nprintf %s "$HPCML_SITE_FACTS"'],
-                           capture_output=True, text=True, check=True).stdout
+    shown = subprocess.run(
+        ["bash", "-c", f'{text}\nprintf %s "$HPCML_SITE_FACTS"'], capture_output=True, text=True, check=True
+    ).stdout
     name, facts = config.site(None, {"HPCML_SITE_FACTS": shown})
     assert name == "lumi" and facts == lumi.smoke_facts
     assert facts["allreduce"][0]["busbw_gbs"] == 125 and facts["network"]["provider"] == "cxi"
@@ -242,24 +281,32 @@ def test_outside_an_image_nothing_is_promised():
     assert config.image()["deepspeed"]["promised_ops"] == []
 
 
-@pytest.mark.parametrize("args, message", [
-    (["bogus"], "invalid choice: 'bogus'"),
-    (["allreduce", "--sizes", "8:4"], "largest size is below the smallest"),
-    (["--iters", "0"], "is not a whole number of 1 or more"),
-    (["--timeout", "soon"], "is not a number of seconds"),
-    (["--dtypes", "float64"], "expected some of float32"),
-    (["--site-facts", "{missing}"], "--site-facts {missing}: No such file or directory"),
-    (["--site-facts", "{config}"], "expected a JSON object with the site's name"),
-    (["--image-facts", "{missing}"], "no such file (expected the image's image.json)"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["bogus"], "invalid choice: 'bogus'"),
+        (["allreduce", "--sizes", "8:4"], "largest size is below the smallest"),
+        (["--iters", "0"], "is not a whole number of 1 or more"),
+        (["--timeout", "soon"], "is not a number of seconds"),
+        (["--dtypes", "float64"], "expected some of float32"),
+        (["--site-facts", "{missing}"], "--site-facts {missing}: No such file or directory"),
+        (["--site-facts", "{config}"], "expected a JSON object with the site's name"),
+        (["--image-facts", "{missing}"], "no such file (expected the image's image.json)"),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message):
     baked = tmp_path / "config.json"
     baked.write_text(json.dumps({"sites": {"local": {}}}))
     args = [a.format(config=baked, missing=tmp_path / "nope.json") for a in args]
     message = message.format(missing=tmp_path / "nope.json")
-    result = subprocess.run([sys.executable, "-m", "smoke", *args, "--out", str(tmp_path / "out")],
-                            cwd=tmp_path, env={"PYTHONPATH": str(ROOT / "runtime"), "PATH": "/usr/bin:/bin"},
-                            capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-m", "smoke", *args, "--out", str(tmp_path / "out")],
+        cwd=tmp_path,
+        env={"PYTHONPATH": str(ROOT / "runtime"), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 2, result.stderr
     assert result.stderr.count("\n") == 1 and message in result.stderr, result.stderr
     assert not (tmp_path / "out").exists()
@@ -267,23 +314,33 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message):
 
 # --- smoke.labels: what only the built image knows --------------------------------------
 
+
 def fake_torch(cuda=None, hip=None, nccl=(2, 29, 7)):
     """torch's version attributes as a GPU build reports them (no GPU needed to read them)."""
     from types import SimpleNamespace
-    return SimpleNamespace(version=SimpleNamespace(cuda=cuda, hip=hip),
-                           cuda=SimpleNamespace(nccl=SimpleNamespace(version=lambda: nccl)))
+
+    return SimpleNamespace(
+        version=SimpleNamespace(cuda=cuda, hip=hip), cuda=SimpleNamespace(nccl=SimpleNamespace(version=lambda: nccl))
+    )
 
 
 def test_a_cuda_images_labels_name_nccl_cuda_and_the_oldest_driver():
     from smoke import labels
+
     image = {"gpu": {"archs": ["sm_80"], "min_driver": {"12": "525.60.13", "13": "580.65.06"}}}
     assert labels.measured(fake_torch(cuda="13.0"), image) == {
-        "nccl.version": "2.29.7", "cuda.runtime": "13.0", "cuda.min_driver": "580.65.06"}
+        "nccl.version": "2.29.7",
+        "cuda.runtime": "13.0",
+        "cuda.min_driver": "580.65.06",
+    }
     assert labels.measured(fake_torch(hip="6.4.43484", nccl=2.22), {"gpu": {"archs": ["gfx90a"]}}) == {
-        "rccl.version": "2.22", "rocm.hip": "6.4.43484"}
+        "rccl.version": "2.22",
+        "rocm.hip": "6.4.43484",
+    }
 
 
 def test_a_cuda_release_without_a_known_driver_stops_the_build():
     from smoke import labels
+
     with pytest.raises(SystemExit, match="no oldest driver known for CUDA 14: add it to cuda_min_driver"):
         labels.measured(fake_torch(cuda="14.1"), {"gpu": {"min_driver": {"13": "580.65.06"}}})

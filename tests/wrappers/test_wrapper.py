@@ -12,21 +12,34 @@ import pytest
 from conftest import ROOT, SIF_HEADER, tmpfs
 
 WRAPPER = ROOT / "wrappers" / "singularity_wrapper"
-NASTY = ["two words", "it's", 'say "hi"', "line\nbreak", "*", "$(touch /tmp/pwned)", "`id`",
-         "", "-n", "--help", "back\\slash", "tab\there", "ä€"]
+NASTY = [
+    "two words",
+    "it's",
+    'say "hi"',
+    "line\nbreak",
+    "*",
+    "$(touch /tmp/pwned)",
+    "`id`",
+    "",
+    "-n",
+    "--help",
+    "back\\slash",
+    "tab\there",
+    "ä€",
+]
 
 
 @pytest.fixture
 def env(apptainer, cpu_image, tmp_path):
     scratch = tmp_path / "tmpdir"
     scratch.mkdir()
-    return dict(os.environ, SING_IMAGE=str(cpu_image), HPCML_APPTAINER=apptainer,
-                HPCML_SITE="local", TMPDIR=str(scratch))
+    return dict(
+        os.environ, SING_IMAGE=str(cpu_image), HPCML_APPTAINER=apptainer, HPCML_SITE="local", TMPDIR=str(scratch)
+    )
 
 
 def wrap(*args, env, **kwargs):
-    return subprocess.run([str(WRAPPER), *map(str, args)], env=env, capture_output=True,
-                          timeout=300, **kwargs)
+    return subprocess.run([str(WRAPPER), *map(str, args)], env=env, capture_output=True, timeout=300, **kwargs)
 
 
 def test_arguments_pass_through_byte_for_byte(env):
@@ -42,9 +55,18 @@ def test_exit_status_comes_back(env):
 def test_sigterm_reaches_the_program(env):
     # the wrapper execs the runtime, so Slurm's SIGTERM to the task is the program's SIGTERM
     process = subprocess.Popen(
-        [str(WRAPPER), "exec", "sh", "-c",
-         'trap "echo got-term; exit 42" TERM; echo ready; while :; do sleep 0.1; done'],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        [
+            str(WRAPPER),
+            "exec",
+            "sh",
+            "-c",
+            'trap "echo got-term; exit 42" TERM; echo ready; while :; do sleep 0.1; done',
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     assert process.stdout.readline().strip() == "ready"
     process.send_signal(signal.SIGTERM)
     out, _ = process.communicate(timeout=60)
@@ -55,8 +77,9 @@ def test_no_shell_is_left_between_the_caller_and_the_runtime(env):
     process = subprocess.Popen([str(WRAPPER), "exec", "sleep", "30"], env=env)
     try:
         time.sleep(3)
-        children = subprocess.run(["ps", "-o", "comm=", "--ppid", str(process.pid)],
-                                  capture_output=True, text=True).stdout.split()
+        children = subprocess.run(
+            ["ps", "-o", "comm=", "--ppid", str(process.pid)], capture_output=True, text=True
+        ).stdout.split()
         command = open(f"/proc/{process.pid}/comm").read().strip()
         assert command not in ("bash", "sh") and "singularity_wra" not in command, command
         assert "bash" not in children
@@ -74,7 +97,7 @@ def test_site_binds_and_user_data_are_visible(env, tmp_path):
     result = wrap("-v", "exec", "sh", "-c", 'cat "$TMPDIR/marker" "$1/x.txt"', "sh", data, env=env)
     assert result.returncode == 0, result.stderr
     assert result.stdout.decode() == "from TMPDIR\nproject\n"
-    assert "skipping bind /no/such/path" in result.stderr.decode()     # a warning, not an error
+    assert "skipping bind /no/such/path" in result.stderr.decode()  # a warning, not an error
 
 
 def test_staged_data_is_copied_to_node_local_disk_once_and_bound_over_the_original(env, tmp_path):
@@ -84,20 +107,27 @@ def test_staged_data_is_copied_to_node_local_disk_once_and_bound_over_the_origin
     local = tmp_path / "nvme"
     env = dict(env, SING_STAGE=str(data), HPCML_NODE_LOCAL=str(local), SLURM_JOB_ID="77")
     script = 'cat "$1/train.txt"; touch "$1/written-inside"'
-    runs = [subprocess.Popen([str(WRAPPER), "exec", "sh", "-c", script, "sh", str(data)], env=env,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(3)]
+    runs = [
+        subprocess.Popen(
+            [str(WRAPPER), "exec", "sh", "-c", script, "sh", str(data)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for _ in range(3)
+    ]
     outputs = [run.communicate(timeout=120) for run in runs]
     assert all(run.returncode == 0 for run in runs), [err for _, err in outputs]
     assert all(out == b"sample\n" for out, _ in outputs)
     copies = [p for p in (local / "hpcml-stage-77").glob("*-dataset") if p.is_dir()]
-    assert len(copies) == 1                                   # three tasks, one copy
-    assert (copies[0] / "written-inside").exists()            # the tasks used the copy
-    assert not (data / "written-inside").exists()             # the original is untouched
+    assert len(copies) == 1  # three tasks, one copy
+    assert (copies[0] / "written-inside").exists()  # the tasks used the copy
+    assert not (data / "written-inside").exists()  # the original is untouched
 
 
 def test_env_reaches_the_program(env):
     result = wrap("exec", "sh", "-c", 'echo "$HPCML_MASTER_PORT_BASE:$HOST_VAR"', env=dict(env, HOST_VAR="x y"))
-    assert result.stdout.decode() == "20000:x y\n"      # the local site's port base
+    assert result.stdout.decode() == "20000:x y\n"  # the local site's port base
 
 
 def test_sing_flags_are_split_but_never_evaluated(env, tmp_path):
@@ -133,16 +163,22 @@ def test_apptainer_wrapper_is_the_same_program(env):
     assert alias.is_symlink() and result.returncode == 0
 
 
-@pytest.mark.parametrize("args, extra_env, message", [
-    (["exec"], {}, "exec needs a command"),
-    (["frobnicate"], {}, "unknown command 'frobnicate'"),
-    ([], {}, "expected a command"),
-    (["exec", "true"], {"SING_IMAGE": "/no/such.sif"}, "image not found"),
-    (["exec", "true"], {"SING_IMAGE": ""}, "no image"),
-    (["exec", "true"], {"HPCML_SITE": "puhti", "SLURM_JOB_ID": ""}, "inside a Slurm job"),
-    (["exec", "true"], {"HPCML_SITE": "nosuch"},
-     "set HPCML_SITE to one of: jean-zay jean-zay-h100 jean-zay-v100 karolina local lumi mahti puhti"),
-])
+@pytest.mark.parametrize(
+    "args, extra_env, message",
+    [
+        (["exec"], {}, "exec needs a command"),
+        (["frobnicate"], {}, "unknown command 'frobnicate'"),
+        ([], {}, "expected a command"),
+        (["exec", "true"], {"SING_IMAGE": "/no/such.sif"}, "image not found"),
+        (["exec", "true"], {"SING_IMAGE": ""}, "no image"),
+        (["exec", "true"], {"HPCML_SITE": "puhti", "SLURM_JOB_ID": ""}, "inside a Slurm job"),
+        (
+            ["exec", "true"],
+            {"HPCML_SITE": "nosuch"},
+            "set HPCML_SITE to one of: jean-zay jean-zay-h100 jean-zay-v100 karolina local lumi mahti puhti",
+        ),
+    ],
+)
 def test_mistakes_get_one_line_and_exit_2(env, args, extra_env, message):
     result = wrap(*args, env=dict(env, **extra_env))
     stderr = result.stderr.decode()
@@ -152,12 +188,19 @@ def test_mistakes_get_one_line_and_exit_2(env, args, extra_env, message):
 
 def test_a_site_whose_runtime_comes_from_a_module_names_it_when_none_is_found(tmp_path, cpu_image):
     """Jean Zay: singularity is on PATH only once `module load singularity` ran."""
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "SING_IMAGE": str(cpu_image),
-           "HPCML_SITE": "jean-zay", "SLURM_JOB_ID": "1"}
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "SING_IMAGE": str(cpu_image),
+        "HPCML_SITE": "jean-zay",
+        "SLURM_JOB_ID": "1",
+    }
     result = wrap("exec", "true", env=env)
     assert result.returncode == 2
-    assert result.stderr.decode() == ("error: singularity_wrapper: neither apptainer nor singularity found; on "
-                                      "jean-zay load it first: module load singularity\n")
+    assert result.stderr.decode() == (
+        "error: singularity_wrapper: neither apptainer nor singularity found; on "
+        "jean-zay load it first: module load singularity\n"
+    )
 
 
 @pytest.mark.parametrize("sing_flags", ["", "--nv", "-B /data --nv"])
@@ -168,8 +211,14 @@ def test_the_gpu_flag_is_passed_once_when_a_module_also_put_it_in_sing_flags(tmp
     runtime.chmod(0o755)
     image = tmp_path / "image.sif"
     image.write_bytes(SIF_HEADER)
-    env = dict(os.environ, SING_IMAGE=str(image), HPCML_APPTAINER=str(runtime), HPCML_SITE="puhti",
-               SLURM_JOB_ID="1", SING_FLAGS=sing_flags)
+    env = dict(
+        os.environ,
+        SING_IMAGE=str(image),
+        HPCML_APPTAINER=str(runtime),
+        HPCML_SITE="puhti",
+        SLURM_JOB_ID="1",
+        SING_FLAGS=sing_flags,
+    )
     argv = wrap("exec", "true", env=env).stdout.decode().splitlines()
     assert argv.count("--nv") == 1 and argv[-2:] == [str(image), "true"], argv
 
@@ -193,6 +242,7 @@ def test_a_site_on_the_hosts_libfabric_binds_it_on_multi_node_jobs_only(env, tmp
     """LUMI switched to libfabric: host, rendered from a copy of the recipes as an admin would."""
     from builder.recipes.tree import RecipeTree
     from builder.render.sitefile import render_site
+
     recipes = tmp_path / "recipes"
     shutil.copytree(ROOT / "recipes", recipes)
     site_yaml = recipes / "sites" / "lumi.yaml"
@@ -206,7 +256,7 @@ def test_a_site_on_the_hosts_libfabric_binds_it_on_multi_node_jobs_only(env, tmp
     net, library_path, facts = two.stdout.decode().strip().split("|")
     assert net == "AWS Libfabric"
     assert library_path.startswith("/opt/cray/libfabric/1.22.0/lib64:/usr/lib64")
-    assert "skipping bind /opt/cray" in two.stderr.decode()     # no Cray stack on this machine
+    assert "skipping bind /opt/cray" in two.stderr.decode()  # no Cray stack on this machine
     # the preflight then expects the plugin to load the host's libfabric
     assert json.loads(facts)["network"]["host_library_path"][0] == "/opt/cray/libfabric/1.22.0/lib64"
     one = wrap("-v", "exec", "sh", "-c", show, env=dict(env, SLURM_JOB_NUM_NODES="1"))
@@ -214,14 +264,21 @@ def test_a_site_on_the_hosts_libfabric_binds_it_on_multi_node_jobs_only(env, tmp
     assert net == "unset" and "cray" not in library_path
     assert "/opt/cray" not in one.stderr.decode()
     # a library path a site module set already stays, after the site's own
-    kept = wrap("exec", "sh", "-c", show, env=dict(env, SLURM_JOB_NUM_NODES="2",
-                                                   APPTAINERENV_LD_LIBRARY_PATH="/opt/site/lib"))
+    kept = wrap(
+        "exec", "sh", "-c", show, env=dict(env, SLURM_JOB_NUM_NODES="2", APPTAINERENV_LD_LIBRARY_PATH="/opt/site/lib")
+    )
     assert kept.stdout.decode().split("|")[1].startswith("/opt/cray/libfabric/1.22.0/lib64:/usr/lib64:/opt/site/lib")
 
 
 def test_the_site_facts_travel_to_the_container(env):
-    result = wrap("exec", "python", "-c", "import json, os; f = json.loads(os.environ['HPCML_SITE_FACTS']); "
-                  "print(f['site'], f['allreduce'][0]['busbw_gbs'])", env=env)
+    result = wrap(
+        "exec",
+        "python",
+        "-c",
+        "import json, os; f = json.loads(os.environ['HPCML_SITE_FACTS']); "
+        "print(f['site'], f['allreduce'][0]['busbw_gbs'])",
+        env=env,
+    )
     assert result.stdout.decode() == "local 0.6\n", result.stderr
 
 
@@ -235,18 +292,17 @@ def small_disk(tmp_path):
 def test_staging_that_does_not_fit_stops_the_run_and_binds_nothing(env, tmp_path, small_disk):
     data = tmp_path / "big-dataset"
     data.mkdir()
-    (data / "shard-0.bin").write_bytes(os.urandom(3 << 20))          # 3 MiB for a 1 MiB disk
+    (data / "shard-0.bin").write_bytes(os.urandom(3 << 20))  # 3 MiB for a 1 MiB disk
     canary = tmp_path / "ran"
-    env = dict(env, SING_STAGE=str(data), HPCML_NODE_LOCAL=str(small_disk), SLURM_JOB_ID="78",
-               SING_BIND=str(tmp_path))
+    env = dict(env, SING_STAGE=str(data), HPCML_NODE_LOCAL=str(small_disk), SLURM_JOB_ID="78", SING_BIND=str(tmp_path))
     result = wrap("exec", "touch", canary, env=env)
     stderr = result.stderr.decode()
     assert result.returncode == 2, stderr
     assert f"SING_STAGE: copying {data} to {small_disk} failed" in stderr
     assert stderr.strip().splitlines()[-1].startswith("error: singularity_wrapper:")
-    assert not canary.exists()                                       # the program never ran
+    assert not canary.exists()  # the program never ran
     leftovers = [p for p in (small_disk / "hpcml-stage-78").iterdir() if not p.name.startswith(".lock")]
-    assert leftovers == []                                           # no partial copy to reuse
+    assert leftovers == []  # no partial copy to reuse
 
 
 def test_with_only_the_toolbox_the_wrapper_finds_it_and_binds_any_host_folder(env, tmp_path, apptainer):
@@ -255,15 +311,21 @@ def test_with_only_the_toolbox_the_wrapper_finds_it_and_binds_any_host_folder(en
     import shutil
 
     from builder.host import toolbox
+
     expected = shutil.which("apptainer") or shutil.which("singularity") or str(toolbox.command())
     outside = Path("/srv") / f"hpcml-test-{os.getpid()}"
     outside.mkdir(parents=True)
     try:
         (outside / "data.txt").write_text("from /srv\n")
         env = {k: v for k, v in env.items() if k != "HPCML_APPTAINER"}
-        result = subprocess.run([str(WRAPPER), "-v", "exec", "cat", str(outside / "data.txt")],
-                                env=dict(env, SING_BIND=str(outside)), cwd=tmp_path,
-                                capture_output=True, text=True, timeout=300)
+        result = subprocess.run(
+            [str(WRAPPER), "-v", "exec", "cat", str(outside / "data.txt")],
+            env=dict(env, SING_BIND=str(outside)),
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert result.returncode == 0, result.stderr
         assert result.stdout == "from /srv\n"
         assert f"exec {expected} exec" in result.stderr

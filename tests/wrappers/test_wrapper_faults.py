@@ -41,19 +41,19 @@ def env(tmp_path):
         f"runs={shlex.quote(str(runs))}\n"
         'printf "%s\\n" "$@" > "$runs/run.$$"\n'
         "previous=\n"
-        "for arg in \"$@\"; do\n"
+        'for arg in "$@"; do\n'
         '    [ "$previous" = --bind ] && stat -c "%i %n" "${arg%%:*}" >> "$runs/inodes.$$"\n'
         '    previous="$arg"\n'
         "done\n"
-        "exit 0\n")
+        "exit 0\n"
+    )
     recorder.chmod(0o755)
     image = tmp_path / "image.sif"
     image.write_bytes(SIF_HEADER)
     scratch = tmp_path / "tmpdir"
     scratch.mkdir()
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SING_", "HPCML_"))}
-    return dict(clean, SING_IMAGE=str(image), HPCML_APPTAINER=str(recorder), HPCML_SITE="local",
-                TMPDIR=str(scratch))
+    return dict(clean, SING_IMAGE=str(image), HPCML_APPTAINER=str(recorder), HPCML_SITE="local", TMPDIR=str(scratch))
 
 
 def runs(tmp_path):
@@ -80,13 +80,13 @@ def dataset(path, sizes):
 
 
 def wrap(*args, env, timeout=60):
-    return subprocess.run([str(WRAPPER), *map(str, args)], env=env, capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run([str(WRAPPER), *map(str, args)], env=env, capture_output=True, text=True, timeout=timeout)
 
 
 def start(*args, env):
-    return subprocess.Popen([str(WRAPPER), *map(str, args)], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [str(WRAPPER), *map(str, args)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
 
 
 def one_line_error(returncode, stderr, message):
@@ -99,8 +99,12 @@ def one_line_error(returncode, stderr, message):
 
 def copies(disk):
     """What the staging folders under a disk hold besides their locks (copies, partial or not)."""
-    return sorted(str(p.relative_to(disk)) for folder in disk.glob("hpcml-stage-*")
-                  for p in folder.iterdir() if not p.name.startswith(".lock"))
+    return sorted(
+        str(p.relative_to(disk))
+        for folder in disk.glob("hpcml-stage-*")
+        for p in folder.iterdir()
+        if not p.name.startswith(".lock")
+    )
 
 
 def used_kib(disk):
@@ -133,15 +137,17 @@ def waiters(lock):
 @NEEDS_ROOT
 def test_a_copy_that_cannot_fit_is_refused_before_it_begins(env, tmp_path, tmpfs):
     disk = tmpfs("nvme", "size=4m")
-    data = dataset(tmp_path / "dataset", [2 << 20] * 3)                # 6 MiB for a 4 MiB disk
-    result = wrap("exec", "true", env=dict(env, SING_STAGE=str(data), HPCML_NODE_LOCAL=str(disk),
-                                           SLURM_JOB_ID="81"))
-    line = one_line_error(result.returncode, result.stderr,
-                          f"SING_STAGE: copying {data} to {disk} failed before it began, not enough space: ")
+    data = dataset(tmp_path / "dataset", [2 << 20] * 3)  # 6 MiB for a 4 MiB disk
+    result = wrap("exec", "true", env=dict(env, SING_STAGE=str(data), HPCML_NODE_LOCAL=str(disk), SLURM_JOB_ID="81"))
+    line = one_line_error(
+        result.returncode,
+        result.stderr,
+        f"SING_STAGE: copying {data} to {disk} failed before it began, not enough space: ",
+    )
     need, free = map(int, SPACE.search(line).groups())
     assert need >= 6 << 10 and free <= 4 << 10
-    assert runs(tmp_path) == []                                          # the runtime never started
-    assert copies(disk) == [] and used_kib(disk) < 64                    # nothing was copied
+    assert runs(tmp_path) == []  # the runtime never started
+    assert copies(disk) == [] and used_kib(disk) < 64  # nothing was copied
 
 
 @NEEDS_ROOT
@@ -157,10 +163,14 @@ def test_a_copy_that_fills_the_disk_part_way_is_removed_and_nothing_runs(env, tm
         disk = tmpfs("nvme", "size=4m,nr_inodes=64")
         data = dataset(tmp_path / "dataset", [1000] * 200)
         extra = {}
-    result = wrap("exec", "true", env=dict(env, SING_STAGE=str(data), HPCML_NODE_LOCAL=str(disk),
-                                           SLURM_JOB_ID="82", **extra))
-    line = one_line_error(result.returncode, result.stderr,
-                          f"SING_STAGE: copying {data} to {disk} failed part way (No space left on device): ")
+    result = wrap(
+        "exec", "true", env=dict(env, SING_STAGE=str(data), HPCML_NODE_LOCAL=str(disk), SLURM_JOB_ID="82", **extra)
+    )
+    line = one_line_error(
+        result.returncode,
+        result.stderr,
+        f"SING_STAGE: copying {data} to {disk} failed part way (No space left on device): ",
+    )
     need, free = map(int, SPACE.search(line).groups())
     assert need > 0 and free > 0 and "the partial copy was removed" in line
     if how == "inodes":
@@ -169,7 +179,7 @@ def test_a_copy_that_fills_the_disk_part_way_is_removed_and_nothing_runs(env, tm
     else:
         assert need >= 6 << 10 and free <= 4 << 10
     assert runs(tmp_path) == []
-    assert copies(disk) == [] and used_kib(disk) < 64                    # no half copy left
+    assert copies(disk) == [] and used_kib(disk) < 64  # no half copy left
 
 
 @NEEDS_ROOT
@@ -177,12 +187,13 @@ def test_a_copy_that_fills_the_disk_part_way_is_removed_and_nothing_runs(env, tm
 def test_two_tasks_of_a_job_whose_copy_does_not_fit_stop_with_the_same_line(env, tmp_path, tmpfs, precheck):
     disk = tmpfs("nvme", "size=4m")
     data = dataset(tmp_path / "dataset", [2 << 20] * 3)
-    env = dict(env, SING_STAGE=str(data), HPCML_NODE_LOCAL=str(disk), SLURM_JOB_ID="83",
-               HPCML_STAGE_PRECHECK=precheck)
+    env = dict(env, SING_STAGE=str(data), HPCML_NODE_LOCAL=str(disk), SLURM_JOB_ID="83", HPCML_STAGE_PRECHECK=precheck)
     tasks = [start("exec", "true", env=env) for _ in range(2)]
     errors = [task.communicate(timeout=60)[1] for task in tasks]
-    lines = [one_line_error(task.returncode, err, f"SING_STAGE: copying {data} to {disk} failed")
-             for task, err in zip(tasks, errors)]
+    lines = [
+        one_line_error(task.returncode, err, f"SING_STAGE: copying {data} to {disk} failed")
+        for task, err in zip(tasks, errors)
+    ]
     assert lines[0] == lines[1]
     assert runs(tmp_path) == [] and copies(disk) == []
 
@@ -191,8 +202,7 @@ def test_two_tasks_of_a_job_whose_copy_does_not_fit_stop_with_the_same_line(env,
 def test_a_task_waiting_for_a_copy_that_fails_gets_its_error_and_never_copies_again(env, tmp_path, tmpfs):
     disk = tmpfs("nvme", "size=4m")
     data = dataset(tmp_path / "dataset", [2 << 20] * 3)
-    env = dict(env, SING_STAGE=str(data), HPCML_NODE_LOCAL=str(disk), SLURM_JOB_ID="84",
-               HPCML_STAGE_PRECHECK="0")
+    env = dict(env, SING_STAGE=str(data), HPCML_NODE_LOCAL=str(disk), SLURM_JOB_ID="84", HPCML_STAGE_PRECHECK="0")
     stage = disk / "hpcml-stage-84"
     stage.mkdir(mode=0o700)
     lock = lock_of(stage, data)
@@ -208,7 +218,7 @@ def test_a_task_waiting_for_a_copy_that_fails_gets_its_error_and_never_copies_ag
     assert lines[0] == lines[1] and lines[0].startswith(PREFIX)
     assert f"copying {data} to {disk} failed part way (No space left on device)" in lines[0]
     shared = [f"the copy of {data} failed in another task of this job" in err for err in errors]
-    assert sorted(shared) == [False, True], errors                     # one copied, one read its failure
+    assert sorted(shared) == [False, True], errors  # one copied, one read its failure
     assert runs(tmp_path) == [] and copies(disk) == []
 
 
@@ -225,7 +235,7 @@ def test_two_tasks_of_a_job_bind_one_complete_copy_made_once(env, tmp_path, tmpf
     assert [bound(argv)[-1] for argv in runs(tmp_path)] == [f"{copy}:{data}"] * 2
     made = [f"copied {data} to {copy}" in err for err in errors]
     reused = [f"using the copy of {data} that another task made" in err for err in errors]
-    assert sorted(zip(made, reused)) == [(False, True), (True, False)], errors   # copied once
+    assert sorted(zip(made, reused)) == [(False, True), (True, False)], errors  # copied once
     # both runtimes were handed the folder that is there now (no second copy replaced it)
     inodes = [p.read_text() for p in (tmp_path / "runs").glob("inodes.*")]
     assert len(inodes) == 2 and all(f"{copy.stat().st_ino} {copy}\n" in text for text in inodes)
@@ -257,15 +267,17 @@ def test_a_task_gives_up_waiting_for_a_copy_after_hpcml_stage_wait(env, tmp_path
     local = tmp_path / "nvme"
     stage = local / "hpcml-stage-87"
     stage.mkdir(parents=True, mode=0o700)
-    env = dict(env, SING_STAGE=str(data), HPCML_NODE_LOCAL=str(local), SLURM_JOB_ID="87",
-               HPCML_STAGE_WAIT="1")
+    env = dict(env, SING_STAGE=str(data), HPCML_NODE_LOCAL=str(local), SLURM_JOB_ID="87", HPCML_STAGE_WAIT="1")
     with open(lock_of(stage, data), "a") as held:
-        fcntl.flock(held, fcntl.LOCK_EX)                 # a copy that never ends
+        fcntl.flock(held, fcntl.LOCK_EX)  # a copy that never ends
         started = time.monotonic()
         result = wrap("exec", "true", env=env)
         waited = time.monotonic() - started
-    one_line_error(result.returncode, result.stderr,
-                   f"SING_STAGE: waited 1 s (HPCML_STAGE_WAIT) for another task copying {data} to {local}")
+    one_line_error(
+        result.returncode,
+        result.stderr,
+        f"SING_STAGE: waited 1 s (HPCML_STAGE_WAIT) for another task copying {data} to {local}",
+    )
     assert waited < 20 and runs(tmp_path) == [] and copies(local) == []
 
 
@@ -274,10 +286,17 @@ def test_a_staged_folder_is_the_copy_at_its_original_path_in_the_container(appta
     data.mkdir()
     (data / "train.txt").write_text("sample\n")
     local = tmp_path / "nvme"
-    env = dict(env, SING_IMAGE=str(cpu_image), HPCML_APPTAINER=apptainer, SING_STAGE=str(data),
-               HPCML_NODE_LOCAL=str(local), SLURM_JOB_ID="88")
-    result = wrap("-v", "exec", "sh", "-c", 'cat "$1/train.txt"; stat -c %i "$1/train.txt"', "sh", data,
-                  env=env, timeout=300)
+    env = dict(
+        env,
+        SING_IMAGE=str(cpu_image),
+        HPCML_APPTAINER=apptainer,
+        SING_STAGE=str(data),
+        HPCML_NODE_LOCAL=str(local),
+        SLURM_JOB_ID="88",
+    )
+    result = wrap(
+        "-v", "exec", "sh", "-c", 'cat "$1/train.txt"; stat -c %i "$1/train.txt"', "sh", data, env=env, timeout=300
+    )
     assert result.returncode == 0, result.stderr
     text, inode = result.stdout.splitlines()
     [copy] = [p for p in (local / "hpcml-stage-88").glob("*-dataset") if not p.name.startswith(".")]
@@ -294,8 +313,13 @@ def test_the_next_job_on_a_node_removes_the_copies_of_ended_jobs_and_keeps_the_r
     env = dict(env, SLURM_CONF=slurm.env["SLURM_CONF"], SING_STAGE=str(data), HPCML_NODE_LOCAL=str(local))
 
     def submit(command):
-        result = subprocess.run(["sbatch", "--parsable", "-o", str(tmp_path / "job-%j.out"), "--wrap", command],
-                                env=env, capture_output=True, text=True, timeout=60)
+        result = subprocess.run(
+            ["sbatch", "--parsable", "-o", str(tmp_path / "job-%j.out"), "--wrap", command],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert result.returncode == 0, result.stderr
         return result.stdout.strip().split(";")[0]
 
@@ -305,8 +329,9 @@ def test_the_next_job_on_a_node_removes_the_copies_of_ended_jobs_and_keeps_the_r
     wrapper = shlex.quote(str(WRAPPER))
     running = submit(f"{wrapper} exec true && sleep 300")
     try:
-        wait_or_fail(lambda: (local / f"hpcml-stage-{running}").is_dir() and runs(tmp_path), 120,
-                   "copy by the running job")
+        wait_or_fail(
+            lambda: (local / f"hpcml-stage-{running}").is_dir() and runs(tmp_path), 120, "copy by the running job"
+        )
         ended = submit(f"{wrapper} -v exec true")
         assert wait_for(ended, env, timeout=120)[0] == "COMPLETED", logs()
         assert (local / f"hpcml-stage-{ended}").is_dir()
@@ -318,17 +343,26 @@ def test_the_next_job_on_a_node_removes_the_copies_of_ended_jobs_and_keeps_the_r
         following = submit(f"{wrapper} -v exec true")
         assert wait_for(following, env, timeout=120)[0] == "COMPLETED", logs()
         left = sorted(p.name for p in local.glob("hpcml-stage-*"))
-        assert left == sorted([f"hpcml-stage-{running}", f"hpcml-stage-{following}", "hpcml-stage-999998",
-                               f"hpcml-stage-user{os.getuid()}"]), logs()
+        assert left == sorted(
+            [
+                f"hpcml-stage-{running}",
+                f"hpcml-stage-{following}",
+                "hpcml-stage-999998",
+                f"hpcml-stage-user{os.getuid()}",
+            ]
+        ), logs()
         assert f"job {ended} has ended" in logs() and "job 999999 has ended" in logs()
     finally:
         subprocess.run(["scancel", running], env=env, timeout=30)
 
 
-@pytest.mark.parametrize("squeue", [
-    'echo "slurm_load_jobs error: Unable to contact slurm controller (connect failure)" >&2; exit 1',
-    "exec sleep 60",                                     # a controller that never answers: timeout 10
-])
+@pytest.mark.parametrize(
+    "squeue",
+    [
+        'echo "slurm_load_jobs error: Unable to contact slurm controller (connect failure)" >&2; exit 1',
+        "exec sleep 60",  # a controller that never answers: timeout 10
+    ],
+)
 def test_copies_of_other_jobs_are_kept_when_slurm_does_not_answer(env, tmp_path, squeue):
     # the one stand-in squeue here (the real one is in the test above): a controller that is down
     tools = tmp_path / "bin"
@@ -339,9 +373,18 @@ def test_copies_of_other_jobs_are_kept_when_slurm_does_not_answer(env, tmp_path,
     (local / "hpcml-stage-70").mkdir(parents=True)
     data = dataset(tmp_path / "dataset", [1000])
     started = time.monotonic()
-    result = wrap("-v", "exec", "true", env=dict(env, PATH=f"{tools}{os.pathsep}{env['PATH']}",
-                                                 SING_STAGE=str(data), HPCML_NODE_LOCAL=str(local),
-                                                 SLURM_JOB_ID="71"))
+    result = wrap(
+        "-v",
+        "exec",
+        "true",
+        env=dict(
+            env,
+            PATH=f"{tools}{os.pathsep}{env['PATH']}",
+            SING_STAGE=str(data),
+            HPCML_NODE_LOCAL=str(local),
+            SLURM_JOB_ID="71",
+        ),
+    )
     assert result.returncode == 0, result.stderr
     assert (local / "hpcml-stage-70").is_dir() and "keeping staged copies of other jobs" in result.stderr
     assert time.monotonic() - started < 40
@@ -354,13 +397,13 @@ def test_unstage_removes_this_jobs_copies_and_no_others(env, tmp_path):
     for job in ("91", "92", ""):
         assert wrap("exec", "true", env=dict(env, SLURM_JOB_ID=job)).returncode == 0
     folders = {"91", "92", f"user{os.getuid()}"}
-    assert {p.name[len("hpcml-stage-"):] for p in local.iterdir()} == folders
+    assert {p.name[len("hpcml-stage-") :] for p in local.iterdir()} == folders
     # at a job's end, without an image or a runtime
     bare = {k: v for k, v in env.items() if k not in ("SING_IMAGE", "HPCML_APPTAINER", "SING_STAGE")}
     result = wrap("unstage", env=dict(bare, SLURM_JOB_ID="91"))
     assert result.returncode == 0 and result.stderr == ""
-    assert {p.name[len("hpcml-stage-"):] for p in local.iterdir()} == folders - {"91"}
-    assert wrap("unstage", env=bare).returncode == 0                     # outside Slurm: the user's
+    assert {p.name[len("hpcml-stage-") :] for p in local.iterdir()} == folders - {"91"}
+    assert wrap("unstage", env=bare).returncode == 0  # outside Slurm: the user's
     assert [p.name for p in local.iterdir()] == ["hpcml-stage-92"]
     extra = wrap("unstage", "now", env=bare)
     one_line_error(extra.returncode, extra.stderr, "unstage takes no arguments")
@@ -368,8 +411,10 @@ def test_unstage_removes_this_jobs_copies_and_no_others(env, tmp_path):
 
 def test_help_shows_the_whole_header_with_unstage_and_the_staging_settings(env):
     result = wrap("--help", env=env)
-    header = [line.removeprefix("#").removeprefix(" ") for line in
-              WRAPPER.read_text().split("\nset -euo pipefail\n")[0].splitlines()[1:]]
+    header = [
+        line.removeprefix("#").removeprefix(" ")
+        for line in WRAPPER.read_text().split("\nset -euo pipefail\n")[0].splitlines()[1:]
+    ]
     assert result.returncode == 0 and result.stdout.splitlines() == header
     assert "unstage" in result.stdout and "HPCML_STAGE_WAIT" in result.stdout
 
@@ -393,28 +438,44 @@ BAD_SETTINGS = [
     ("stage-missing", {"SING_STAGE": "{tmp}/no-such-data"}, "SING_STAGE: {tmp}/no-such-data is not a directory"),
     ("stage-file", {"SING_STAGE": "{file}"}, "SING_STAGE: {file} is not a directory"),
     ("stage-colon", {"SING_STAGE": "{tmp}/a:b"}, "SING_STAGE: {tmp}/a:b has a ':', which a bind cannot carry"),
-    ("stage-holds-root", {"SING_STAGE": "{tmp}", "HPCML_NODE_LOCAL": "{tmp}/nvme"},
-     "SING_STAGE: {tmp} holds the staging folder {tmp}/nvme (HPCML_NODE_LOCAL)"),
+    (
+        "stage-holds-root",
+        {"SING_STAGE": "{tmp}", "HPCML_NODE_LOCAL": "{tmp}/nvme"},
+        "SING_STAGE: {tmp} holds the staging folder {tmp}/nvme (HPCML_NODE_LOCAL)",
+    ),
     ("node-local-file", {"HPCML_NODE_LOCAL": "{file}"}, "SING_STAGE: {file} (HPCML_NODE_LOCAL) is not a directory"),
-    ("node-local-uncreatable", {"HPCML_NODE_LOCAL": "{file}/sub"},
-     "SING_STAGE: cannot create {file}/sub (HPCML_NODE_LOCAL): Not a directory"),
-    ("node-local-read-only", {"HPCML_NODE_LOCAL": "{read_only}"},
-     "SING_STAGE: {read_only} (HPCML_NODE_LOCAL) is not writable"),
+    (
+        "node-local-uncreatable",
+        {"HPCML_NODE_LOCAL": "{file}/sub"},
+        "SING_STAGE: cannot create {file}/sub (HPCML_NODE_LOCAL): Not a directory",
+    ),
+    (
+        "node-local-read-only",
+        {"HPCML_NODE_LOCAL": "{read_only}"},
+        "SING_STAGE: {read_only} (HPCML_NODE_LOCAL) is not writable",
+    ),
     ("image-empty", {"SING_IMAGE": ""}, "no image: set SING_IMAGE or pass --image"),
     ("image-missing", {"SING_IMAGE": "{tmp}/no-such.sif"}, "image not found: {tmp}/no-such.sif"),
     ("image-directory", {"SING_IMAGE": "{tmp}/runs"}, "image {tmp}/runs is a directory, not an image"),
     ("image-device", {"SING_IMAGE": "/dev/null"}, "image /dev/null is not a file"),
     ("site", {"HPCML_SITE": "nosuch"}, "nosuch.sh; set HPCML_SITE to one of: "),
-    ("runtime-missing", {"HPCML_APPTAINER": "{tmp}/no-such-apptainer"},
-     "HPCML_APPTAINER is '{tmp}/no-such-apptainer', which is no program here"),
+    (
+        "runtime-missing",
+        {"HPCML_APPTAINER": "{tmp}/no-such-apptainer"},
+        "HPCML_APPTAINER is '{tmp}/no-such-apptainer', which is no program here",
+    ),
     ("runtime-directory", {"HPCML_APPTAINER": "{tmp}"}, "HPCML_APPTAINER is '{tmp}', which is no program here"),
-    ("runtime-not-on-path", {"HPCML_APPTAINER": "no-such-apptainer"},
-     "HPCML_APPTAINER is 'no-such-apptainer', which is no program here"),
+    (
+        "runtime-not-on-path",
+        {"HPCML_APPTAINER": "no-such-apptainer"},
+        "HPCML_APPTAINER is 'no-such-apptainer', which is no program here",
+    ),
 ]
 
 
-@pytest.mark.parametrize("settings, message", [case[1:] for case in BAD_SETTINGS],
-                         ids=[case[0] for case in BAD_SETTINGS])
+@pytest.mark.parametrize(
+    "settings, message", [case[1:] for case in BAD_SETTINGS], ids=[case[0] for case in BAD_SETTINGS]
+)
 def test_bad_settings_get_one_line_status_2_and_never_start_the_runtime(env, tmp_path, request, settings, message):
     data = dataset(tmp_path / "dataset", [1000])
     (tmp_path / "a:b").mkdir()
@@ -423,16 +484,24 @@ def test_bad_settings_get_one_line_status_2_and_never_start_the_runtime(env, tmp
     if "{read_only}" in str(settings):
         places["read_only"] = request.getfixturevalue("read_only_dir")
     # every case would otherwise stage a dataset: a fault must stop it before any copy
-    env = {**env, "SING_STAGE": str(data), "HPCML_NODE_LOCAL": str(tmp_path / "nvme"), "SLURM_JOB_ID": "93",
-           **{name: value.format(**places) for name, value in settings.items()}}
+    env = {
+        **env,
+        "SING_STAGE": str(data),
+        "HPCML_NODE_LOCAL": str(tmp_path / "nvme"),
+        "SLURM_JOB_ID": "93",
+        **{name: value.format(**places) for name, value in settings.items()},
+    }
     result = wrap("exec", "true", env=env)
     one_line_error(result.returncode, result.stderr, message.format(**places))
     assert runs(tmp_path) == []
     assert not (tmp_path / "nvme").exists() or copies(tmp_path / "nvme") == []
 
 
-@pytest.mark.parametrize("content", [b"", b"text, not an image\n", "random", b"hsq", SIF_HEADER[:40]],
-                         ids=["empty", "text", "random", "short", "cut-header"])
+@pytest.mark.parametrize(
+    "content",
+    [b"", b"text, not an image\n", "random", b"hsq", SIF_HEADER[:40]],
+    ids=["empty", "text", "random", "short", "cut-header"],
+)
 def test_a_file_that_is_no_image_gets_one_line_and_never_starts_the_runtime(env, tmp_path, content):
     # checked by its magic before the runtime starts (Apptainer says FATAL and exits 255)
     image = Path(env["SING_IMAGE"])
@@ -442,8 +511,9 @@ def test_a_file_that_is_no_image_gets_one_line_and_never_starts_the_runtime(env,
     assert runs(tmp_path) == []
 
 
-@pytest.mark.parametrize("header", [SIF_HEADER, b"hsqs" + bytes(60), bytes(1080) + b"\x53\xef"],
-                         ids=["sif", "squashfs", "ext3"])
+@pytest.mark.parametrize(
+    "header", [SIF_HEADER, b"hsqs" + bytes(60), bytes(1080) + b"\x53\xef"], ids=["sif", "squashfs", "ext3"]
+)
 def test_each_image_format_the_runtime_takes_passes_the_check(env, tmp_path, header):
     Path(env["SING_IMAGE"]).write_bytes(header)
     result = wrap("exec", "true", env=env)
@@ -465,9 +535,13 @@ def test_an_image_its_user_cannot_read_gets_one_line(env):
         as_nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
         if os.geteuid() != 0 or subprocess.run([*as_nobody, "test", "-r", str(WRAPPER)], timeout=30).returncode:
             pytest.skip("needs root, and a checkout that nobody can read")
-        result = subprocess.run([*as_nobody, str(WRAPPER), "exec", "true"], capture_output=True, text=True,
-                                env=dict(env, SING_IMAGE=str(image), HPCML_APPTAINER=str(recorder),
-                                         HOME=str(folder), TMPDIR=str(folder)), timeout=60)
+        result = subprocess.run(
+            [*as_nobody, str(WRAPPER), "exec", "true"],
+            capture_output=True,
+            text=True,
+            env=dict(env, SING_IMAGE=str(image), HPCML_APPTAINER=str(recorder), HOME=str(folder), TMPDIR=str(folder)),
+            timeout=60,
+        )
         one_line_error(result.returncode, result.stderr, f"image not readable: {image}")
         assert not (folder / "ran").exists()
     finally:

@@ -41,7 +41,7 @@ def parts_by_layer(target) -> dict:
     base = [part for block in BASE_BLOCKS for part in block.parts(target)]
     top = [part for block in TOP_BLOCKS for part in block.parts(target)]
     asked = [part.block for part in top if part.packages]
-    if asked:    # they would rebuild the OS layer; a top block installs its own (deepspeed does)
+    if asked:  # they would rebuild the OS layer; a top block installs its own (deepspeed does)
         raise ValueError(f"top-layer blocks may not ask the os block for packages: {asked}")
     wanted = {"build": set(target.packages_build), "final": set(target.packages_final)}
     for part in base:

@@ -18,6 +18,8 @@ from ..parts import HOST_SETTINGS, Part
 
 
 def parts(target):
-    lines = ("# shellcheck source=/dev/null  # present only while `builder build` runs",
-             f"if [ -r {HOST_SETTINGS} ]; then . {HOST_SETTINGS}; fi")
+    lines = (
+        "# shellcheck source=/dev/null  # present only while `builder build` runs",
+        f"if [ -r {HOST_SETTINGS} ]; then . {HOST_SETTINGS}; fi",
+    )
     return [Part(block="build_host", stage=stage, post=lines) for stage in ("build", "final")]

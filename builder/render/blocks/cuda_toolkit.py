@@ -34,11 +34,14 @@ Example, recipes/targets/v100-cuda.yaml, `cuda_toolkit: {from: debian, gcc: "13"
 from ...shell import cmd
 from ..parts import Part
 
-PIP_HOME = "/opt/cuda"           # a fixed path for the pip toolkit, whatever Python's version
-_UNVERSIONED = ('for so in {lib}/lib*.so.*; do [ -e "$so" ] || continue; name="${{so%%.so.*}}.so"; '
-                '[ -e "$name" ] || ln -s "${{so##*/}}" "$name"; done')
-_FIND_PIP_HOME = ("cuda_home=\"$(python -c 'import os, sys, nvidia; "
-                  "print(os.path.join(nvidia.__path__[0], sys.argv[1]))' {folder})\"")
+PIP_HOME = "/opt/cuda"  # a fixed path for the pip toolkit, whatever Python's version
+_UNVERSIONED = (
+    'for so in {lib}/lib*.so.*; do [ -e "$so" ] || continue; name="${{so%%.so.*}}.so"; '
+    '[ -e "$name" ] || ln -s "${{so##*/}}" "$name"; done'
+)
+_FIND_PIP_HOME = (
+    "cuda_home=\"$(python -c 'import os, sys, nvidia; print(os.path.join(nvidia.__path__[0], sys.argv[1]))' {folder})\""
+)
 
 
 def parts(target):
@@ -47,16 +50,22 @@ def parts(target):
         return []
     if kit.source == "pypi":
         major = kit.version.split(".")[0]
-        post = (cmd("pip", "install", "--no-cache-dir", f"cuda-toolkit[nvcc,cccl,cudart,profiler]=={kit.version}"),
-                _FIND_PIP_HOME.format(folder=f"cu{major}"),
-                f'ln -sfn "$cuda_home" {PIP_HOME}',
-                # -lcudart (torch's cpp_extension), -lcurand (DeepSpeed's ops) need these names
-                _UNVERSIONED.format(lib=f"{PIP_HOME}/lib"),
-                f"{PIP_HOME}/bin/nvcc --version")
-        return [Part(block="cuda_toolkit", stage="build", build_env=(("CUDA_HOME", PIP_HOME),),
-                     post=post)]
+        post = (
+            cmd("pip", "install", "--no-cache-dir", f"cuda-toolkit[nvcc,cccl,cudart,profiler]=={kit.version}"),
+            _FIND_PIP_HOME.format(folder=f"cu{major}"),
+            f'ln -sfn "$cuda_home" {PIP_HOME}',
+            # -lcudart (torch's cpp_extension), -lcurand (DeepSpeed's ops) need these names
+            _UNVERSIONED.format(lib=f"{PIP_HOME}/lib"),
+            f"{PIP_HOME}/bin/nvcc --version",
+        )
+        return [Part(block="cuda_toolkit", stage="build", build_env=(("CUDA_HOME", PIP_HOME),), post=post)]
     compilers = (("CC", f"gcc-{kit.gcc}"), ("CXX", f"g++-{kit.gcc}")) if kit.gcc else ()
-    return [Part(block="cuda_toolkit", stage="build",
-                 packages=("nvidia-cuda-toolkit", *(f"g++-{kit.gcc}",) * bool(kit.gcc)),
-                 build_env=(("CUDA_HOME", "/usr"), *compilers),
-                 post=("nvcc --version",))]
+    return [
+        Part(
+            block="cuda_toolkit",
+            stage="build",
+            packages=("nvidia-cuda-toolkit", *(f"g++-{kit.gcc}",) * bool(kit.gcc)),
+            build_env=(("CUDA_HOME", "/usr"), *compilers),
+            post=("nvcc --version",),
+        )
+    ]

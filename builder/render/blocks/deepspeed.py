@@ -44,9 +44,11 @@ SOURCE = '"$ds_tmp/src"'
 # Every core, but no more compiles than there are 2 GiB of free memory for (an nvcc or hipcc
 # op compile can take that much). setuptools builds that many ops at once; ninja builds each
 # op's files one at a time, so the compiles never multiply.
-_JOBS = ("jobs=\"$(nproc)\"; mem_jobs=\"$(awk '/MemAvailable/ {print int($2 / 2097152)}' "
-         "/proc/meminfo)\"; if [ \"$mem_jobs\" -lt \"$jobs\" ]; then jobs=\"$mem_jobs\"; fi; "
-         "if [ \"$jobs\" -lt 1 ]; then jobs=1; fi")
+_JOBS = (
+    'jobs="$(nproc)"; mem_jobs="$(awk \'/MemAvailable/ {print int($2 / 2097152)}\' '
+    '/proc/meminfo)"; if [ "$mem_jobs" -lt "$jobs" ]; then jobs="$mem_jobs"; fi; '
+    'if [ "$jobs" -lt 1 ]; then jobs=1; fi'
+)
 # DeepSpeed's ROCm op builds take the arch from the first GPU that rocminfo reports,
 # overriding PYTORCH_ROCM_ARCH, and compile -DROCM_WAVEFRONT_SIZE from its "Wavefront Size"
 # line, or 32 when rocminfo fails or has no such line: on a build host without a GPU, while
@@ -71,19 +73,22 @@ assert found == {"arch": arch, "wavefront_size": wavefront}, f"DeepSpeed would c
 json.dump(dict(found, detected_by=f"deepspeed {version} op_builder at build time"), open(record, "w"), sort_keys=True); print("DeepSpeed compiles its ROCm ops for", arch, "with wavefront size", wavefront)
 """
 
-_FIND_COMM = ('comm_py="$(python -c \'import importlib.util, os; '
-              'print(os.path.join(os.path.dirname(importlib.util.find_spec("deepspeed").origin), '
-              '"comm", "comm.py"))\')"')
-
+_FIND_COMM = (
+    "comm_py=\"$(python -c 'import importlib.util, os; "
+    'print(os.path.join(os.path.dirname(importlib.util.find_spec("deepspeed").origin), '
+    '"comm", "comm.py"))\')"'
+)
 
 
 # async_io links -lcuda (the driver) although it calls nothing in it. A build host has no
 # driver, so an empty stub stands in for the link, and --as-needed keeps libcuda.so.1 out of
 # the op's needs: otherwise the op would not load without a GPU (the image's %test).
-_CUDA_LINK = ('mkdir -p "$ds_tmp/stubs"',
-              'gcc -shared -Wl,-soname,libcuda.so.1 -o "$ds_tmp/stubs/libcuda.so" -x c /dev/null',
-              'export LIBRARY_PATH="$ds_tmp/stubs${LIBRARY_PATH:+:$LIBRARY_PATH}"',
-              "export LDFLAGS=-Wl,--as-needed")
+_CUDA_LINK = (
+    'mkdir -p "$ds_tmp/stubs"',
+    'gcc -shared -Wl,-soname,libcuda.so.1 -o "$ds_tmp/stubs/libcuda.so" -x c /dev/null',
+    'export LIBRARY_PATH="$ds_tmp/stubs${LIBRARY_PATH:+:$LIBRARY_PATH}"',
+    "export LDFLAGS=-Wl,--as-needed",
+)
 
 
 def compile_commands(version, before=()) -> list:
@@ -91,16 +96,18 @@ def compile_commands(version, before=()) -> list:
     (the DS_BUILD_* switches set already). From the sdist, so that build_ext can take -j:
     pip would build the ops one after another. ``before``: lines run in the unpacked source
     before the compile."""
-    return [f"pip download --no-deps --no-binary :all: --no-build-isolation --no-cache-dir "
-            f"-d {SOURCE} deepspeed=={version}",
-            f"tar -xzf {SOURCE}/deepspeed-{version}.tar.gz -C {SOURCE}",
-            f'cd {SOURCE}/deepspeed-{version}',
-            *before,
-            _JOBS,
-            'echo "compiling the DeepSpeed ops, $jobs at a time"',
-            f'MAX_JOBS=1 python setup.py --quiet build_ext -j "$jobs" bdist_wheel -d {WHEELS}',
-            "cd /",
-            f"rm -rf {SOURCE}"]
+    return [
+        f"pip download --no-deps --no-binary :all: --no-build-isolation --no-cache-dir "
+        f"-d {SOURCE} deepspeed=={version}",
+        f"tar -xzf {SOURCE}/deepspeed-{version}.tar.gz -C {SOURCE}",
+        f"cd {SOURCE}/deepspeed-{version}",
+        *before,
+        _JOBS,
+        'echo "compiling the DeepSpeed ops, $jobs at a time"',
+        f'MAX_JOBS=1 python setup.py --quiet build_ext -j "$jobs" bdist_wheel -d {WHEELS}',
+        "cd /",
+        f"rm -rf {SOURCE}",
+    ]
 
 
 def parts(target):
@@ -115,39 +122,54 @@ def parts(target):
     if target.torch_flavour == "rocm":
         arch, wavefront = target.archs[0], target.wavefront_size
         record = f"{target.venv}/{RECORD_DIR}/{ROCM_RECORD}"
-        detect = (python_check("python", _DETECT, arch, str(wavefront), ds.version)
-                  + f" {WHEELS}/{ROCM_RECORD}")
-        compile_ops = (_replace_arch_tools(arch, wavefront)
-                       + compile_commands(ds.version, before=(f"mkdir -p {WHEELS}", detect))
-                       + _restore_arch_tools())
+        detect = python_check("python", _DETECT, arch, str(wavefront), ds.version) + f" {WHEELS}/{ROCM_RECORD}"
+        compile_ops = (
+            _replace_arch_tools(arch, wavefront)
+            + compile_commands(ds.version, before=(f"mkdir -p {WHEELS}", detect))
+            + _restore_arch_tools()
+        )
         saved = f'{saved} "$ds_tmp"/wheel/{ROCM_RECORD}'
         restored = (f'cp "$kept"/{ROCM_RECORD} {WHEELS}/',)
         installed = (f'install -D -m 644 "$ds_tmp"/wheel/{ROCM_RECORD} {cmd(record)}',)
         # the record of what the ops were compiled for, against the GPU the image is for
         # (and, on a GPU node, against what rocminfo reports there)
-        checks = [cmd("python", "-m", "smoke.netcheck", "wavefront", "--record", record,
-                      "--arch", arch, "--expected", str(wavefront))]
+        checks = [
+            cmd(
+                "python",
+                "-m",
+                "smoke.netcheck",
+                "wavefront",
+                "--record",
+                record,
+                "--arch",
+                arch,
+                "--expected",
+                str(wavefront),
+            )
+        ]
     if target.torch_flavour == "cuda":
         compile_ops = [*_CUDA_LINK, *compile_ops, 'rm -rf "$ds_tmp/stubs"']
     # the ops' own packages (libaio) go in this layer, so an op change never rebuilds the OS
     needs = list(os.install(ds.packages)) if ds.packages else []
     # kept between builds: the compile is the slowest step of the top layer
-    kept = Kept(name="deepspeed-wheel", build=(*MAKE_TMP, *needs, *compile_ops),
-                save=(f'cp {saved} "$kept/"',),
-                restore=(*MAKE_TMP, f"mkdir -p {WHEELS}", f'cp "$kept"/deepspeed-*.whl {WHEELS}/',
-                         *restored))
-    post = ['pip install --no-cache-dir "$ds_tmp"/wheel/deepspeed-*.whl', *installed,
-            'rm -rf "$ds_tmp"']
+    kept = Kept(
+        name="deepspeed-wheel",
+        build=(*MAKE_TMP, *needs, *compile_ops),
+        save=(f'cp {saved} "$kept/"',),
+        restore=(*MAKE_TMP, f"mkdir -p {WHEELS}", f'cp "$kept"/deepspeed-*.whl {WHEELS}/', *restored),
+    )
+    post = ['pip install --no-cache-dir "$ds_tmp"/wheel/deepspeed-*.whl', *installed, 'rm -rf "$ds_tmp"']
     final_post, test = list(needs), checks
     if ds.fix_master_address:
         # DeepSpeed's MPI discovery takes rank 0's first `hostname -I` address, which on LUMI
         # and Puhti is an interface other nodes cannot reach; the host name resolves right.
         post += [_FIND_COMM, """sed -i 's/hostname -I/hostname -s/g' "$comm_py\""""]
-        test += [_FIND_COMM,
-                 """if grep -q 'hostname -I' "$comm_py"; then echo "DeepSpeed still uses hostname -I" >&2; exit 1; fi"""]
+        test += [
+            _FIND_COMM,
+            """if grep -q 'hostname -I' "$comm_py"; then echo "DeepSpeed still uses hostname -I" >&2; exit 1; fi""",
+        ]
     final_env = (("DS_ACCELERATOR", "cpu"),) if ds.accelerator == "cpu" else ()
-    notes = [f"DeepSpeed {ds.version}, ops prebuilt (nothing compiles at run time): "
-             f"{', '.join(ds.promised)}."]
+    notes = [f"DeepSpeed {ds.version}, ops prebuilt (nothing compiles at run time): {', '.join(ds.promised)}."]
     by_reason = {}
     for op, reason in ds.skipped:
         by_reason.setdefault(reason, []).append(op)
@@ -155,12 +177,21 @@ def parts(target):
     majors = {int(arch[3:-1]) for arch in target.archs if arch.startswith("sm_")}
     if majors and min(majors) <= 7 < max(majors):
         # DeepSpeed drops -DBF16_AVAILABLE for every op once any arch is sm_7x
-        notes.append("Its CUDA ops are built without BF16 because the arch list includes sm_7x; "
-                     "per-site images keep BF16 on newer GPUs.")
+        notes.append(
+            "Its CUDA ops are built without BF16 because the arch list includes sm_7x; "
+            "per-site images keep BF16 on newer GPUs."
+        )
     return [
         Part(block="deepspeed", stage="build", build_env=tuple(env), kept=kept, post=tuple(post)),
-        Part(block="deepspeed", stage="final", build_env=apt, post=tuple(final_post),
-             env=final_env, test=tuple(test), help=tuple(notes)),
+        Part(
+            block="deepspeed",
+            stage="final",
+            build_env=apt,
+            post=tuple(final_post),
+            env=final_env,
+            test=tuple(test),
+            help=tuple(notes),
+        ),
     ]
 
 
@@ -168,20 +199,25 @@ def standin_lines(arch, wavefront) -> dict:
     """{tool: its script's lines}: rocminfo answering like a node with one ``arch`` GPU, with
     the two lines DeepSpeed's op builder reads (its first gfx name, its first Wavefront Size),
     and amdgpu-arch printing the arch."""
-    return {ROCMINFO: ("#!/bin/sh", f'echo "  Name:                    {arch}"',
-                       f'echo "  Wavefront Size:          {wavefront}(0x{wavefront:x})"'),
-            AMDGPU_ARCH: ("#!/bin/sh", f"echo {arch}")}
+    return {
+        ROCMINFO: (
+            "#!/bin/sh",
+            f'echo "  Name:                    {arch}"',
+            f'echo "  Wavefront Size:          {wavefront}(0x{wavefront:x})"',
+        ),
+        AMDGPU_ARCH: ("#!/bin/sh", f"echo {arch}"),
+    }
 
 
 def _replace_arch_tools(arch, wavefront):
     lines = []
     for tool, script in standin_lines(arch, wavefront).items():
-        lines += [f"if [ -e {tool} ]; then mv {tool} {tool}.real; fi",
-                  f"mkdir -p {tool.rsplit('/', 1)[0]} && printf '%s\\n' {cmd(*script)} > {tool} "
-                  f"&& chmod 755 {tool}"]
+        lines += [
+            f"if [ -e {tool} ]; then mv {tool} {tool}.real; fi",
+            f"mkdir -p {tool.rsplit('/', 1)[0]} && printf '%s\\n' {cmd(*script)} > {tool} && chmod 755 {tool}",
+        ]
     return lines
 
 
 def _restore_arch_tools():
-    return [f"if [ -e {tool}.real ]; then mv {tool}.real {tool}; else rm -f {tool}; fi"
-            for tool in ROCM_ARCH_TOOLS]
+    return [f"if [ -e {tool}.real ]; then mv {tool}.real {tool}; else rm -f {tool}; fi" for tool in ROCM_ARCH_TOOLS]

@@ -34,12 +34,17 @@ def parts(target):
         return []
     pins = [f"{name}=={version}" for name, version in target.frameworks]
     return [
-        Part(block="frameworks", stage="build",
-             post=(cmd("pip", "install", "--no-cache-dir", *pins),)),
-        Part(block="frameworks", stage="final",
-             # each imports and is the pinned release; torch is still the image's (the torch
-             # block's %test checks its version), so pip kept it while resolving their needs
-             test=(cmd("python", "-m", "smoke.imports", *pins),),
-             help=("Frameworks: " + ", ".join(f"{name} {version}" for name, version in target.frameworks)
-                   + " (examples/ in the project shows each under torchrun and srun).",)),
+        Part(block="frameworks", stage="build", post=(cmd("pip", "install", "--no-cache-dir", *pins),)),
+        Part(
+            block="frameworks",
+            stage="final",
+            # each imports and is the pinned release; torch is still the image's (the torch
+            # block's %test checks its version), so pip kept it while resolving their needs
+            test=(cmd("python", "-m", "smoke.imports", *pins),),
+            help=(
+                "Frameworks: "
+                + ", ".join(f"{name} {version}" for name, version in target.frameworks)
+                + " (examples/ in the project shows each under torchrun and srun).",
+            ),
+        ),
     ]

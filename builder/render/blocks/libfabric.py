@@ -40,10 +40,28 @@ LIBFABRIC_PREFIX = "/opt/libfabric"
 LIBFABRIC_LD_CONF = "/etc/ld.so.conf.d/hpcml-libfabric.conf"
 # What libcxi (its configure's pkg-config checks and sensors.h) and libfabric's CXI provider
 # (libcurl, json-c) build with, and the libraries they load at run time (Ubuntu 24.04 names)
-CXI_BUILD_PACKAGES = ("libconfig-dev", "libcurl4-openssl-dev", "libfuse-dev", "libjson-c-dev",
-                      "libnl-3-dev", "libnuma-dev", "libsensors-dev", "libuv1-dev", "libyaml-dev")
-CXI_RUN_PACKAGES = ("libconfig9", "libcurl4t64", "libfuse2t64", "libjson-c5", "libnl-3-200",
-                    "libnuma1", "libsensors5", "libuv1t64", "libyaml-0-2")
+CXI_BUILD_PACKAGES = (
+    "libconfig-dev",
+    "libcurl4-openssl-dev",
+    "libfuse-dev",
+    "libjson-c-dev",
+    "libnl-3-dev",
+    "libnuma-dev",
+    "libsensors-dev",
+    "libuv1-dev",
+    "libyaml-dev",
+)
+CXI_RUN_PACKAGES = (
+    "libconfig9",
+    "libcurl4t64",
+    "libfuse2t64",
+    "libjson-c5",
+    "libnl-3-200",
+    "libnuma1",
+    "libsensors5",
+    "libuv1t64",
+    "libyaml-0-2",
+)
 
 
 def parts(target):
@@ -81,26 +99,54 @@ def _libfabric_cxi(stack):
         "make install",
         f"cd {work}/libfabric",
         "./autogen.sh",
-        cmd("./configure", f"--prefix={LIBFABRIC_PREFIX}", "--enable-only", "--enable-shm",
-            "--enable-rxm", "--enable-rxd", "--enable-hook_hmem", "--enable-dmabuf_peer_mem",
-            f"--enable-cxi={LIBFABRIC_PREFIX}", "--with-rocr=/opt/rocm", "--enable-rocr-dlopen"),
+        cmd(
+            "./configure",
+            f"--prefix={LIBFABRIC_PREFIX}",
+            "--enable-only",
+            "--enable-shm",
+            "--enable-rxm",
+            "--enable-rxd",
+            "--enable-hook_hmem",
+            "--enable-dmabuf_peer_mem",
+            f"--enable-cxi={LIBFABRIC_PREFIX}",
+            "--with-rocr=/opt/rocm",
+            "--enable-rocr-dlopen",
+        ),
         'make -j"$(nproc)"',
         "make install",
         "cd /",
         f"rm -rf {work}",
         # no libtool archives: linking the plugin through them would record this folder as
         # its rpath, and a site's host libfabric on LD_LIBRARY_PATH could not take its place
-        f"rm -f {LIBFABRIC_PREFIX}/lib/*.la")
+        f"rm -f {LIBFABRIC_PREFIX}/lib/*.la",
+    )
     return [
-        Part(block="libfabric", stage="build",
-             packages=(*git_sources.PACKAGES, "autoconf", "automake", "libtool", "make", "pkg-config",
-                       *CXI_BUILD_PACKAGES),
-             kept=Kept(name="libfabric-cxi", build=build,
-                       save=(f'cp -a {LIBFABRIC_PREFIX}/. "$kept/libfabric"',),
-                       restore=(f'cp -a "$kept/libfabric" {LIBFABRIC_PREFIX}',)),
-             # the plugin's link finds libcxi (libfabric's own need) through the loader's cache
-             post=register),
-        Part(block="libfabric", stage="final", packages=CXI_RUN_PACKAGES,
-             copy_from_build=(LIBFABRIC_PREFIX,),
-             post=register),     # the plugin's help line names this stack too
+        Part(
+            block="libfabric",
+            stage="build",
+            packages=(
+                *git_sources.PACKAGES,
+                "autoconf",
+                "automake",
+                "libtool",
+                "make",
+                "pkg-config",
+                *CXI_BUILD_PACKAGES,
+            ),
+            kept=Kept(
+                name="libfabric-cxi",
+                build=build,
+                save=(f'cp -a {LIBFABRIC_PREFIX}/. "$kept/libfabric"',),
+                restore=(f'cp -a "$kept/libfabric" {LIBFABRIC_PREFIX}',),
+            ),
+            # the plugin's link finds libcxi (libfabric's own need) through the loader's cache
+            post=register,
+        ),
+        Part(
+            block="libfabric",
+            stage="final",
+            packages=CXI_RUN_PACKAGES,
+            copy_from_build=(LIBFABRIC_PREFIX,),
+            post=register,
+        ),  # the plugin's help line names this stack too
     ]

@@ -52,8 +52,9 @@ def parts(target):
     post, test = (), ()
     if target.mpi4py_version:
         # never the sdist: a missing wheel should fail here, not start a compile
-        post = (cmd("pip", "install", "--no-cache-dir", "--only-binary=mpi4py",
-                    f"mpi4py=={target.mpi4py_version}"),)
+        post = (cmd("pip", "install", "--no-cache-dir", "--only-binary=mpi4py", f"mpi4py=={target.mpi4py_version}"),)
         test = (python_check("python", _MPI4PY_CHECK, LIBRARY_NAME[target.mpi_abi]),)
-    return [Part(block="mpi", stage="build", packages=packages, post=post),
-            Part(block="mpi", stage="final", packages=packages, test=test)]
+    return [
+        Part(block="mpi", stage="build", packages=packages, post=post),
+        Part(block="mpi", stage="final", packages=packages, test=test),
+    ]

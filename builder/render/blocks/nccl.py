@@ -35,6 +35,11 @@ print("NCCL", ".".join(map(str, version)) if isinstance(version, tuple) else ver
 def parts(target):
     if target.comm_library != "nccl":
         return []
-    return [Part(block="nccl", stage="final",
-                 test=(python_check("python", _NCCL_CHECK),),
-                 help=("NCCL: the version bundled with the torch wheel.",))]
+    return [
+        Part(
+            block="nccl",
+            stage="final",
+            test=(python_check("python", _NCCL_CHECK),),
+            help=("NCCL: the version bundled with the torch wheel.",),
+        )
+    ]

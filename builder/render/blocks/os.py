@@ -34,8 +34,14 @@ def parts(target, wanted):
         packages = sorted(wanted[stage])
         if not packages:
             continue
-        out.append(Part(block="os", stage=stage, build_env=(("DEBIAN_FRONTEND", "noninteractive"),),
-                        post=areas(target.os_components) + install(packages)))
+        out.append(
+            Part(
+                block="os",
+                stage=stage,
+                build_env=(("DEBIAN_FRONTEND", "noninteractive"),),
+                post=areas(target.os_components) + install(packages),
+            )
+        )
     return out
 
 
@@ -45,15 +51,18 @@ def areas(components) -> tuple:
     if tuple(components) == ("main",):
         return ()
     wanted = " ".join(components)
-    return (f"if [ -f /etc/apt/sources.list ]; then sed -i -E 's/^(deb .*) main$/\\1 {wanted}/' "
-            "/etc/apt/sources.list; fi",
-            "if [ -f /etc/apt/sources.list.d/debian.sources ]; then sed -i -E "
-            f"'s/^Components: main$/Components: {wanted}/' /etc/apt/sources.list.d/debian.sources; fi")
+    return (
+        f"if [ -f /etc/apt/sources.list ]; then sed -i -E 's/^(deb .*) main$/\\1 {wanted}/' /etc/apt/sources.list; fi",
+        "if [ -f /etc/apt/sources.list.d/debian.sources ]; then sed -i -E "
+        f"'s/^Components: main$/Components: {wanted}/' /etc/apt/sources.list.d/debian.sources; fi",
+    )
 
 
 def install(packages) -> tuple:
     """Shell lines that install Debian/Ubuntu packages and leave no package lists behind."""
-    return ("apt-get update",
-            cmd("apt-get", "install", "-y", "--no-install-recommends", *packages),
-            "apt-get clean",
-            "rm -rf /var/lib/apt/lists/*")
+    return (
+        "apt-get update",
+        cmd("apt-get", "install", "-y", "--no-install-recommends", *packages),
+        "apt-get clean",
+        "rm -rf /var/lib/apt/lists/*",
+    )

@@ -35,9 +35,11 @@ _LABELS_FILE = '"${APPTAINER_LABELS:-${SINGULARITY_LABELS:-/dev/null}}"'
 # image drops it.
 _INHERITED_LABELS = "/.singularity.d/labels.json"
 _HOST_LABELS = ("org.label-schema.usage.singularity.deffile.mirrorurl",)
-_DROP_LABELS = ("import json, sys; path = sys.argv[1]; labels = json.load(open(path)); "
-                "[labels.pop(key, None) for key in sys.argv[2:]]; "
-                "json.dump(labels, open(path, \"w\"), indent=1, sort_keys=True)")
+_DROP_LABELS = (
+    "import json, sys; path = sys.argv[1]; labels = json.load(open(path)); "
+    "[labels.pop(key, None) for key in sys.argv[2:]]; "
+    'json.dump(labels, open(path, "w"), indent=1, sort_keys=True)'
+)
 
 
 def recipe_json(target) -> str:
@@ -49,11 +51,13 @@ def recipe_hash(target) -> str:
 
 
 def parts(target):
-    labels = [("builder.version", __version__),
-              ("target", target.name),
-              ("sites", ",".join(site.name for site in target.sites)),
-              ("gpu.arch", ",".join(target.archs) or "none"),
-              ("recipe.sha256", recipe_hash(target))]
+    labels = [
+        ("builder.version", __version__),
+        ("target", target.name),
+        ("sites", ",".join(site.name for site in target.sites)),
+        ("gpu.arch", ",".join(target.archs) or "none"),
+        ("recipe.sha256", recipe_hash(target)),
+    ]
     labels += [(f"image.{stage.name}", f"{stage.bootstrap}:{stage.image}") for stage in target.stages]
     pinned = [("torch", target.torch_version), ("deepspeed", target.deepspeed.version)]
     if target.mpi4py_version:
@@ -66,17 +70,23 @@ def parts(target):
     labels.append(("deepspeed.ops", ",".join(target.deepspeed.promised)))
     labels.append(("recipe", recipe_json(target)))
     python = f"{target.venv}/bin/python"
-    post = (f"[ ! -f {_INHERITED_LABELS} ] || "
-            + cmd(python, "-c", _DROP_LABELS, _INHERITED_LABELS, *_HOST_LABELS),)
+    post = (f"[ ! -f {_INHERITED_LABELS} ] || " + cmd(python, "-c", _DROP_LABELS, _INHERITED_LABELS, *_HOST_LABELS),)
     if target.torch_flavour != "cpu":
         # an assignment, so that a failing measurement stops the build (no pipefail in sh)
-        post += (f'measured="$({cmd(python, "-m", "smoke.labels", LABEL_PREFIX)})"',
-                 f'printf \'%s\\n\' "$measured" | tee -a {_LABELS_FILE}')
-    return [Part(
-        block="provenance", stage="final", post=post,
-        labels=tuple((f"{LABEL_PREFIX}.{key}", value) for key, value in labels),
-        help=(f"{target.name}: {target.description}",
-              f"Built for: {', '.join(s.name for s in target.sites)}; GPU arch: "
-              f"{', '.join(target.archs) or 'none'}.",
-              f"The resolved recipe is in the label {LABEL_PREFIX}.recipe "
-              "(apptainer inspect --labels IMAGE)."))]
+        post += (
+            f'measured="$({cmd(python, "-m", "smoke.labels", LABEL_PREFIX)})"',
+            f"printf '%s\\n' \"$measured\" | tee -a {_LABELS_FILE}",
+        )
+    return [
+        Part(
+            block="provenance",
+            stage="final",
+            post=post,
+            labels=tuple((f"{LABEL_PREFIX}.{key}", value) for key, value in labels),
+            help=(
+                f"{target.name}: {target.description}",
+                f"Built for: {', '.join(s.name for s in target.sites)}; GPU arch: {', '.join(target.archs) or 'none'}.",
+                f"The resolved recipe is in the label {LABEL_PREFIX}.recipe (apptainer inspect --labels IMAGE).",
+            ),
+        )
+    ]

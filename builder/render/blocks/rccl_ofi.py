@@ -56,8 +56,12 @@ def image_facts(target) -> dict:
     with and the libfabric it was built against."""
     facts = {"library": target.comm_library, "plugin": target.plugin.name if target.plugin else None}
     if target.comm_library == "rccl" and target.plugin is not None:
-        facts.update(plugin_path=PLUGIN_FILE, rccl=ROCM_RCCL, libfabric_dir=libfabric.lib_dir(target),
-                     provider="cxi" if target.libfabric else None)
+        facts.update(
+            plugin_path=PLUGIN_FILE,
+            rccl=ROCM_RCCL,
+            libfabric_dir=libfabric.lib_dir(target),
+            provider="cxi" if target.libfabric else None,
+        )
     return facts
 
 
@@ -68,52 +72,88 @@ def _rccl_with_plugin(target, plugin):
     # a folder of its own: %post may see the host's /tmp, shared with other builds
     work = '"$work"/aws-ofi-nccl'
     build = Part(
-        block="rccl_ofi", stage="build",
-        packages=(*git_sources.PACKAGES, "autoconf", "automake", "libhwloc-dev", "libtool", "make",
-                  *(() if target.libfabric else ("libfabric-dev",))),
-        kept=Kept(name="aws-ofi-nccl", build=(
-            'work="$(mktemp -d /tmp/hpcml-aws-ofi-nccl-XXXXXX)"',
-            *git_sources.checkout(plugin, work),
-            f"cd {work}",
-            "./autogen.sh",
-            cmd("./configure", f"--prefix={PLUGIN_PREFIX}", f"--with-libfabric={libfabric_dir}",
-                "--with-rocm=/opt/rocm", "--with-hwloc=/usr", "--disable-tests"),
-            'make -j"$(nproc)"',
-            "make install",
-            "cd /",
-            'rm -rf "$work"'),
+        block="rccl_ofi",
+        stage="build",
+        packages=(
+            *git_sources.PACKAGES,
+            "autoconf",
+            "automake",
+            "libhwloc-dev",
+            "libtool",
+            "make",
+            *(() if target.libfabric else ("libfabric-dev",)),
+        ),
+        kept=Kept(
+            name="aws-ofi-nccl",
+            build=(
+                'work="$(mktemp -d /tmp/hpcml-aws-ofi-nccl-XXXXXX)"',
+                *git_sources.checkout(plugin, work),
+                f"cd {work}",
+                "./autogen.sh",
+                cmd(
+                    "./configure",
+                    f"--prefix={PLUGIN_PREFIX}",
+                    f"--with-libfabric={libfabric_dir}",
+                    "--with-rocm=/opt/rocm",
+                    "--with-hwloc=/usr",
+                    "--disable-tests",
+                ),
+                'make -j"$(nproc)"',
+                "make install",
+                "cd /",
+                'rm -rf "$work"',
+            ),
             # the plugin's compile repeats for every torch or DeepSpeed change otherwise
             save=(f'cp -a {PLUGIN_PREFIX}/. "$kept/plugin"',),
-            restore=(f'cp -a "$kept/plugin" {PLUGIN_PREFIX}',)))
+            restore=(f'cp -a "$kept/plugin" {PLUGIN_PREFIX}',),
+        ),
+    )
     libfabric_lib = libfabric.lib_dir(target)
-    checks = [cmd("python", "-m", "smoke.netcheck", "plugin", "--rccl", ROCM_RCCL,
-                  "--libfabric-dir", libfabric_lib),
-              cmd("python", "-m", "smoke.netcheck", "rccl", "--prefix", ROCM_PREFIX,
-                  "--import", "torch")]
+    checks = [
+        cmd("python", "-m", "smoke.netcheck", "plugin", "--rccl", ROCM_RCCL, "--libfabric-dir", libfabric_lib),
+        cmd("python", "-m", "smoke.netcheck", "rccl", "--prefix", ROCM_PREFIX, "--import", "torch"),
+    ]
     if target.libfabric:
-        checks.append(cmd("python", "-m", "smoke.netcheck", "provider", "--libfabric",
-                          f"{libfabric_lib}/libfabric.so.1", "--provider", "cxi"))
+        checks.append(
+            cmd(
+                "python",
+                "-m",
+                "smoke.netcheck",
+                "provider",
+                "--libfabric",
+                f"{libfabric_lib}/libfabric.so.1",
+                "--provider",
+                "cxi",
+            )
+        )
     final = Part(
-        block="rccl_ofi", stage="final",
+        block="rccl_ofi",
+        stage="final",
         packages=("libhwloc15", *(() if target.libfabric else ("libfabric1",))),
         copy_from_build=(PLUGIN_PREFIX,),
         # In the loader's cache, not on LD_LIBRARY_PATH: a site's SINGULARITYENV_LD_LIBRARY_PATH
         # (LUMI's bindings module, the wrapper's multi-node library path) replaces the image's
         # LD_LIBRARY_PATH whole, and would hide the plugin and ROCm.
         post=(f"printf '%s\\n' {PLUGIN_PREFIX}/lib {ROCM_PREFIX}lib > {LD_CONF}", "ldconfig"),
-        env=(# torch wheels bundle their own RCCL, which does not use the plugin; preloading
-             # the image's RCCL makes torch use it (lumi-ai-factory/laifs-container-recipes#18).
-             ("LD_PRELOAD", ROCM_RCCL),
-             # by path: which file name RCCL looks for by default changed between ROCm
-             # releases (libnccl-net.so, librccl-net.so); HPE asks for the path on ROCm 7.2
-             ("NCCL_NET_PLUGIN", PLUGIN_FILE)),
+        env=(  # torch wheels bundle their own RCCL, which does not use the plugin; preloading
+            # the image's RCCL makes torch use it (lumi-ai-factory/laifs-container-recipes#18).
+            ("LD_PRELOAD", ROCM_RCCL),
+            # by path: which file name RCCL looks for by default changed between ROCm
+            # releases (libnccl-net.so, librccl-net.so); HPE asks for the path on ROCm 7.2
+            ("NCCL_NET_PLUGIN", PLUGIN_FILE),
+        ),
         # each check in a process of its own: they read which libraries the loader mapped
         test=tuple(checks),
-        help=(f"RCCL from {ROCM_PREFIX} with the {plugin.name} {plugin.version} network plugin "
-              f"(NCCL_NET_PLUGIN={PLUGIN_FILE}), built against "
-              + (f"the image's own libfabric {target.libfabric[-1].version} with the CXI provider "
-                 f"and libcxi {target.libfabric[-2].version} ({libfabric.LIBFABRIC_PREFIX}, "
-                 "fi_info in its bin/)."
-                 if target.libfabric else
-                 "the distribution's libfabric (the CXI provider comes from the host)."),))
+        help=(
+            f"RCCL from {ROCM_PREFIX} with the {plugin.name} {plugin.version} network plugin "
+            f"(NCCL_NET_PLUGIN={PLUGIN_FILE}), built against "
+            + (
+                f"the image's own libfabric {target.libfabric[-1].version} with the CXI provider "
+                f"and libcxi {target.libfabric[-2].version} ({libfabric.LIBFABRIC_PREFIX}, "
+                "fi_info in its bin/)."
+                if target.libfabric
+                else "the distribution's libfabric (the CXI provider comes from the host)."
+            ),
+        ),
+    )
     return [build, final]

@@ -58,57 +58,93 @@ def image_facts(target) -> dict:
             gpu["min_driver"] = dict(target.cuda_min_driver)
         if target.wavefront_size:
             gpu["wavefront_size"] = target.wavefront_size
-    return {"target": target.name, "gpu": gpu,
-            "deepspeed": {"accelerator": target.deepspeed.accelerator,
-                          "listed_ops": list(target.deepspeed.listed),
-                          "promised_ops": list(target.deepspeed.promised)},
-            "comm": rccl_ofi.image_facts(target)}
+    return {
+        "target": target.name,
+        "gpu": gpu,
+        "deepspeed": {
+            "accelerator": target.deepspeed.accelerator,
+            "listed_ops": list(target.deepspeed.listed),
+            "promised_ops": list(target.deepspeed.promised),
+        },
+        "comm": rccl_ofi.image_facts(target),
+    }
 
 
 def parts(target):
     wheel = runtime_wheel.current()
     staged = f"{STAGING}/{wheel.name}"
     facts = _two_levels(image_facts(target))
-    image_json = f"{target.venv}/{contract.IMAGE_FACTS}"      # smoke reads it under sys.prefix
-    post = [f"echo {cmd(f'{wheel.sha256}  {staged}')} | sha256sum --check --quiet -",
-            cmd("pip", "install", "--no-cache-dir", "--no-deps", "--no-index", staged),
-            cmd("rm", "-rf", STAGING),
-            cmd("mkdir", "-p", image_json.rsplit("/", 1)[0]),
-            f"cat > {cmd(image_json)} <<'{END}'", *facts.splitlines(), END]
-    test = [python_check("python", _LAUNCHENV_CHECK),
-            cmd("python", "-m", "smoke", "--help") + " > /dev/null",
-            # the torch build the image promises; on a build host without a GPU the GPU checks
-            # say so and pass
-            cmd("python", "-m", "smoke", "preflight"),
-            'smoke_out="$(mktemp -d)"',
-            cmd("python", "-m", "smoke", "allreduce", "--sizes", "8:64K", "--warmup", "1",
-                "--iters", "2", "--timeout", "120") + ' --out "$smoke_out"',
-            # the promised ops are exactly the installed ones, each loads, and the engine trains
-            # under ZeRO 1-3 with nothing compiled (the image has no compiler to do so)
-            cmd("python", "-m", "smoke", "deepspeed", "--timeout", "600") + ' --out "$smoke_out"',
-            'rm -rf "$smoke_out"']
+    image_json = f"{target.venv}/{contract.IMAGE_FACTS}"  # smoke reads it under sys.prefix
+    post = [
+        f"echo {cmd(f'{wheel.sha256}  {staged}')} | sha256sum --check --quiet -",
+        cmd("pip", "install", "--no-cache-dir", "--no-deps", "--no-index", staged),
+        cmd("rm", "-rf", STAGING),
+        cmd("mkdir", "-p", image_json.rsplit("/", 1)[0]),
+        f"cat > {cmd(image_json)} <<'{END}'",
+        *facts.splitlines(),
+        END,
+    ]
+    test = [
+        python_check("python", _LAUNCHENV_CHECK),
+        cmd("python", "-m", "smoke", "--help") + " > /dev/null",
+        # the torch build the image promises; on a build host without a GPU the GPU checks
+        # say so and pass
+        cmd("python", "-m", "smoke", "preflight"),
+        'smoke_out="$(mktemp -d)"',
+        cmd(
+            "python",
+            "-m",
+            "smoke",
+            "allreduce",
+            "--sizes",
+            "8:64K",
+            "--warmup",
+            "1",
+            "--iters",
+            "2",
+            "--timeout",
+            "120",
+        )
+        + ' --out "$smoke_out"',
+        # the promised ops are exactly the installed ones, each loads, and the engine trains
+        # under ZeRO 1-3 with nothing compiled (the image has no compiler to do so)
+        cmd("python", "-m", "smoke", "deepspeed", "--timeout", "600") + ' --out "$smoke_out"',
+        'rm -rf "$smoke_out"',
+    ]
     return [
-        Part(block="runtime", stage="build",
-             files=((build_arg(runtime_wheel.BUILD_ARG), staged),), post=tuple(post),
-             build_args=(runtime_wheel.BUILD_ARG,)),
-        Part(block="runtime", stage="final", test=tuple(test),
-             help=("`import launchenv; launchenv.apply()` sets RANK, LOCAL_RANK, WORLD_SIZE, "
-                   "LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT from torchrun, MPI or Slurm.",
-                   "Smoke tests: `python -m smoke all` (under srun, mpirun or torchrun for "
-                   "several ranks) checks all-reduce sums and bandwidth against the site's "
-                   "reference, the network NCCL/RCCL used, DeepSpeed's prebuilt ops and its "
-                   "engine under ZeRO 1-3, mpi4py and a DDP run; it writes "
-                   f"{contract.SMOKE_FOLDER}/{contract.SMOKE_REPORT} and {contract.SMOKE_PLOT}. "
-                   "Site references come from the wrapper (singularity_wrapper), or --site-facts FILE.")),
+        Part(
+            block="runtime",
+            stage="build",
+            files=((build_arg(runtime_wheel.BUILD_ARG), staged),),
+            post=tuple(post),
+            build_args=(runtime_wheel.BUILD_ARG,),
+        ),
+        Part(
+            block="runtime",
+            stage="final",
+            test=tuple(test),
+            help=(
+                "`import launchenv; launchenv.apply()` sets RANK, LOCAL_RANK, WORLD_SIZE, "
+                "LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT from torchrun, MPI or Slurm.",
+                "Smoke tests: `python -m smoke all` (under srun, mpirun or torchrun for "
+                "several ranks) checks all-reduce sums and bandwidth against the site's "
+                "reference, the network NCCL/RCCL used, DeepSpeed's prebuilt ops and its "
+                "engine under ZeRO 1-3, mpi4py and a DDP run; it writes "
+                f"{contract.SMOKE_FOLDER}/{contract.SMOKE_REPORT} and {contract.SMOKE_PLOT}. "
+                "Site references come from the wrapper (singularity_wrapper), or --site-facts FILE.",
+            ),
+        ),
     ]
 
 
 def _two_levels(data: dict) -> str:
     """JSON with one line per key of the top two levels: short, and a reviewer sees each
     op list on a line of its own."""
+
     def inner(value):
         if not isinstance(value, dict):
             return json.dumps(value)
         rows = [f"  {json.dumps(k)}: {json.dumps(v)}" for k, v in sorted(value.items())]
         return "{\n" + ",\n".join(rows) + "}"
+
     return "{" + ",\n ".join(f"{json.dumps(k)}: {inner(v)}" for k, v in sorted(data.items())) + "}"

@@ -62,9 +62,11 @@ def extra_index(url) -> list:
     """Lines that set "$@" to `--extra-index-url URL`, or to nothing when the builder found
     URL silent (the host's own indexes or wheels serve then), so that pip does not retry it
     for every package: `python -m builder build` names those in HPCML_PIP_INDEXES_DOWN."""
-    return [cmd("set", "--", "--extra-index-url", url),
-            f'case " ${{{contract.PIP_INDEXES_DOWN}:-}} " in *" $2 "*) '
-            f'echo "leaving out $2: it did not answer the builder"; set -- ;; esac']
+    return [
+        cmd("set", "--", "--extra-index-url", url),
+        f'case " ${{{contract.PIP_INDEXES_DOWN}:-}} " in *" $2 "*) '
+        f'echo "leaving out $2: it did not answer the builder"; set -- ;; esac',
+    ]
 
 
 def parts(target):
@@ -73,8 +75,17 @@ def parts(target):
     # release on the default index, and dependencies still come from the default index.
     install = [*extra_index(target.torch_index), pip + ' "$@"'] if target.torch_index else [pip]
     return [
-        Part(block="torch", stage="build", build_env=arch_env(target), post=tuple(install),
-             pip_indexes=(target.torch_index,) if target.torch_index else ()),
-        Part(block="torch", stage="final", env=arch_env(target),
-             test=(python_check("python", _TORCH_CHECK, target.torch_version, target.torch_flavour),)),
+        Part(
+            block="torch",
+            stage="build",
+            build_env=arch_env(target),
+            post=tuple(install),
+            pip_indexes=(target.torch_index,) if target.torch_index else (),
+        ),
+        Part(
+            block="torch",
+            stage="final",
+            env=arch_env(target),
+            test=(python_check("python", _TORCH_CHECK, target.torch_version, target.torch_flavour),),
+        ),
     ]

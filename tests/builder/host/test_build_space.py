@@ -21,8 +21,11 @@ def leftovers(*folders):
     """Temporary files of a build: its work folders, half-written layer files, copies."""
     found = []
     for folder in folders:
-        found += [str(p) for p in Path(folder).rglob("*")
-                  if "tmp" in p.name or p.name.startswith(("hpcml-build-", "build-temp-", "rootfs-"))]
+        found += [
+            str(p)
+            for p in Path(folder).rglob("*")
+            if "tmp" in p.name or p.name.startswith(("hpcml-build-", "build-temp-", "rootfs-"))
+        ]
     return found
 
 
@@ -46,14 +49,21 @@ def test_a_build_that_cannot_fit_is_refused_before_it_starts(cpu_image, tmp_path
         needed = float(line.split(" need ")[1].split(" GB")[0])
         assert needed > 0.43 + 1.1
         assert (images / "cpu.sif").read_bytes() == PREVIOUS
-        assert leftovers(images) == [] and not list(images.glob("*.build.log"))   # none started
+        assert leftovers(images) == [] and not list(images.glob("*.build.log"))  # none started
 
 
 def test_apptainers_temporary_folder_is_chosen_and_checked_on_its_own(cpu_image, tmp_path):
     """APPTAINER_TMPDIR on a small disk: the check names it, not the roomy images folder."""
     with tmpfs(tmp_path / "small-tmp", "size=32m") as small:
-        result = run_builder("build", "cpu", "--images", tmp_path / "images", "--force",
-                             env={"APPTAINER_TMPDIR": str(small)}, timeout=300)
+        result = run_builder(
+            "build",
+            "cpu",
+            "--images",
+            tmp_path / "images",
+            "--force",
+            env={"APPTAINER_TMPDIR": str(small)},
+            timeout=300,
+        )
         line = one_line(result.stderr)
         assert result.returncode == 1
         assert f"the build's temporary folder ({small}) needs " in line
@@ -66,8 +76,15 @@ def test_a_layer_copied_from_the_cache_into_a_full_disk_names_the_folder(cpu_ima
     disk is full; one line names the images folder, and no half copy is left."""
     with tmpfs(tmp_path / "small", "size=300m") as images:
         (images / "cpu.sif").write_bytes(PREVIOUS)
-        result = run_builder("build", "cpu", "--images", images, "--no-space-check",
-                             env={"APPTAINER_TMPDIR": str(tmp_path / "tmp")}, timeout=600)
+        result = run_builder(
+            "build",
+            "cpu",
+            "--images",
+            images,
+            "--no-space-check",
+            env={"APPTAINER_TMPDIR": str(tmp_path / "tmp")},
+            timeout=600,
+        )
         line = one_line(result.stderr)
         assert result.returncode == 1
         assert line.startswith(f"error: ran out of disk space in the images folder ({images}, ")
@@ -84,9 +101,13 @@ def build_one_layer(tmp_path, post, images, tmp):
     previous.write_bytes(PREVIOUS)
     env = dict(os.environ, APPTAINER_TMPDIR=str(tmp), PYTHONPATH=str(ROOT))
     result = subprocess.run(
-        [sys.executable, "-c", BUILD_ONE_LAYER, definition, previous, RECIPES,
-         Path(images_of_cpu) / "cpu.base.sif"],
-        cwd=ROOT, capture_output=True, text=True, env=env, timeout=900)
+        [sys.executable, "-c", BUILD_ONE_LAYER, definition, previous, RECIPES, Path(images_of_cpu) / "cpu.base.sif"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+    )
     return result, previous
 
 
@@ -107,8 +128,7 @@ def test_apptainer_filling_its_temporary_folder_is_named(tmp_path):
         result, previous = build_one_layer(tmp_path, "true", images, small)
         assert result.returncode == 1, result.stderr
         line = one_line(result.stderr)
-        assert line.startswith(f"apptainer build ran out of disk space in the build's temporary "
-                               f"folder ({small}, ")
+        assert line.startswith(f"apptainer build ran out of disk space in the build's temporary folder ({small}, ")
         assert "the previous image, if any, is unchanged" in line and "x.build.log" in line
         assert previous.read_bytes() == PREVIOUS
         assert leftovers(images, small) == [] and list(small.iterdir()) == []
@@ -119,7 +139,8 @@ def test_the_image_file_filling_the_images_folder_is_named(tmp_path):
     which no compression shrinks) does not fit in a 100 MB images folder."""
     with tmpfs(tmp_path / "small", "size=100m") as images:
         result, previous = build_one_layer(
-            tmp_path, "head -c 120000000 /dev/urandom > /random.bin", images, tmp_path / "tmp")
+            tmp_path, "head -c 120000000 /dev/urandom > /random.bin", images, tmp_path / "tmp"
+        )
         assert result.returncode == 1, result.stderr
         line = one_line(result.stderr)
         assert line.startswith(f"apptainer build ran out of disk space in the images folder ({images}, ")
@@ -129,8 +150,9 @@ def test_the_image_file_filling_the_images_folder_is_named(tmp_path):
 
 def test_the_estimate_counts_folders_on_one_disk_together(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "user-cache"))
-    where = space.Folders(images=tmp_path / "images", tmp=tmp_path / "images" / ".tmp",
-                          apptainer_cache=tmp_path / "cache")
+    where = space.Folders(
+        images=tmp_path / "images", tmp=tmp_path / "images" / ".tmp", apptainer_cache=tmp_path / "cache"
+    )
     plan = {"devel": "current", "base": "build", "image": "build"}
     sizes = {"devel": 5e9, "base": 2e9, "image": 1e9}
     needed = space.needs(plan, sizes, where)

@@ -22,7 +22,7 @@ def test_without_root_the_error_says_what_to_install(tmp_path, monkeypatch):
     assert not (tmp_path / "hpc-ml-containers" / "toolbox").exists()
 
 
-@pytest.mark.image           # provisions Apptainer itself: a minute of debootstrap and unpacking
+@pytest.mark.image  # provisions Apptainer itself: a minute of debootstrap and unpacking
 def test_provision_repair_and_remove(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     assert run_builder("toolbox", "status").stdout.endswith("not provisioned\n")
@@ -49,9 +49,9 @@ def test_the_shim_runs_in_the_callers_directory_with_its_files(tmp_path):
     command = toolbox.ensure(Progress(), tmp_path)
     (tmp_path / "marker.txt").write_text("seen\n")
     from builder import runner
+
     result = runner.run([str(command), "--version"], cwd=tmp_path)
     assert result.stdout.startswith("apptainer version")
     enter = command.parent / "enter"
-    seen = runner.run([str(enter), "/bin/sh", "-c", "pwd; cat marker.txt; test -x /usr/bin/apptainer"],
-                      cwd=tmp_path)
+    seen = runner.run([str(enter), "/bin/sh", "-c", "pwd; cat marker.txt; test -x /usr/bin/apptainer"], cwd=tmp_path)
     assert seen.stdout.split() == [str(tmp_path), "seen"]

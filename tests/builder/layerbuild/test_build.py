@@ -24,7 +24,7 @@ from builder.layerbuild.store import layer_keys
 from builder.recipes.tree import RecipeTree
 from builder.render.definition import render_all
 
-IMAGES = None     # set by the images fixture
+IMAGES = None  # set by the images fixture
 
 
 @pytest.fixture(autouse=True)
@@ -75,8 +75,10 @@ def test_layers_are_separate_images(cpu_image):
 
 
 def test_image_runs_torch_deepspeed_ops_and_mpi4py(apptainer, cpu_image):
-    code = ("import torch, deepspeed, mpi4py, numpy, torch.distributed as d; "
-            "print(torch.__version__, deepspeed.__version__, mpi4py.__version__, d.is_gloo_available())")
+    code = (
+        "import torch, deepspeed, mpi4py, numpy, torch.distributed as d; "
+        "print(torch.__version__, deepspeed.__version__, mpi4py.__version__, d.is_gloo_available())"
+    )
     result = run([apptainer, "exec", cpu_image, "python", "-c", code])
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["2.13.0+cpu", "0.19.8", "4.1.2", "True"]
@@ -138,12 +140,25 @@ def test_a_users_deepspeed_script_trains_without_compiling(apptainer, cpu_image,
     extensions = tmp_path / "torch-extensions"
     extensions.mkdir()
     port = str(29600 + len(zero) * 7 + int(zero[0]))
-    result = run([apptainer, "exec", "--env", f"TORCH_EXTENSIONS_DIR={extensions}", cpu_image,
-                  "python", "-c", USER_SCRIPT, zero[0], port, *(["offload"] if "offload" in zero else [])])
+    result = run(
+        [
+            apptainer,
+            "exec",
+            "--env",
+            f"TORCH_EXTENSIONS_DIR={extensions}",
+            cpu_image,
+            "python",
+            "-c",
+            USER_SCRIPT,
+            zero[0],
+            port,
+            *(["offload"] if "offload" in zero else []),
+        ]
+    )
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
     assert "STEP DONE" in result.stdout
     assert "Error building extension" not in result.stdout + result.stderr
-    assert not list(extensions.iterdir())         # nothing was compiled just in time
+    assert not list(extensions.iterdir())  # nothing was compiled just in time
 
 
 def test_labels_embed_the_resolved_recipe(apptainer, cpu_image):
@@ -155,13 +170,14 @@ def test_labels_embed_the_resolved_recipe(apptainer, cpu_image):
 
 
 def test_nothing_of_the_build_host_stays_in_the_image(apptainer, cpu_image):
-    result = run([apptainer, "exec", "--cleanenv", cpu_image, "sh", "-c",
-                  "ls -A /mnt; env; ls /opt/venv.new 2>&1 || true"])
+    result = run(
+        [apptainer, "exec", "--cleanenv", cpu_image, "sh", "-c", "ls -A /mnt; env; ls /opt/venv.new 2>&1 || true"]
+    )
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert not any(line.startswith(("PIP_", "SSL_CERT_FILE", "hpcml-build-host")) for line in lines)
     assert "ca.crt" not in lines
-    assert "No such file or directory" in result.stdout       # the venv swap left no copy
+    assert "No such file or directory" in result.stdout  # the venv swap left no copy
 
 
 def test_no_label_names_a_path_of_the_build_machine(apptainer, cpu_image):
@@ -193,11 +209,10 @@ def test_a_top_component_change_keeps_the_os_and_torch_layers(tmp_path):
 
 # --- faults: a broken or killed build leaves the previous image exactly as it was ------------
 
+
 def work_dirs(tmp_path):
     """Whatever the build left in its TMPDIR: the builder's work dir, Apptainer's build dirs."""
     return sorted(p.name for p in (tmp_path / "tmp").iterdir())
-
-
 
 
 def test_a_failing_build_reports_its_log_and_keeps_the_previous_image(cpu_image, tmp_path):
@@ -219,26 +234,37 @@ def test_a_kept_step_runs_once_and_a_silent_index_is_never_retried(cpu_image, tm
     from builder.render.blocks.torch import extra_index
     from builder.render.definition import _kept_step
     from builder.render.parts import Kept
+
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         silent = f"http://127.0.0.1:{sock.getsockname()[1]}/simple"
-    kept = Kept(name="probe", build=(f"echo made-by-{tmp_path.name} > /made.txt",),
-                save=('cp /made.txt "$kept/"',), restore=('cp "$kept/made.txt" /made.txt',))
-    settings = build_host.parts(None)[0].post          # as every rendered %post starts
+    kept = Kept(
+        name="probe",
+        build=(f"echo made-by-{tmp_path.name} > /made.txt",),
+        save=('cp /made.txt "$kept/"',),
+        restore=('cp "$kept/made.txt" /made.txt',),
+    )
+    settings = build_host.parts(None)[0].post  # as every rendered %post starts
     folder, kept_lines = _kept_step(kept, ["test"])
-    post = "\n".join([*settings, *kept_lines, *extra_index(silent),
-                      '/opt/venv/bin/pip download --no-deps -d /tmp/none --index-url file:///nowhere "$@" six || true'])
+    post = "\n".join(
+        [
+            *settings,
+            *kept_lines,
+            *extra_index(silent),
+            '/opt/venv/bin/pip download --no-deps -d /tmp/none --index-url file:///nowhere "$@" six || true',
+        ]
+    )
     private = tmp_path / "cache"
     box = cache.cache_dir() / "toolbox"
-    if box.is_dir():           # the toolbox is set-up, not what this test is about
+    if box.is_dir():  # the toolbox is set-up, not what this test is about
         (private / "hpc-ml-containers").mkdir(parents=True)
         (private / "hpc-ml-containers" / "toolbox").symlink_to(box)
     env = {"XDG_CACHE_HOME": str(private)}
     logs = []
     for later, status in (("echo a-later-step-breaks; exit 3", 1), ("true", 0)):
-        process, images, _previous = start_layer_build(tmp_path, f"{post}\n{later}", "uncompressed", folder,
-                                                       base=IMAGES / "cpu.base.sif",
-                                                       env=env)
+        process, images, _previous = start_layer_build(
+            tmp_path, f"{post}\n{later}", "uncompressed", folder, base=IMAGES / "cpu.base.sif", env=env
+        )
         _, stderr = process.communicate(timeout=900)
         assert process.returncode == status, stderr
         assert f"pip index {silent} does not answer" in stderr
@@ -258,7 +284,7 @@ def squashfs_flags(sif: Path) -> int:
     with open(sif, "rb") as handle:
         head = handle.read(1 << 20)
     start = head.index(b"hsqs")
-    return int.from_bytes(head[start + 24:start + 26], "little")
+    return int.from_bytes(head[start + 24 : start + 26], "little")
 
 
 UNCOMPRESSED_INODES, UNCOMPRESSED_DATA, UNCOMPRESSED_FRAGMENTS = 0x1, 0x2, 0x8
@@ -266,8 +292,9 @@ UNCOMPRESSED_INODES, UNCOMPRESSED_DATA, UNCOMPRESSED_FRAGMENTS = 0x1, 0x2, 0x8
 
 @pytest.mark.parametrize("way", ["uncompressed", "packed"])
 def test_intermediate_layers_are_written_uncompressed_and_the_image_packed(cpu_image, tmp_path, way):
-    process, _images, previous = start_layer_build(tmp_path, "echo layer > /layer.txt", way,
-                                                   base=IMAGES / "cpu.base.sif")
+    process, _images, previous = start_layer_build(
+        tmp_path, "echo layer > /layer.txt", way, base=IMAGES / "cpu.base.sif"
+    )
     _, stderr = process.communicate(timeout=900)
     assert process.returncode == 0, stderr
     flags = squashfs_flags(previous)
@@ -277,15 +304,15 @@ def test_intermediate_layers_are_written_uncompressed_and_the_image_packed(cpu_i
 
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT], ids=["SIGKILL", "SIGINT"])
 def test_a_killed_build_leaves_the_previous_image_and_no_temp_files(cpu_image, tmp_path, sig):
-    process, images, previous = start_layer_build(tmp_path, "echo post-started\nsleep 600",
-                                                  base=IMAGES / "cpu.base.sif")
+    process, images, previous = start_layer_build(
+        tmp_path, "echo post-started\nsleep 600", base=IMAGES / "cpu.base.sif"
+    )
     log = images / "x.build.log"
     assert wait_until(lambda: log.exists() and "post-started" in log.read_text(errors="replace"), 300)
     process.send_signal(sig)
     process.wait(timeout=60)
     # the guard stops apptainer and removes the temporary image and work files
-    assert wait_until(lambda: not [p for p in images.iterdir() if "tmp" in p.name]
-                    and work_dirs(tmp_path) == [], 60)
+    assert wait_until(lambda: not [p for p in images.iterdir() if "tmp" in p.name] and work_dirs(tmp_path) == [], 60)
     assert previous.read_bytes() == b"the previous image\n"
     assert run(["pgrep", "-f", str(tmp_path / "x.def")]).stdout == ""
 
@@ -293,12 +320,13 @@ def test_a_killed_build_leaves_the_previous_image_and_no_temp_files(cpu_image, t
 def test_build_of_an_unknown_target_lists_the_valid_ones(tmp_path):
     result = run_builder("build", "nosuch", "--images", tmp_path)
     assert result.returncode == 2 and "expected one of: a100-cuda, cpu, csc-cuda" in result.stderr
-    assert "puhti-cuda" in result.stderr          # aliases are names too
+    assert "puhti-cuda" in result.stderr  # aliases are names too
 
 
 def test_an_unreachable_mirror_fails_with_the_log_and_writes_no_image(tmp_path):
-    result = run_builder("build", "cpu", "--images", tmp_path,
-                         env={"HPCML_MIRROR": "http://127.0.0.1:9/debian"}, timeout=600)
+    result = run_builder(
+        "build", "cpu", "--images", tmp_path, env={"HPCML_MIRROR": "http://127.0.0.1:9/debian"}, timeout=600
+    )
     assert result.returncode == 1
     assert "apptainer build failed" in result.stderr and "cpu.devel.build.log" in result.stderr
     assert "Traceback" not in result.stderr
@@ -315,7 +343,17 @@ def test_doctor_reports_runtime_and_fakeroot(cpu_image):
 def test_the_op_catalogue_is_deepspeeds_own_list(apptainer, cpu_image, accelerator, target):
     """recipes/deepspeed-ops.yaml against the op builders of the image's real DeepSpeed, for the
     CPU accelerator and the CUDA one (which ROCm images use too); no GPU is needed to list them."""
-    result = run([apptainer, "exec", "--env", f"DS_ACCELERATOR={accelerator}", cpu_image, "python", "-c",
-                  "from deepspeed.ops.op_builder.all_ops import ALL_OPS; print(' '.join(sorted(ALL_OPS)))"])
+    result = run(
+        [
+            apptainer,
+            "exec",
+            "--env",
+            f"DS_ACCELERATOR={accelerator}",
+            cpu_image,
+            "python",
+            "-c",
+            "from deepspeed.ops.op_builder.all_ops import ALL_OPS; print(' '.join(sorted(ALL_OPS)))",
+        ]
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.split() == list(RecipeTree(RECIPES).target(target).deepspeed.listed)

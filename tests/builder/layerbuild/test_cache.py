@@ -55,20 +55,26 @@ def test_only_the_newest_outputs_of_a_step_stay(tmp_path):
 def test_building_one_target_never_evicts_another_targets_output(tmp_path):
     # h100-cuda's op wheel, then csc-cuda's and cpu's (two each): h100-cuda's is still there
     cache.store_kept("deepspeed-wheel-h100", made(tmp_path, "deepspeed-wheel-h100"), owner="h100-cuda")
-    for n, (digest, owner) in enumerate((("c1", "csc-cuda"), ("p1", "cpu"), ("c2", "csc-cuda"), ("p2", "cpu"),
-                                         ("c3", "csc-cuda"))):
+    for n, (digest, owner) in enumerate(
+        (("c1", "csc-cuda"), ("p1", "cpu"), ("c2", "csc-cuda"), ("p2", "cpu"), ("c3", "csc-cuda"))
+    ):
         cache.store_kept(f"deepspeed-wheel-{digest}", made(tmp_path, f"deepspeed-wheel-{digest}"), owner=owner)
         os.utime(cache.cache_dir() / "kept" / f"deepspeed-wheel-{digest}", (2000 + n, 2000 + n))
     kept = sorted(p.name for p in (cache.cache_dir() / "kept").iterdir() if not p.name.startswith("."))
-    assert kept == ["deepspeed-wheel-c2", "deepspeed-wheel-c3", "deepspeed-wheel-h100",
-                    "deepspeed-wheel-p1", "deepspeed-wheel-p2"]
+    assert kept == [
+        "deepspeed-wheel-c2",
+        "deepspeed-wheel-c3",
+        "deepspeed-wheel-h100",
+        "deepspeed-wheel-p1",
+        "deepspeed-wheel-p2",
+    ]
     owners = sorted(p.name for p in (cache.cache_dir() / "kept" / ".owners").iterdir())
-    assert owners == ["deepspeed-wheel-" + d for d in ("c2", "c3", "h100", "p1", "p2")]   # c1's went with it
+    assert owners == ["deepspeed-wheel-" + d for d in ("c2", "c3", "h100", "p1", "p2")]  # c1's went with it
     dest = tmp_path / "host" / "deepspeed-wheel-h100"
     assert cache.fetch_kept("deepspeed-wheel-h100", dest) and (dest / cache.COMPLETE).is_file()
 
 
-KEPT = ("plugin-aaaa", "deepspeed-wheel-bbbb")         # as a layer plan names them
+KEPT = ("plugin-aaaa", "deepspeed-wheel-bbbb")  # as a layer plan names them
 
 
 def test_a_layer_build_gets_a_folder_per_kept_step_filled_when_stored(tmp_path):
@@ -90,18 +96,25 @@ def test_force_all_leaves_every_kept_folder_empty(tmp_path):
 def test_a_silent_index_is_left_out_of_the_settings_and_named_once(tmp_path, monkeypatch, capsys):
     from builder.host import hostinfo
     from builder.layerbuild import indexes
-    monkeypatch.setattr(hostinfo, "pip_settings", lambda: {
-        "cert": None, "index_url": "", "find_links": [],
-        "extra_index_urls": ["http://answers.invalid/simple", "http://silent.invalid/simple"]})
+
+    monkeypatch.setattr(
+        hostinfo,
+        "pip_settings",
+        lambda: {
+            "cert": None,
+            "index_url": "",
+            "find_links": [],
+            "extra_index_urls": ["http://answers.invalid/simple", "http://silent.invalid/simple"],
+        },
+    )
     monkeypatch.setattr(indexes, "why_down", lambda url, cafile=None: "no route" if "silent" in url else None)
-    named = ("http://torch.silent.invalid/whl",)       # the layer's own pip lines (its plan)
-    progress = Progress(stream=sys.stderr)            # one per command, as `hpcml build` makes
+    named = ("http://torch.silent.invalid/whl",)  # the layer's own pip lines (its plan)
+    progress = Progress(stream=sys.stderr)  # one per command, as `hpcml build` makes
     for n in range(2):
         host_settings.write(tmp_path / f"host{n}", named, progress)
     settings = (tmp_path / "host0" / "hpcml-build-host.sh").read_text().splitlines()
     assert "export PIP_EXTRA_INDEX_URL='http://answers.invalid/simple'" in settings
-    assert ("export HPCML_PIP_INDEXES_DOWN='http://silent.invalid/simple "
-            "http://torch.silent.invalid/whl'") in settings
+    assert ("export HPCML_PIP_INDEXES_DOWN='http://silent.invalid/simple http://torch.silent.invalid/whl'") in settings
     progress = capsys.readouterr()
     reports = (progress.out + progress.err).count("does not answer (no route); this build leaves it out")
-    assert reports == 2          # each silent index once, not once per layer
+    assert reports == 2  # each silent index once, not once per layer

@@ -46,7 +46,7 @@ def closed_port():
 
 def test_an_index_that_answers_is_kept_even_with_a_not_found(serve):
     assert indexes.why_down(serve(200)) is None
-    assert indexes.why_down(serve(404)) is None      # pip does not retry a 404
+    assert indexes.why_down(serve(404)) is None  # pip does not retry a 404
 
 
 def test_an_index_that_fails_says_why(serve):

@@ -27,8 +27,7 @@ def prefix(tmp_path):
 
 @pytest.fixture
 def published(smoked, prefix, apptainer):
-    result = publish(smoked, prefix, "--version", "1.0", "--default", "--tcl",
-                     env={"HPCML_APPTAINER": apptainer})
+    result = publish(smoked, prefix, "--version", "1.0", "--default", "--tcl", env={"HPCML_APPTAINER": apptainer})
     assert result.returncode == 0, result.stderr
     return prefix
 
@@ -39,7 +38,7 @@ def tree_state(prefix):
     for path in sorted(prefix.rglob("*")):
         relative = path.relative_to(prefix)
         if any(part.startswith(".") and part != ".version" for part in relative.parts):
-            continue                          # a killed publish's staging folder, the lock
+            continue  # a killed publish's staging folder, the lock
         if path.is_symlink():
             state[str(relative)] = "-> " + os.readlink(path)
         elif path.is_file():
@@ -48,12 +47,17 @@ def tree_state(prefix):
 
 
 def test_module_load_then_python_runs_in_the_image(published, apptainer):
-    result = lmod("module load pytorch\n"
-                  "echo \"image=$SING_IMAGE site=$HPCML_SITE\"\n"
-                  "command -v python torchrun deepspeed pip\n"
-                  "python -c 'import sys, torch; print(torch.__version__, sys.prefix)'\n"
-                  "module unload pytorch\n"
-                  "echo \"after=${SING_IMAGE:-unset}\"\n", published, apptainer, PATH=os.environ["PATH"])
+    result = lmod(
+        "module load pytorch\n"
+        'echo "image=$SING_IMAGE site=$HPCML_SITE"\n'
+        "command -v python torchrun deepspeed pip\n"
+        "python -c 'import sys, torch; print(torch.__version__, sys.prefix)'\n"
+        "module unload pytorch\n"
+        'echo "after=${SING_IMAGE:-unset}"\n',
+        published,
+        apptainer,
+        PATH=os.environ["PATH"],
+    )
     assert result.returncode == 0, result.stderr
     root = published / "pytorch" / "1.0"
     lines = result.stdout.splitlines()
@@ -73,22 +77,28 @@ def test_published_files_are_readable_by_all_and_writable_by_none_but_the_owner(
             assert mode & stat.S_IXOTH, path
     lua = (published / "modulefiles" / "pytorch" / "1.0.lua").read_text()
     # PATH gets the version's own bin/ and nothing else; conflicts only by name
-    assert [line for line in lua.splitlines() if "PATH" in line and "SING" not in line] == \
-        [f'prepend_path("PATH", "{published}/pytorch/1.0/bin")']
+    assert [line for line in lua.splitlines() if "PATH" in line and "SING" not in line] == [
+        f'prepend_path("PATH", "{published}/pytorch/1.0/bin")'
+    ]
     assert 'family("pytorch")' in lua and "conflict(" not in lua
 
 
 def test_lmod_checks_the_syntax_and_whatis_and_help_name_the_versions(published, apptainer):
     result = lmod("module --checkSyntax load pytorch/1.0", published, apptainer)
     assert result.returncode == 0 and "rror" not in result.stderr, result.stderr
-    tree = runner.run([str(LMOD_DIR / "check_module_tree_syntax"), str(published / "modulefiles")],
-                      check=False)
+    tree = runner.run([str(LMOD_DIR / "check_module_tree_syntax"), str(published / "modulefiles")], check=False)
     assert "possible errors" not in tree.stdout + tree.stderr, tree.stdout + tree.stderr
     result = lmod("module whatis pytorch/1.0; module help pytorch/1.0", published, apptainer)
     text = result.stderr + result.stdout
-    for expected in ("torch 2.13.0+cpu", "DeepSpeed 0.19.8", "collectives gloo",
-                     "mpi4py 4.1.2 (openmpi ABI)", "recipe sha256 ", "Smoke tests: passed",
-                     "Built: "):
+    for expected in (
+        "torch 2.13.0+cpu",
+        "DeepSpeed 0.19.8",
+        "collectives gloo",
+        "mpi4py 4.1.2 (openmpi ABI)",
+        "recipe sha256 ",
+        "Smoke tests: passed",
+        "Built: ",
+    ):
         assert expected in text, (expected, text)
 
 
@@ -102,29 +112,40 @@ def test_lmod_checksyntax_catches_a_broken_module(tmp_path, apptainer):
 
 def test_two_versions_side_by_side_and_the_default_switches(published, smoked, apptainer):
     assert publish(smoked, published, "--version", "2.0", env={"HPCML_APPTAINER": apptainer}).returncode == 0
-    load = "module load pytorch\necho \"$HPCML_MODULE\"\n"
-    assert lmod(load, published, apptainer).stdout == "pytorch/1.0\n"         # .version says so
+    load = 'module load pytorch\necho "$HPCML_MODULE"\n'
+    assert lmod(load, published, apptainer).stdout == "pytorch/1.0\n"  # .version says so
     result = run_builder("default", "--prefix", published, "pytorch/2.0")
     assert result.returncode == 0, result.stderr
     assert lmod(load, published, apptainer).stdout == "pytorch/2.0\n"
     # loading the other version swaps it in: one pytorch at a time, through the family
-    result = lmod("module load pytorch/2.0\nmodule load pytorch/1.0\necho \"$LOADEDMODULES\"\n"
-                  "python -c 'import os; print(os.environ[\"SING_IMAGE\"])'\n", published, apptainer)
+    result = lmod(
+        'module load pytorch/2.0\nmodule load pytorch/1.0\necho "$LOADEDMODULES"\n'
+        "python -c 'import os; print(os.environ[\"SING_IMAGE\"])'\n",
+        published,
+        apptainer,
+    )
     assert result.stdout.splitlines() == ["pytorch/1.0", f"{published}/pytorch/1.0/image.sif"], result.stderr
     # publishing with --default moves the default again
-    assert publish(smoked, published, "--version", "3.0", "--default",
-                   env={"HPCML_APPTAINER": apptainer}).returncode == 0
+    assert (
+        publish(smoked, published, "--version", "3.0", "--default", env={"HPCML_APPTAINER": apptainer}).returncode == 0
+    )
     assert lmod(load, published, apptainer).stdout == "pytorch/3.0\n"
 
 
 def test_the_tcl_module_loads_with_environment_modules(published, environment_modules, apptainer):
-    result = tcl_module(environment_modules, published, apptainer, [
-        "load pytorch",
-        "!echo \"$LOADEDMODULES $HPCML_SITE\"",
-        "!python -c 'import torch; print(torch.__version__)'",
-        "whatis pytorch/1.0",
-        "unload pytorch",
-        "!echo \"after=${SING_IMAGE:-unset}\""])
+    result = tcl_module(
+        environment_modules,
+        published,
+        apptainer,
+        [
+            "load pytorch",
+            '!echo "$LOADEDMODULES $HPCML_SITE"',
+            "!python -c 'import torch; print(torch.__version__)'",
+            "whatis pytorch/1.0",
+            "unload pytorch",
+            '!echo "after=${SING_IMAGE:-unset}"',
+        ],
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == ["pytorch/1.0 local", "2.13.0+cpu", "after=unset"]
     assert "torch 2.13.0+cpu" in result.stderr and "Smoke tests: passed" in result.stderr
@@ -133,24 +154,47 @@ def test_the_tcl_module_loads_with_environment_modules(published, environment_mo
 def test_modules_with_awkward_text_load_in_both_module_systems(tmp_path, environment_modules, apptainer):
     # text a quoting slip would break: quotes, $, brackets, braces and Lua's ]] closer
     awkward = 'say "hi" $HOME [x] {y} ]] ]=] back\\slash'
-    module = Module(name="odd", version="1.0-x", root=str(tmp_path / "odd root"), site="lumi",
-                    description=awkward, help_text=f"help: {awkward}", whatis=(awkward,),
-                    gpu_flag="--rocm", slurm_mpi="pmi2", container_env=(("NCCL_NET", "AWS Libfabric"),),
-                    env_prefix="SINGULARITYENV_")
+    module = Module(
+        name="odd",
+        version="1.0-x",
+        root=str(tmp_path / "odd root"),
+        site="lumi",
+        description=awkward,
+        help_text=f"help: {awkward}",
+        whatis=(awkward,),
+        gpu_flag="--rocm",
+        slurm_mpi="pmi2",
+        container_env=(("NCCL_NET", "AWS Libfabric"),),
+        env_prefix="SINGULARITYENV_",
+    )
     folder = tmp_path / "modulefiles" / "odd"
     folder.mkdir(parents=True)
     (folder / "1.0-x.lua").write_text(render_lua(module))
     (folder / "1.0-x").write_text(render_tcl(module))
     show = 'echo "$SING_FLAGS|$SLURM_MPI_TYPE|$SINGULARITYENV_NCCL_NET|$SING_IMAGE"'
     expected = f"-B /data --rocm|pmi2|AWS Libfabric|{tmp_path}/odd root/image.sif"
-    result = lmod(f"module load odd/1.0-x\n{show}\nmodule help odd/1.0-x\nmodule unload odd\n"
-                  'echo "[$SING_FLAGS]"', tmp_path, apptainer, SING_FLAGS="-B /data")
+    result = lmod(
+        f'module load odd/1.0-x\n{show}\nmodule help odd/1.0-x\nmodule unload odd\necho "[$SING_FLAGS]"',
+        tmp_path,
+        apptainer,
+        SING_FLAGS="-B /data",
+    )
     assert result.returncode == 0, result.stderr
-    assert result.stdout.splitlines() == [expected, "[-B /data]"]     # the user's flags kept
+    assert result.stdout.splitlines() == [expected, "[-B /data]"]  # the user's flags kept
     assert f"help: {awkward}" in result.stderr
-    result = tcl_module(environment_modules, tmp_path, apptainer,
-                        ["!export SING_FLAGS='-B /data'", "load odd/1.0-x", "!" + show,
-                         "help odd/1.0-x", "unload odd", '!echo "[$SING_FLAGS]"'])
+    result = tcl_module(
+        environment_modules,
+        tmp_path,
+        apptainer,
+        [
+            "!export SING_FLAGS='-B /data'",
+            "load odd/1.0-x",
+            "!" + show,
+            "help odd/1.0-x",
+            "unload odd",
+            '!echo "[$SING_FLAGS]"',
+        ],
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == [expected, "[-B /data]"]
     assert f"help: {awkward}" in result.stderr
@@ -160,15 +204,22 @@ def test_pip_installs_on_top_of_the_image_into_the_user_base(published, apptaine
     wheel = tmp_path / "hello_hpcml-1.0-py3-none-any.whl"
     with zipfile.ZipFile(wheel, "w") as archive:
         archive.writestr("hello_hpcml/__init__.py", "GREETING = 'hello from the user base'\n")
-        archive.writestr("hello_hpcml-1.0.dist-info/METADATA",
-                         "Metadata-Version: 2.1\nName: hello-hpcml\nVersion: 1.0\n")
-        archive.writestr("hello_hpcml-1.0.dist-info/WHEEL",
-                         "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        archive.writestr(
+            "hello_hpcml-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: hello-hpcml\nVersion: 1.0\n"
+        )
+        archive.writestr(
+            "hello_hpcml-1.0.dist-info/WHEEL",
+            "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        )
         archive.writestr("hello_hpcml-1.0.dist-info/RECORD", "")
     base = tmp_path / "user base"
-    result = lmod(f"module load pytorch/1.0\npip install --user --no-index --no-deps {wheel}\n"
-                  "python -c 'import hello_hpcml as h; print(h.GREETING); print(h.__file__)'\n",
-                  published, apptainer, HPCML_USER_BASE=str(base))
+    result = lmod(
+        f"module load pytorch/1.0\npip install --user --no-index --no-deps {wheel}\n"
+        "python -c 'import hello_hpcml as h; print(h.GREETING); print(h.__file__)'\n",
+        published,
+        apptainer,
+        HPCML_USER_BASE=str(base),
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     greeting, where = result.stdout.splitlines()[-2:]
     assert greeting == "hello from the user base" and where.startswith(f"{base}/lib/python3")
@@ -179,7 +230,7 @@ def test_verify_passes_then_finds_a_modified_a_truncated_and_an_added_file(publi
     assert ok.returncode == 0 and "all 14 files match" in ok.stdout, ok.stdout + ok.stderr
     root = published / "pytorch" / "1.0"
     image = root / "image.sif"
-    with open(image, "r+b") as handle:           # one byte changed in the middle
+    with open(image, "r+b") as handle:  # one byte changed in the middle
         handle.seek(image.stat().st_size // 2)
         byte = handle.read(1)
         handle.seek(-1, os.SEEK_CUR)
@@ -230,8 +281,7 @@ def test_an_existing_version_is_replaced_only_with_force(published, smoked, appt
     before = tree_state(published)
     result = publish(smoked, published, "--version", "1.0", env=env)
     assert result.returncode == 2
-    assert result.stderr == (f"error: {published}/pytorch/1.0: pytorch/1.0 is already published; "
-                             "--force replaces it\n")
+    assert result.stderr == (f"error: {published}/pytorch/1.0: pytorch/1.0 is already published; --force replaces it\n")
     assert tree_state(published) == before
     manifest = published / "pytorch" / "1.0" / "publish.json"
     first = json.loads(manifest.read_text())["published"]
@@ -239,7 +289,7 @@ def test_an_existing_version_is_replaced_only_with_force(published, smoked, appt
     result = publish(smoked, published, "--version", "1.0", "--force", env=env)
     assert result.returncode == 0, result.stderr
     assert json.loads(manifest.read_text())["published"] != first
-    assert not (published / "modulefiles" / "pytorch" / "1.0").exists()    # no --tcl this time
+    assert not (published / "modulefiles" / "pytorch" / "1.0").exists()  # no --tcl this time
     assert run_builder("verify", "--prefix", published, "pytorch/1.0").returncode == 0
 
 
@@ -248,14 +298,37 @@ def test_a_killed_publish_leaves_the_published_tree_as_it_was(published, smoked,
     before = tree_state(published)
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).parents[3]), HPCML_APPTAINER=apptainer)
     process = subprocess.Popen(
-        ["python3", "-m", "builder", "publish", "cpu", "--images", str(smoked.parent),
-         "--prefix", str(published), "--version", version, "--force", "--default"],
-        cwd=Path(__file__).parents[3], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        [
+            "python3",
+            "-m",
+            "builder",
+            "publish",
+            "cpu",
+            "--images",
+            str(smoked.parent),
+            "--prefix",
+            str(published),
+            "--version",
+            version,
+            "--force",
+            "--default",
+        ],
+        cwd=Path(__file__).parents[3],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     deadline = time.monotonic() + 60
     staged = None
-    while time.monotonic() < deadline and process.poll() is None:   # kill it mid-copy
-        staged = next((p / "image.sif" for p in (published / "pytorch").glob(f".{version}.partial-*")
-                       if (p / "image.sif").exists()), None)
+    while time.monotonic() < deadline and process.poll() is None:  # kill it mid-copy
+        staged = next(
+            (
+                p / "image.sif"
+                for p in (published / "pytorch").glob(f".{version}.partial-*")
+                if (p / "image.sif").exists()
+            ),
+            None,
+        )
         if staged is not None:
             break
         time.sleep(0.01)
@@ -265,21 +338,24 @@ def test_a_killed_publish_leaves_the_published_tree_as_it_was(published, smoked,
     assert tree_state(published) == before
     assert run_builder("verify", "--prefix", published, "pytorch/1.0").returncode == 0
     # the next publish clears what the killed one left
-    assert publish(smoked, published, "--version", version, "--force",
-                   env={"HPCML_APPTAINER": apptainer}).returncode == 0
+    assert (
+        publish(smoked, published, "--version", version, "--force", env={"HPCML_APPTAINER": apptainer}).returncode == 0
+    )
     assert not list((published / "pytorch").glob(f".{version}.*"))
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--name", "../evil"], "--name '../evil': expected letters, digits and . _ -"),
-    (["--version", "2.0.lua"], "--version '2.0.lua': expected letters"),
-    (["--site", "lumi"], "site 'lumi' is not one cpu is built for (expected one of: local)"),
-    (["--prefix", ""], "--prefix is empty"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--name", "../evil"], "--name '../evil': expected letters, digits and . _ -"),
+        (["--version", "2.0.lua"], "--version '2.0.lua': expected letters"),
+        (["--site", "lumi"], "site 'lumi' is not one cpu is built for (expected one of: local)"),
+        (["--prefix", ""], "--prefix is empty"),
+    ],
+)
 def test_publish_mistakes_get_one_line_and_exit_2(smoked, prefix, apptainer, args, message):
     if args[0] == "--prefix":
-        result = run_builder("publish", "cpu", "--images", smoked.parent, *args,
-                             env={"HPCML_APPTAINER": apptainer})
+        result = run_builder("publish", "cpu", "--images", smoked.parent, *args, env={"HPCML_APPTAINER": apptainer})
     else:
         result = publish(smoked, prefix, *args, env={"HPCML_APPTAINER": apptainer})
     assert result.returncode == 2 and message in result.stderr, result.stderr
@@ -296,10 +372,13 @@ def test_a_world_writable_prefix_is_refused(smoked, tmp_path, apptainer):
     assert list(prefix.iterdir()) == []
 
 
-@pytest.mark.parametrize("spec, message", [
-    ("pytorch", "expected NAME/VERSION"),
-    ("pytorch/0.0", "pytorch/0.0 is not published here"),
-])
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        ("pytorch", "expected NAME/VERSION"),
+        ("pytorch/0.0", "pytorch/0.0 is not published here"),
+    ],
+)
 def test_verify_and_default_mistakes_exit_2(tmp_path, spec, message):
     for command in ("verify", "default"):
         result = run_builder(command, "--prefix", tmp_path, spec)
@@ -308,6 +387,9 @@ def test_verify_and_default_mistakes_exit_2(tmp_path, spec, message):
 
 @pytest.mark.parametrize("command", ["python", "pip"])
 def test_entry_point_scripts_are_shellcheck_clean(command):
-    result = runner.run(["shellcheck", "--shell=bash", "--severity=style", "-"],
-                        input=render_entry(command, "pytorch/2.7", "lumi"), check=False)
+    result = runner.run(
+        ["shellcheck", "--shell=bash", "--severity=style", "-"],
+        input=render_entry(command, "pytorch/2.7", "lumi"),
+        check=False,
+    )
     assert result.returncode == 0, result.stdout

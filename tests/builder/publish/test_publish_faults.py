@@ -23,17 +23,32 @@ from helpers.publishing import lmod, publish, tcl_module
 from builder.faults import STEPS
 from builder.fileio import sha256_file
 
-OLD_ARGS = ("--version", "1.0", "--default", "--tcl")                  # smoke-tested
-NEW_ARGS = ("--default", "--tcl", "--skip-smoke")      # so old and new differ in every module file
+OLD_ARGS = ("--version", "1.0", "--default", "--tcl")  # smoke-tested
+NEW_ARGS = ("--default", "--tcl", "--skip-smoke")  # so old and new differ in every module file
 DEFAULT = "modulefiles/pytorch/.version"
 
 # The steps each kind of publish reaches, in order. A new version has no swap: its one
 # rename is the same with or without RENAME_EXCHANGE.
 PATHS = {
-    ("replacing", "exchange"): ("staged", "linked", "exchanged", "removing-old", "old-removed",
-                                "modules-done", "default-written"),
-    ("replacing", "fallback"): ("staged", "linked", "old-moved-aside", "new-moved-in",
-                                "removing-old", "old-removed", "modules-done", "default-written"),
+    ("replacing", "exchange"): (
+        "staged",
+        "linked",
+        "exchanged",
+        "removing-old",
+        "old-removed",
+        "modules-done",
+        "default-written",
+    ),
+    ("replacing", "fallback"): (
+        "staged",
+        "linked",
+        "old-moved-aside",
+        "new-moved-in",
+        "removing-old",
+        "old-removed",
+        "modules-done",
+        "default-written",
+    ),
     ("new", "exchange"): ("staged", "linked", "new-moved-in", "modules-done", "default-written"),
     ("new", "fallback"): ("staged", "linked", "new-moved-in", "modules-done", "default-written"),
 }
@@ -47,8 +62,8 @@ class Site:
     snapshot: Path
     images: Path
     apptainer: str
-    old: dict                 # scan() of the prefix with 1.0 published
-    refs: dict                # case: scan() after its publish ran to the end
+    old: dict  # scan() of the prefix with 1.0 published
+    refs: dict  # case: scan() after its publish ran to the end
 
     def restore(self):
         """The prefix with only 1.0 published, at its own path (module files name it): hard
@@ -57,11 +72,21 @@ class Site:
         subprocess.run(["cp", "-al", str(self.snapshot), str(self.prefix)], check=True)
 
     def publish(self, case, mode, kill=None, force=False):
-        env = {"HPCML_APPTAINER": self.apptainer, "HPCML_KILL_AT": f"publish:{kill}" if kill else "",
-               "HPCML_NO_RENAME_EXCHANGE": "1" if mode == "fallback" else ""}
+        env = {
+            "HPCML_APPTAINER": self.apptainer,
+            "HPCML_KILL_AT": f"publish:{kill}" if kill else "",
+            "HPCML_NO_RENAME_EXCHANGE": "1" if mode == "fallback" else "",
+        }
         force = force or case == "replacing"
-        return publish(self.images / "cpu.sif", self.prefix, "--version", VERSION[case],
-                       *NEW_ARGS, *(["--force"] if force else []), env=env)
+        return publish(
+            self.images / "cpu.sif",
+            self.prefix,
+            "--version",
+            VERSION[case],
+            *NEW_ARGS,
+            *(["--force"] if force else []),
+            env=env,
+        )
 
     def verify(self, version):
         return run_builder("verify", "--prefix", self.prefix, f"pytorch/{version}")
@@ -75,7 +100,7 @@ def site(smoked, apptainer, tmp_path_factory):
     assert result.returncode == 0, result.stderr
     subprocess.run(["cp", "-al", str(prefix), str(work / "snapshot")], check=True)
     site = Site(prefix, work / "snapshot", smoked.parent, apptainer, scan(prefix), {})
-    for case in VERSION:                        # what a publish that is not killed leaves
+    for case in VERSION:  # what a publish that is not killed leaves
         site.restore()
         result = site.publish(case, "exchange")
         assert result.returncode == 0, result.stderr
@@ -131,8 +156,11 @@ def leftovers(prefix: Path) -> dict:
     for path in (prefix / "pytorch").iterdir():
         if path.name.startswith(".") and path.name != ".publish.lock":
             found[re.sub(r"-[a-z0-9_]{8}$", "-*", path.name)] = scan(path)
-    stray = [p.name for p in (prefix / "modulefiles" / "pytorch").iterdir()
-             if p.name.startswith(".") and p.name != ".version"]
+    stray = [
+        p.name
+        for p in (prefix / "modulefiles" / "pytorch").iterdir()
+        if p.name.startswith(".") and p.name != ".version"
+    ]
     assert not stray, stray
     return found
 
@@ -163,12 +191,14 @@ def differences(actual: dict, expected: dict) -> list:
 def _of(state, version):
     """The files of one version's folder, relative to it."""
     start = f"pytorch/{version}/"
-    return {key[len(start):]: value for key, value in state.items() if key.startswith(start)}
+    return {key[len(start) :]: value for key, value in state.items() if key.startswith(start)}
 
 
 def _belongs(key, version):
     return key.startswith(f"pytorch/{version}/") or key in (
-        f"modulefiles/pytorch/{version}.lua", f"modulefiles/pytorch/{version}")
+        f"modulefiles/pytorch/{version}.lua",
+        f"modulefiles/pytorch/{version}",
+    )
 
 
 # After a kill at           replacing 1.0 (--force)             adding 9.9
@@ -194,13 +224,18 @@ def expected(site, case, mode, step):
         # links first, folder last: the new version's module files dangle until it is there
         return {**exact(old), **(exact(links) if step == "linked" else {})}, staged
     if case == "replacing" and done < PATHS[case, mode].index(swapped):
-        if step == "old-moved-aside":        # the gap between the two renames
+        if step == "old-moved-aside":  # the gap between the two renames
             visible = {k: v for k, v in old.items() if not k.startswith("pytorch/1.0/")}
             return exact(visible), {**staged, ".1.0.old-*": exact(_of(old, "1.0"))}
-        return exact(old), staged            # the links are the same for old and new
+        return exact(old), staged  # the links are the same for old and new
     state = timeless(ref)
-    state.update({k: ("exact", v) for k, v in old.items()
-                  if not _belongs(k, version) and (k != DEFAULT or step != "default-written")})
+    state.update(
+        {
+            k: ("exact", v)
+            for k, v in old.items()
+            if not _belongs(k, version) and (k != DEFAULT or step != "default-written")
+        }
+    )
     hidden = {}
     if step in ("exchanged", "new-moved-in", "removing-old") and case == "replacing":
         hidden = {(".1.0.partial-*" if mode == "exchange" else ".1.0.old-*"): exact(_of(old, "1.0"))}
@@ -222,14 +257,14 @@ def test_a_publish_killed_at_a_step_leaves_each_version_whole(site, environment_
         assert differences(files, hidden[name]) == [], name
     _module_systems_agree(site, environment_modules, case, mode, step, verified=False)
 
-    check = site.verify("1.0")                 # the version published before
+    check = site.verify("1.0")  # the version published before
     assert check.returncode == 0, check.stdout + check.stderr
     if step == "old-moved-aside":
         assert "restored " in check.stdout and "an interrupted publish had moved it" in check.stdout
-        visible = exact(site.old)             # renamed back: as it was, byte for byte
+        visible = exact(site.old)  # renamed back: as it was, byte for byte
     assert differences(scan(site.prefix), visible) == []
     if case == "new":
-        check = site.verify("9.9")            # there only once it was moved in, and then whole
+        check = site.verify("9.9")  # there only once it was moved in, and then whole
         there = step not in ("staged", "linked")
         assert check.returncode == (0 if there else 2), check.stdout + check.stderr
         assert there or "pytorch/9.9 is not published here" in check.stderr
@@ -253,12 +288,14 @@ def _module_systems_agree(site, modulecmd, case, mode, step, verified):
         assert result.returncode != 0 and "unknown" in result.stderr, result.stderr
     elif (case, mode, step) == ("replacing", "fallback", "old-moved-aside"):
         # verify renamed it back: the old, smoke-tested version loads and runs
-        result = lmod("module load pytorch\necho \"$HPCML_MODULE $SING_IMAGE\"\n"
-                      "python -c 'import torch; print(torch.__version__)'\nmodule help pytorch/1.0",
-                      site.prefix, site.apptainer)
+        result = lmod(
+            'module load pytorch\necho "$HPCML_MODULE $SING_IMAGE"\n'
+            "python -c 'import torch; print(torch.__version__)'\nmodule help pytorch/1.0",
+            site.prefix,
+            site.apptainer,
+        )
         assert result.returncode == 0, result.stderr
-        assert result.stdout.splitlines() == [f"pytorch/1.0 {site.prefix}/pytorch/1.0/image.sif",
-                                              "2.13.0+cpu"]
+        assert result.stdout.splitlines() == [f"pytorch/1.0 {site.prefix}/pytorch/1.0/image.sif", "2.13.0+cpu"]
         assert "Smoke tests: passed" in result.stderr
     elif (case, mode, step) == ("replacing", "exchange", "exchanged") and verified:
         # one rename switched folder and module files: both systems see the new publish
@@ -268,19 +305,18 @@ def _module_systems_agree(site, modulecmd, case, mode, step, verified):
         assert result.returncode == 0 and "Smoke tests: NOT RUN" in result.stderr, result.stderr
     elif (case, mode, step) == ("new", "exchange", "linked") and not verified:
         # 9.9's module files dangle: neither system lists or picks it
-        result = lmod("module -t avail pytorch\nmodule load pytorch\necho \"$HPCML_MODULE\"",
-                      site.prefix, site.apptainer)
+        result = lmod('module -t avail pytorch\nmodule load pytorch\necho "$HPCML_MODULE"', site.prefix, site.apptainer)
         assert result.returncode == 0 and result.stdout == "pytorch/1.0\n", result.stderr
         assert "pytorch/1.0" in result.stderr and "9.9" not in result.stderr, result.stderr
-        result = tcl_module(modulecmd, site.prefix, site.apptainer,
-                            ["avail pytorch", "load pytorch", '!echo "$LOADEDMODULES"'])
+        result = tcl_module(
+            modulecmd, site.prefix, site.apptainer, ["avail pytorch", "load pytorch", '!echo "$LOADEDMODULES"']
+        )
         assert result.returncode == 0 and result.stdout == "pytorch/1.0\n", result.stderr
         assert "9.9" not in result.stderr, result.stderr
 
 
 def test_the_cases_reach_every_step_and_every_step_is_a_fault_point():
-    source = "".join((ROOT / "builder" / "publish" / name).read_text()
-                     for name in ("install.py", "placing.py"))
+    source = "".join((ROOT / "builder" / "publish" / name).read_text() for name in ("install.py", "placing.py"))
     points = re.findall(r'faults\.point\("([^"]+)"\)', source)
     assert sorted(set(points)) == sorted(STEPS)
     assert {f"publish:{step}" for _, _, step in CASES} == set(STEPS)
@@ -291,32 +327,46 @@ def test_the_cases_reach_every_step_and_every_step_is_a_fault_point():
 def test_two_publishes_of_one_version_at_the_same_moment(site, tmp_path, force):
     """Both start while the name's lock is held, so both wait on it; released, one wins."""
     site.restore()
-    env = dict(os.environ, PYTHONPATH=str(ROOT), HPCML_APPTAINER=site.apptainer,
-               HPCML_NO_RENAME_EXCHANGE="1" if force else "")
-    command = [sys.executable, "-m", "builder", "publish", "cpu", "--images", str(site.images),
-               "--prefix", str(site.prefix), "--version", "9.9", *NEW_ARGS,
-               *(["--force"] if force else [])]
+    env = dict(
+        os.environ, PYTHONPATH=str(ROOT), HPCML_APPTAINER=site.apptainer, HPCML_NO_RENAME_EXCHANGE="1" if force else ""
+    )
+    command = [
+        sys.executable,
+        "-m",
+        "builder",
+        "publish",
+        "cpu",
+        "--images",
+        str(site.images),
+        "--prefix",
+        str(site.prefix),
+        "--version",
+        "9.9",
+        *NEW_ARGS,
+        *(["--force"] if force else []),
+    ]
     logs = [(tmp_path / f"{i}.out", tmp_path / f"{i}.err") for i in range(2)]
     with open(site.prefix / "pytorch" / ".publish.lock", "a") as held:
         fcntl.flock(held, fcntl.LOCK_EX)
         processes = []
         for out, err in logs:
             with open(out, "w") as stdout, open(err, "w") as stderr:
-                processes.append(subprocess.Popen(command, cwd=ROOT, env=env, stdout=stdout,
-                                                  stderr=stderr))
+                processes.append(subprocess.Popen(command, cwd=ROOT, env=env, stdout=stdout, stderr=stderr))
         deadline = time.monotonic() + 120
         while not all("waiting for another publish of pytorch" in out.read_text() for out, _ in logs):
-            assert time.monotonic() < deadline and all(p.poll() is None for p in processes), \
-                [err.read_text() for _, err in logs]
+            assert time.monotonic() < deadline and all(p.poll() is None for p in processes), [
+                err.read_text() for _, err in logs
+            ]
             time.sleep(0.1)
     codes = [process.wait(timeout=300) for process in processes]
     errors = [err.read_text() for _, err in logs]
     if force:
-        assert codes == [0, 0], errors      # the second replaced the first
+        assert codes == [0, 0], errors  # the second replaced the first
     else:
         assert sorted(codes) == [0, 2], errors
-        assert errors[codes.index(2)] == (f"error: {site.prefix}/pytorch/9.9: pytorch/9.9 is "
-                                          "already published; --force replaces it\n")
+        assert errors[codes.index(2)] == (
+            f"error: {site.prefix}/pytorch/9.9: pytorch/9.9 is already published; --force replaces it\n"
+        )
     assert leftovers(site.prefix) == {}
     assert differences(scan(site.prefix), expected(site, "new", "exchange", "default-written")[0]) == []
     for version in ("1.0", "9.9"):

@@ -24,9 +24,9 @@ def test_lists_and_scalars_are_replaced_whole():
     base = {"sites": ["puhti", "mahti"], "description": "base", "os": {"packages": {"final": ["a", "b"]}}}
     child = {"sites": ["mahti"], "os": {"packages": {"final": []}}}
     merged = merge(base, Origin(doc("base")), child, doc("child"))
-    assert merged["sites"] == ["mahti"]                      # never concatenated
-    assert merged["os"]["packages"]["final"] == []           # a child can empty a list
-    assert merged["description"] == "base"                   # inherited when not overridden
+    assert merged["sites"] == ["mahti"]  # never concatenated
+    assert merged["os"]["packages"]["final"] == []  # a child can empty a list
+    assert merged["description"] == "base"  # inherited when not overridden
 
 
 def test_a_mapping_replaced_by_a_scalar_takes_the_child_value():
@@ -55,7 +55,8 @@ def test_chains_of_extends_resolve_to_the_root(tmp_path):
     recipes = tmp_path / "recipes"
     shutil.copytree(RECIPES, recipes)
     (recipes / "targets" / "h100-lean.yaml").write_text(
-        "extends: h100-cuda\ndescription: lean\npython: {packages: []}\n")
+        "extends: h100-cuda\ndescription: lean\npython: {packages: []}\n"
+    )
     tree = RecipeTree(recipes)
     lean = tree.target("h100-lean").resolved
     assert lean["sites"] == ["jean-zay-h100"] and lean["python"]["packages"] == {}

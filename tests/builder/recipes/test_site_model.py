@@ -32,17 +32,17 @@ def test_the_model_has_a_field_of_the_same_name_for_every_key_the_schema_allows(
 def reaches(model, written, where):
     """Assert that the model holds what the file wrote at ``where``, key by key."""
     if isinstance(written, dict) and isinstance(model, tuple) and all(is_dataclass(i) for i in model):
-        model = {item.name: item for item in model}            # slurm.partitions, by name
-        assert list(model) == list(written), where              # in the file's order
+        model = {item.name: item for item in model}  # slurm.partitions, by name
+        assert list(model) == list(written), where  # in the file's order
         for name, spec in written.items():
             reaches(model[name], spec, f"{where}.{name}")
     elif isinstance(written, dict) and isinstance(model, tuple):
-        assert dict(model) == {k: str(v) for k, v in written.items()}, where    # environment variables
+        assert dict(model) == {k: str(v) for k, v in written.items()}, where  # environment variables
     elif isinstance(written, dict):
         for key, value in written.items():
             reaches(getattr(model, key), value, f"{where}.{key}")
     elif isinstance(written, list) and written and isinstance(written[0], dict):
-        assert len(model) == len(written), where               # slurm.qos, allreduce
+        assert len(model) == len(written), where  # slurm.qos, allreduce
         for index, (item, spec) in enumerate(zip(model, written)):
             reaches(item, spec, f"{where}[{index}]")
     elif isinstance(written, list):
@@ -61,8 +61,11 @@ def test_what_a_site_file_leaves_out_takes_the_defaults(tree):
     assert (local.cpu.cores_per_gpu, local.launcher.default, local.slurm.mem) == (0, "torchrun", "none")
     assert (local.slurm.account, local.slurm.partitions, local.network.libfabric) == (None, (), "")
     jean_zay = tree.sites["jean-zay"]
-    assert all(part.max_gpus == jean_zay.gpu.per_node for part in jean_zay.slurm.partitions
-               if "max_gpus" not in tree.site_docs["jean-zay"].data["slurm"]["partitions"][part.name])
+    assert all(
+        part.max_gpus == jean_zay.gpu.per_node
+        for part in jean_zay.slurm.partitions
+        if "max_gpus" not in tree.site_docs["jean-zay"].data["slurm"]["partitions"][part.name]
+    )
 
 
 def test_the_job_script_facts_are_there_for_lumi(tree):
@@ -71,7 +74,7 @@ def test_the_job_script_facts_are_there_for_lumi(tree):
     assert (lumi.cpu.cores_per_gpu, lumi.cpu.mem_per_gpu_gb, lumi.launcher.default) == (7, 60, "srun")
     dev = next(p for p in lumi.slurm.partitions if p.name == "dev-g")
     assert (dev.max_nodes, dev.max_time, dev.max_gpus, dev.test) == (32, "03:00:00", 8, True)
-    assert [p.name for p in lumi.slurm.partitions] == ["dev-g", "standard-g", "small-g"]   # preference
+    assert [p.name for p in lumi.slurm.partitions] == ["dev-g", "standard-g", "small-g"]  # preference
     assert (lumi.slurm.gpu_request, lumi.slurm.mem) == ("gpus-per-node", "per_gpu")
     assert (lumi.slurm.account.example, lumi.slurm.account.required) == ("project_465000000", True)
 

@@ -52,14 +52,27 @@ def test_block_golden(tree, name, update_golden):
     for block, parts in blocks.items():
         compare_golden(folder / f"{block}.txt", describe(parts), update_golden)
     if folder.is_dir():
-        assert sorted(p.stem for p in folder.glob("*.txt")) == sorted(blocks), \
+        assert sorted(p.stem for p in folder.glob("*.txt")) == sorted(blocks), (
             "golden files for blocks that no longer exist; run pytest --update-golden and remove them"
+        )
 
 
 def test_blocks_come_in_build_order(tree):
     order = list(by_block(tree.target("lumi-rocm")))
-    assert order == ["build_host", "os", "python", "torch", "libfabric", "rccl_ofi", "mpi", "provenance",
-                     "extras", "deepspeed", "frameworks", "runtime"]
+    assert order == [
+        "build_host",
+        "os",
+        "python",
+        "torch",
+        "libfabric",
+        "rccl_ofi",
+        "mpi",
+        "provenance",
+        "extras",
+        "deepspeed",
+        "frameworks",
+        "runtime",
+    ]
 
 
 def test_each_part_belongs_to_the_layer_its_block_is_listed_in(tree):
@@ -72,8 +85,8 @@ def test_each_part_belongs_to_the_layer_its_block_is_listed_in(tree):
 
 def test_a_top_layer_block_may_not_ask_the_os_block_for_packages(tree, monkeypatch):
     from builder.render.parts import Part
-    monkeypatch.setattr(blocks.extras, "parts",
-                        lambda target: [Part(block="extras", stage="build", packages=("vim",))])
+
+    monkeypatch.setattr(blocks.extras, "parts", lambda target: [Part(block="extras", stage="build", packages=("vim",))])
     with pytest.raises(ValueError, match=r"top-layer blocks may not ask .*\['extras'\]"):
         parts_by_layer(tree.target("cpu"))
 
@@ -90,8 +103,9 @@ def test_only_the_final_stage_gets_runtime_pieces(tree):
     for name in TARGETS:
         for part in parts_for(tree.target(name)):
             if part.stage == "build":
-                assert not (part.env or part.test or part.runscript or part.labels or part.help
-                            or part.copy_from_build), (name, part.block)
+                assert not (
+                    part.env or part.test or part.runscript or part.labels or part.help or part.copy_from_build
+                ), (name, part.block)
 
 
 BLOCK_MODULES = [blocks.build_host, blocks.os, *blocks.BASE_BLOCKS, *blocks.TOP_BLOCKS]
@@ -104,7 +118,8 @@ def test_each_block_file_is_named_for_the_block_it_emits(tree):
         for module in BLOCK_MODULES:
             args = (target, {"build": {"ca-certificates"}, "final": set()}) if module is blocks.os else (target,)
             emitted.setdefault(module.__name__.rsplit(".", 1)[-1], set()).update(
-                part.block for part in module.parts(*args))
+                part.block for part in module.parts(*args)
+            )
     assert {file: names for file, names in emitted.items() if names != {file}} == {}
 
 

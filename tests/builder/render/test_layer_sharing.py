@@ -22,8 +22,12 @@ def keys(tree, name):
 
 def test_a_target_that_differs_only_in_its_archs_builds_on_its_parents_layers():
     tree = RecipeTree(RECIPES)
-    assert {name: layer_owner(tree, name) for name in ("h100-cuda", "csc-cuda", "a100-cuda", "v100-cuda")} == \
-        {"h100-cuda": "a100-cuda", "csc-cuda": "v100-cuda", "a100-cuda": "a100-cuda", "v100-cuda": "v100-cuda"}
+    assert {name: layer_owner(tree, name) for name in ("h100-cuda", "csc-cuda", "a100-cuda", "v100-cuda")} == {
+        "h100-cuda": "a100-cuda",
+        "csc-cuda": "v100-cuda",
+        "a100-cuda": "a100-cuda",
+        "v100-cuda": "v100-cuda",
+    }
     h100, a100 = keys(tree, "h100-cuda"), keys(tree, "a100-cuda")
     assert (h100["devel"], h100["base"]) == (a100["devel"], a100["base"]) and h100["image"] != a100["image"]
     files = {layer: plan.file_name for layer, plan in plan_layers(tree, "csc-cuda").items()}
@@ -42,8 +46,10 @@ def test_a_child_that_changes_a_lower_layer_builds_its_own(tmp_path):
     recipes = tmp_path / "recipes"
     shutil.copytree(RECIPES, recipes)
     child = recipes / "targets" / "h100-cuda.yaml"
-    child.write_text(child.read_text() + "os:\n  packages:\n    final: [hostname, libibverbs1, ibverbs-providers, "
-                                         "librdmacm1t64, rdma-core]\n")
+    child.write_text(
+        child.read_text() + "os:\n  packages:\n    final: [hostname, libibverbs1, ibverbs-providers, "
+        "librdmacm1t64, rdma-core]\n"
+    )
     tree = RecipeTree(recipes)
     assert layer_owner(tree, "h100-cuda") == "h100-cuda"
     files = [plan.file_name for plan in plan_layers(tree, "h100-cuda").values()]
@@ -60,7 +66,8 @@ def test_a_child_of_the_cpu_target_is_built_on_the_cpu_images_layers(apptainer, 
     # from an earlier run (the kept DeepSpeed wheel still is: it builds in a few minutes)
     (recipes / "targets" / "cpu-child.yaml").write_text(
         f"description: the CPU image under another name, to prove layer sharing ({secrets.token_hex(4)})\n"
-        "extends: cpu\n")
+        "extends: cpu\n"
+    )
     images = cpu_image.parent
     built = run_builder("build", "cpu-child", "--recipes", recipes, "--images", images, timeout=1800)
     assert built.returncode == 0, built.stderr[-3000:]
@@ -70,8 +77,12 @@ def test_a_child_of_the_cpu_target_is_built_on_the_cpu_images_layers(apptainer, 
     assert (images / "cpu-child.sif").is_file() and not list(images.glob("cpu-child.*.sif"))
     again = run_builder("build", "cpu-child", "--recipes", recipes, "--images", images)
     assert "is up to date" in again.stdout, again.stdout + again.stderr
-    shown = subprocess.run([apptainer, "inspect", "--labels", "--json", images / "cpu-child.sif"],
-                           capture_output=True, text=True, timeout=120)
+    shown = subprocess.run(
+        [apptainer, "inspect", "--labels", "--json", images / "cpu-child.sif"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     labels = json.loads(shown.stdout)["data"]["attributes"]["labels"]
     assert labels["org.hpc-ml-containers.target"] == "cpu-child"
     assert labels["org.label-schema.usage.singularity.deffile.from"] == "cpu.base.sif"

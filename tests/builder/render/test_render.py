@@ -17,8 +17,7 @@ from builder.render.layer_sharing import plan_layers
 WHEEL = runtime_wheel.current().name
 # a target that shares its parent's devel and base layers commits its image layer only
 _TREE = RecipeTree(RECIPES)
-LAYER_FILES = {t: {layer: plan.file_name for layer, plan in plan_layers(_TREE, t).items()}
-               for t in TARGETS}
+LAYER_FILES = {t: {layer: plan.file_name for layer, plan in plan_layers(_TREE, t).items()} for t in TARGETS}
 FILES = sorted({file for files in LAYER_FILES.values() for file in files.values()})
 
 
@@ -40,8 +39,9 @@ def section(name, stage, kind):
 def test_committed_defs_match_recipes(tree, name):
     # containers/*.def are the golden files for whole targets, one per layer
     for plan in plan_layers(tree, name).values():
-        assert plan.text == (CONTAINERS / plan.file_name).read_text(), \
+        assert plan.text == (CONTAINERS / plan.file_name).read_text(), (
             f"containers/{plan.file_name} is stale; run: python -m builder render --all"
+        )
 
 
 def test_every_target_has_its_committed_layers_and_no_extras():
@@ -53,8 +53,10 @@ def test_every_target_has_its_committed_layers_and_no_extras():
 
 def test_layers_start_from_each_other_by_build_argument():
     top, base = stages_of("cpu.def"), stages_of("cpu.base.def")
-    assert [(s.header["Bootstrap"], s.header["From"]) for s in top] == \
-        [("localimage", "{{ DEVEL }}"), ("localimage", "{{ BASE }}")]
+    assert [(s.header["Bootstrap"], s.header["From"]) for s in top] == [
+        ("localimage", "{{ DEVEL }}"),
+        ("localimage", "{{ BASE }}"),
+    ]
     assert (base[0].header["Bootstrap"], base[0].header["From"]) == ("localimage", "{{ DEVEL }}")
     assert base[1].section("files", "from devel") is not None
 
@@ -63,8 +65,9 @@ def test_render_is_byte_identical_across_runs_and_hash_seeds(tmp_path):
     outputs = []
     for seed in ("0", "12345"):
         out = tmp_path / seed
-        result = run_builder("render", "--all", "--recipes", RECIPES, "--out", out,
-                             cwd=tmp_path, env={"PYTHONHASHSEED": seed})
+        result = run_builder(
+            "render", "--all", "--recipes", RECIPES, "--out", out, cwd=tmp_path, env={"PYTHONHASHSEED": seed}
+        )
         assert result.returncode == 0, result.stderr
         outputs.append({p.name: p.read_bytes() for p in sorted(out.iterdir())})
     assert outputs[0] == outputs[1]
@@ -78,8 +81,7 @@ def test_second_render_leaves_files_untouched(tmp_path):
     again = run_builder("render", "cpu", "--out", out)
     assert "unchanged" in again.stdout
     assert (out / "cpu.def").stat().st_mtime_ns == before
-    assert sorted(p.name for p in out.iterdir()) == sorted(["cpu.base.def", "cpu.def",
-                                                            "cpu.devel.def", WHEEL])
+    assert sorted(p.name for p in out.iterdir()) == sorted(["cpu.base.def", "cpu.def", "cpu.devel.def", WHEEL])
 
 
 def test_check_passes_on_the_repository():
@@ -113,47 +115,55 @@ def test_check_reports_missing_and_orphaned_files(tmp_path):
 
 # --- what each target must carry --------------------------------------------------------
 
+
 def test_lumi_builds_the_network_plugin_and_libfabric_from_pinned_commits():
     post = section("lumi-rocm", "devel", "post")
-    for repo, commit in (("aws/aws-ofi-nccl", "86ebeaf59a2348b22780023effdb682503747de7"),
-                         ("ofiwg/libfabric", "e9cf535a7857c9570090fddb7cc297177e90888f"),
-                         ("HewlettPackard/shs-libcxi", "ebd57a9cad38d314e3ac69521f15ddefa4d9adb2")):
+    for repo, commit in (
+        ("aws/aws-ofi-nccl", "86ebeaf59a2348b22780023effdb682503747de7"),
+        ("ofiwg/libfabric", "e9cf535a7857c9570090fddb7cc297177e90888f"),
+        ("HewlettPackard/shs-libcxi", "ebd57a9cad38d314e3ac69521f15ddefa4d9adb2"),
+    ):
         assert f"fetch -q --depth 1 https://github.com/{repo}.git {commit}" in post
         assert f'rev-parse HEAD)" = {commit} ||' in post
-    assert "archive/" not in post and "curl -" not in post     # no tarball whose bytes we cannot check
+    assert "archive/" not in post and "curl -" not in post  # no tarball whose bytes we cannot check
     # libfabric with the CXI provider built in, then the plugin for RCCL against it
     libfabric = post.index("--enable-cxi=/opt/libfabric")
     plugin = post.index("--with-libfabric=/opt/libfabric --with-rocm=/opt/rocm")
     assert libfabric < plugin
-    assert "rm -f /opt/libfabric/lib/*.la" in post          # no rpath that a host libfabric cannot beat
+    assert "rm -f /opt/libfabric/lib/*.la" in post  # no rpath that a host libfabric cannot beat
     env = section("lumi-rocm", "final", "environment")
     # the loader's cache, not LD_LIBRARY_PATH, which a site's SINGULARITYENV_ replaces whole
     assert "LD_LIBRARY_PATH" not in env
     base_post = section("lumi-rocm", "base", "post")
     assert "/opt/aws-ofi-nccl/lib /opt/rocm/lib > /etc/ld.so.conf.d/hpcml-rccl.conf\nldconfig" in base_post
     assert "/opt/libfabric/lib > /etc/ld.so.conf.d/hpcml-libfabric.conf\nldconfig" in base_post
-    assert "export LD_PRELOAD=/opt/rocm/lib/librccl.so.1" in env     # torch's own RCCL bypassed
+    assert "export LD_PRELOAD=/opt/rocm/lib/librccl.so.1" in env  # torch's own RCCL bypassed
     # by path: RCCL's default file name changed between ROCm releases
     assert "export NCCL_NET_PLUGIN=/opt/aws-ofi-nccl/lib/librccl-net.so" in env
 
 
 def test_lumi_image_test_runs_a_check_for_each_network_trap():
     test = section("lumi-rocm", "final", "test")
-    for line in ("python -m smoke.netcheck plugin --rccl /opt/rocm/lib/librccl.so.1 "
-                 "--libfabric-dir /opt/libfabric/lib",
-                 "python -m smoke.netcheck rccl --prefix /opt/rocm/ --import torch",
-                 "python -m smoke.netcheck provider --libfabric /opt/libfabric/lib/libfabric.so.1 "
-                 "--provider cxi",
-                 "python -m smoke.netcheck wavefront --record "
-                 "/opt/venv/share/hpc-ml-runtime/rocm-build.json --arch gfx90a --expected 64"):
+    for line in (
+        "python -m smoke.netcheck plugin --rccl /opt/rocm/lib/librccl.so.1 --libfabric-dir /opt/libfabric/lib",
+        "python -m smoke.netcheck rccl --prefix /opt/rocm/ --import torch",
+        "python -m smoke.netcheck provider --libfabric /opt/libfabric/lib/libfabric.so.1 --provider cxi",
+        "python -m smoke.netcheck wavefront --record "
+        "/opt/venv/share/hpc-ml-runtime/rocm-build.json --arch gfx90a --expected 64",
+    ):
         assert line in test.splitlines()
 
 
 def test_lumi_environment_follows_hpe_and_sets_nccl_net_on_multi_node_jobs_only():
     env = section("lumi-rocm", "final", "environment")
-    for line in ("export NCCL_SOCKET_IFNAME=hsn0,hsn1,hsn2,hsn3", "export FI_CXI_DISABLE_HOST_REGISTER=1",
-                 "export FI_CXI_DEFAULT_CQ_SIZE=131072", "export FI_MR_CACHE_MONITOR=userfaultfd",
-                 "export NCCL_CROSS_NIC=1", "export HSA_FORCE_FINE_GRAIN_PCIE=1"):
+    for line in (
+        "export NCCL_SOCKET_IFNAME=hsn0,hsn1,hsn2,hsn3",
+        "export FI_CXI_DISABLE_HOST_REGISTER=1",
+        "export FI_CXI_DEFAULT_CQ_SIZE=131072",
+        "export FI_MR_CACHE_MONITOR=userfaultfd",
+        "export NCCL_CROSS_NIC=1",
+        "export HSA_FORCE_FINE_GRAIN_PCIE=1",
+    ):
         assert line in env.splitlines()
     # PHB hangs ROCm 7 images; NCCL_NET on one node breaks single-node runs
     assert "NCCL_NET_GDR_LEVEL" not in env and "NCCL_NET=" not in env
@@ -168,47 +178,59 @@ def test_lumi_pins_gfx90a_and_guards_the_arch_and_wavefront_during_the_op_build(
     assert "export PYTORCH_ROCM_ARCH=gfx90a" in section("lumi-rocm", "devel", "post")
     assert "export PYTORCH_ROCM_ARCH=gfx90a" in section("lumi-rocm", "final", "environment")
     post = section("lumi-rocm", "build", "post")
-    assert "export PYTORCH_ROCM_ARCH=gfx90a" in post      # repeated for the top layer's op build
+    assert "export PYTORCH_ROCM_ARCH=gfx90a" in post  # repeated for the top layer's op build
     guard = post.index("> /opt/rocm/bin/rocminfo")
     detect = post.index("from op_builder.builder import OpBuilder")
     build = post.index("build_ext -j")
     restore = post.index("mv /opt/rocm/bin/rocminfo.real /opt/rocm/bin/rocminfo")
     assert guard < detect < build < restore
     assert "Wavefront Size:          64(0x40)" in post
-    assert "' gfx90a 64 0.19.8 \"$ds_tmp/wheel\"/rocm-build.json" in post
-    assert "install -D -m 644 \"$ds_tmp\"/wheel/rocm-build.json /opt/venv/share/hpc-ml-runtime/rocm-build.json" in post
+    assert '\' gfx90a 64 0.19.8 "$ds_tmp/wheel"/rocm-build.json' in post
+    assert 'install -D -m 644 "$ds_tmp"/wheel/rocm-build.json /opt/venv/share/hpc-ml-runtime/rocm-build.json' in post
 
 
 def test_lumi_carries_the_deepspeed_op_build_and_site_environment():
     post = section("lumi-rocm", "build", "post")
-    for line in ("export DS_BUILD_OPS=1", "export DS_ACCELERATOR=cuda", "export DS_BUILD_FUSED_ADAM=1",
-                 "export DS_BUILD_EVOFORMER_ATTN=0", "export DS_BUILD_AIO=0"):
+    for line in (
+        "export DS_BUILD_OPS=1",
+        "export DS_ACCELERATOR=cuda",
+        "export DS_BUILD_FUSED_ADAM=1",
+        "export DS_BUILD_EVOFORMER_ATTN=0",
+        "export DS_BUILD_AIO=0",
+    ):
         assert line in post
     assert "sed -i 's/hostname -I/hostname -s/g'" in post
     env = section("lumi-rocm", "final", "environment")
-    for line in ("export NCCL_SOCKET_IFNAME=hsn0,hsn1,hsn2,hsn3", "export CXI_FORK_SAFE=1",
-                 "export CXI_FORK_SAFE_HP=1", "export FI_CXI_DISABLE_CQ_HUGETLB=1",
-                 'export MIOPEN_USER_DB_PATH="/tmp/${USER}-miopen-db"'):
+    for line in (
+        "export NCCL_SOCKET_IFNAME=hsn0,hsn1,hsn2,hsn3",
+        "export CXI_FORK_SAFE=1",
+        "export CXI_FORK_SAFE_HP=1",
+        "export FI_CXI_DISABLE_CQ_HUGETLB=1",
+        'export MIOPEN_USER_DB_PATH="/tmp/${USER}-miopen-db"',
+    ):
         assert line in env
     assert "python -m smoke deepspeed" in section("lumi-rocm", "final", "test")
     labels = section("lumi-rocm", "final", "labels")
     assert "org.hpc-ml-containers.deepspeed.ops cpu_adagrad,cpu_adam,cpu_lion,fused_adam," in labels
 
 
-@pytest.mark.parametrize("name, arch_list", [("v100-cuda", "7.0"), ("a100-cuda", "8.0"),
-                                             ("h100-cuda", "9.0"), ("csc-cuda", "'7.0;8.0'")])
+@pytest.mark.parametrize(
+    "name, arch_list", [("v100-cuda", "7.0"), ("a100-cuda", "8.0"), ("h100-cuda", "9.0"), ("csc-cuda", "'7.0;8.0'")]
+)
 def test_cuda_targets_carry_their_arch_list(name, arch_list):
     line = f"export TORCH_CUDA_ARCH_LIST={arch_list}"
     if LAYER_FILES[name]["devel"] == f"{name}.devel.def":  # not a devel layer shared with another
-        assert line in section(name, "devel", "post")      # torch
-    assert line in section(name, "build", "post")          # DeepSpeed's ops
-    assert line in section(name, "final", "environment")   # JIT builds at run time
+        assert line in section(name, "devel", "post")  # torch
+    assert line in section(name, "build", "post")  # DeepSpeed's ops
+    assert line in section(name, "final", "environment")  # JIT builds at run time
     # torch's CUDA build comes from PyPI itself: no index Docker-less machines cannot reach
     assert "download.pytorch.org" not in section(name, "devel", "post")
 
 
-@pytest.mark.parametrize("name, torch_version", [("v100-cuda", "2.10.0"), ("csc-cuda", "2.10.0"),
-                                                 ("a100-cuda", "2.13.0"), ("h100-cuda", "2.13.0")])
+@pytest.mark.parametrize(
+    "name, torch_version",
+    [("v100-cuda", "2.10.0"), ("csc-cuda", "2.10.0"), ("a100-cuda", "2.13.0"), ("h100-cuda", "2.13.0")],
+)
 def test_cuda_targets_start_from_debootstrap_and_pick_a_torch_with_their_archs(name, torch_version):
     stages = [stages_of(LAYER_FILES[name]["devel"])[0], stages_of(LAYER_FILES[name]["base"])[1]]
     assert [(s.header["Bootstrap"], s.header["OSVersion"]) for s in stages] == [("debootstrap", "trixie")] * 2
@@ -219,12 +241,12 @@ def test_the_volta_route_compiles_with_debians_cuda_12_nvcc_and_gcc_13():
     devel = section("v100-cuda", "devel", "post").splitlines()
     areas = next(line for line in devel if "sources.list;" in line)
     assert "main contrib non-free" in areas and areas.index("sed") < len(areas)
-    assert devel.index(areas) < devel.index("apt-get update")         # non-free before apt reads
+    assert devel.index(areas) < devel.index("apt-get update")  # non-free before apt reads
     install = next(line for line in devel if line.startswith("apt-get install"))
     assert {"nvidia-cuda-toolkit", "g++-13"} <= set(install.split())
     for line in ("export CUDA_HOME=/usr", "export CC=gcc-13", "export CXX=g++-13"):
         assert line in devel
-        assert line in section("v100-cuda", "build", "post").splitlines()   # the ops see it too
+        assert line in section("v100-cuda", "build", "post").splitlines()  # the ops see it too
     assert "nvidia-cuda-toolkit" not in section("v100-cuda", "base", "post")  # not in the image
 
 
@@ -250,7 +272,7 @@ def test_cuda_ops_link_without_a_driver_and_need_none_to_load(name):
 def test_the_op_compile_works_in_a_folder_of_its_own():
     """%post can see the host's /tmp: a fixed folder there would mix two builds' compiles."""
     build = section("cpu", "build", "post").splitlines()
-    assert build.count('    ds_tmp="$(mktemp -d /tmp/hpcml-deepspeed-XXXXXX)"') == 2   # build, restore
+    assert build.count('    ds_tmp="$(mktemp -d /tmp/hpcml-deepspeed-XXXXXX)"') == 2  # build, restore
     assert not [line for line in build if "/tmp/deepspeed" in line]
     assert build[-1] == 'rm -rf "$ds_tmp"' or 'rm -rf "$ds_tmp"' in build
 
@@ -261,8 +283,9 @@ def test_gpu_images_record_what_only_the_build_knows_as_labels(name):
     assert '"${APPTAINER_LABELS:-${SINGULARITY_LABELS:-/dev/null}}"' in post
     # an assignment, so that a failure stops the build (runtime/smoke/labels.py measures)
     assert 'measured="$(/opt/venv/bin/python -m smoke.labels org.hpc-ml-containers)"' in post
-    assert '"min_driver": {"12": "525.60.13", "13": "580.65.06"}' in section(name, "build", "post") \
-        or name == "lumi-rocm"
+    assert (
+        '"min_driver": {"12": "525.60.13", "13": "580.65.06"}' in section(name, "build", "post") or name == "lumi-rocm"
+    )
     assert "APPTAINER_LABELS" not in section("cpu", "final", "post")
 
 
@@ -271,11 +294,17 @@ def test_cpu_target_builds_every_cpu_op_but_oneccl_from_a_debootstrap_base():
     assert [s.header["Bootstrap"] for s in stages] == ["debootstrap", "debootstrap"]
     assert all(s.header["MirrorURL"] == "{{ MIRROR }}" for s in stages)  # mirror comes as build-arg
     post = section("cpu", "build", "post")
-    for line in ("export DS_BUILD_OPS=1", "export DS_BUILD_CPU_ADAM=1", "export DS_BUILD_SHM_COMM=1",
-                 "export DS_BUILD_FUSED_ADAM=1", "export DS_BUILD_PIN_MEMORY=1",
-                 "export DS_BUILD_CCL_COMM=0", "export DS_BUILD_NOT_IMPLEMENTED=0"):
+    for line in (
+        "export DS_BUILD_OPS=1",
+        "export DS_BUILD_CPU_ADAM=1",
+        "export DS_BUILD_SHM_COMM=1",
+        "export DS_BUILD_FUSED_ADAM=1",
+        "export DS_BUILD_PIN_MEMORY=1",
+        "export DS_BUILD_CCL_COMM=0",
+        "export DS_BUILD_NOT_IMPLEMENTED=0",
+    ):
         assert line in post.splitlines()
-    assert "export DS_BUILD_AIO=0" in post.splitlines()      # skipped, with its reason
+    assert "export DS_BUILD_AIO=0" in post.splitlines()  # skipped, with its reason
     assert "python -m smoke deepspeed" in section("cpu", "final", "test")
 
 
@@ -286,7 +315,7 @@ def test_an_ops_packages_come_in_the_top_layer_not_the_os_layers():
     assert install in section("v100-cuda", "final", "post")
     assert "libaio" not in (CONTAINERS / "v100-cuda.devel.def").read_text()
     assert "libaio" not in (CONTAINERS / "v100-cuda.base.def").read_text()
-    assert "apt-get" not in section("cpu", "final", "post")   # no op of the CPU image needs one
+    assert "apt-get" not in section("cpu", "final", "post")  # no op of the CPU image needs one
 
 
 def image_json(name):
@@ -296,23 +325,33 @@ def image_json(name):
 
 def test_image_json_names_the_gpu_archs_and_the_driver_table_the_preflight_needs():
     assert image_json("cpu")["gpu"] is None
-    assert image_json("csc-cuda")["gpu"] == {"archs": ["sm_70", "sm_80"],
-                                             "min_driver": {"12": "525.60.13", "13": "580.65.06"}}
+    assert image_json("csc-cuda")["gpu"] == {
+        "archs": ["sm_70", "sm_80"],
+        "min_driver": {"12": "525.60.13", "13": "580.65.06"},
+    }
     # no CUDA driver to compare; the wavefront the ops must be compiled for
     assert image_json("lumi-rocm")["gpu"] == {"archs": ["gfx90a"], "wavefront_size": 64}
     assert image_json("lumi-rocm")["comm"] == {
-        "library": "rccl", "plugin": "aws-ofi-nccl", "provider": "cxi",
-        "plugin_path": "/opt/aws-ofi-nccl/lib/librccl-net.so", "rccl": "/opt/rocm/lib/librccl.so.1",
-        "libfabric_dir": "/opt/libfabric/lib"}
+        "library": "rccl",
+        "plugin": "aws-ofi-nccl",
+        "provider": "cxi",
+        "plugin_path": "/opt/aws-ofi-nccl/lib/librccl-net.so",
+        "rccl": "/opt/rocm/lib/librccl.so.1",
+        "libfabric_dir": "/opt/libfabric/lib",
+    }
     assert "python -m smoke preflight" in section("cpu", "final", "test")
 
 
 # --- kept steps: named by the hash of their inputs ---------------------------------------
 
+
 def kept_folders(tree_dir, name):
     texts = [plan.text for plan in plan_layers(RecipeTree(tree_dir), name).values()]
-    return {m.group(1).rsplit("-", 1)[0]: m.group(1)
-            for text in texts for m in re.finditer(r"^kept=/mnt/kept/(\S+)$", text, re.M)}
+    return {
+        m.group(1).rsplit("-", 1)[0]: m.group(1)
+        for text in texts
+        for m in re.finditer(r"^kept=/mnt/kept/(\S+)$", text, re.M)
+    }
 
 
 def edit(path, old, new):
@@ -345,14 +384,14 @@ def test_a_kept_step_reuses_a_complete_output_and_saves_a_new_one(tmp_path):
     """The rendered region run by sh, with the step's commands as echoes."""
     from builder.render.definition import _kept_step
     from builder.render.parts import Kept
-    kept = Kept(name="thing", build=("echo built > out",), save=('cp out "$kept/"',),
-                restore=('cp "$kept/out" out',))
+
+    kept = Kept(name="thing", build=("echo built > out",), save=('cp out "$kept/"',), restore=('cp "$kept/out" out',))
     folder, lines = _kept_step(kept, ["inputs"])
     script = "\n".join(["set -eu", *lines]).replace("/mnt/kept", str(tmp_path))
     run_in = tmp_path / "work"
     run_in.mkdir()
     first = subprocess.run(["sh", "-c", script], cwd=run_in, capture_output=True, text=True)
-    assert first.returncode == 0 and "reusing" not in first.stdout    # no folder bound: just build
+    assert first.returncode == 0 and "reusing" not in first.stdout  # no folder bound: just build
     assert re.fullmatch(r"thing-[0-9a-f]{16}", folder) and f"kept=/mnt/kept/{folder}" in lines
     slot = tmp_path / folder
     slot.mkdir()
@@ -367,21 +406,32 @@ def test_a_kept_step_reuses_a_complete_output_and_saves_a_new_one(tmp_path):
 def test_only_build_stages_keep_outputs(tree):
     from builder.render.definition import StageText, _add_post
     from builder.render.parts import Kept, Part
+
     part = Part(block="x", stage="final", kept=Kept(name="x", build=("true",), save=(), restore=()))
     with pytest.raises(ValueError, match="only build stages"):
         _add_post(StageText("final", "localimage", "{{ BASE }}"), [part], "final")
 
 
 def test_the_torch_index_is_left_out_only_when_the_builder_found_it_silent():
-    lines = [line for line in section("cpu", "devel", "post").splitlines()
-             if line.startswith(("set --", "case ", "pip install --no-cache-dir torch"))]
+    lines = [
+        line
+        for line in section("cpu", "devel", "post").splitlines()
+        if line.startswith(("set --", "case ", "pip install --no-cache-dir torch"))
+    ]
     assert len(lines) == 3
     script = "\n".join(["set -eu", "pip() { printf '%s|' \"$@\"; echo; }", *lines])
     index = "https://download.pytorch.org/whl/cpu"
-    for down, expected in (("", f"--extra-index-url|{index}|"), (f"http://other {index}", ""),
-                           ("http://other", f"--extra-index-url|{index}|")):
-        result = subprocess.run(["sh", "-c", script], capture_output=True, text=True,
-                                env={"PATH": "/usr/bin:/bin", "HPCML_PIP_INDEXES_DOWN": down})
+    for down, expected in (
+        ("", f"--extra-index-url|{index}|"),
+        (f"http://other {index}", ""),
+        ("http://other", f"--extra-index-url|{index}|"),
+    ):
+        result = subprocess.run(
+            ["sh", "-c", script],
+            capture_output=True,
+            text=True,
+            env={"PATH": "/usr/bin:/bin", "HPCML_PIP_INDEXES_DOWN": down},
+        )
         assert result.returncode == 0, result.stderr
         assert result.stdout.splitlines()[-1] == f"install|--no-cache-dir|torch==2.13.0|{expected}"
         assert ("leaving out" in result.stdout) == (index in down)
@@ -397,7 +447,7 @@ def test_one_section_of_each_kind_per_stage(file):
     for stage in stages_of(file):
         kinds = [(s.name, s.args) for s in stage.sections]
         assert len(kinds) == len(set(kinds)), f"{file}/{stage.header['Stage']}: {kinds}"
-        if stage.header["Stage"] != "final":        # only the image's last stage keeps these
+        if stage.header["Stage"] != "final":  # only the image's last stage keeps these
             assert not FINAL_ONLY & {s.name for s in stage.sections}
 
 
@@ -409,7 +459,7 @@ def test_files_come_from_an_earlier_stage_and_never_land_in_tmp(file):
             if sec.name == "files":
                 if sec.args:
                     assert sec.args.split()[-1] in seen
-                else:     # from the host: only the runtime wheel, by its build argument
+                else:  # from the host: only the runtime wheel, by its build argument
                     assert sec.lines[0].startswith("{{ RUNTIME_WHEEL }} /opt/hpcml-runtime/"), sec.lines
                 for line in filter(None, sec.lines):
                     dest = line.split()[-1]
@@ -443,9 +493,9 @@ def test_the_frameworks_are_installed_in_the_top_layer_and_checked(name):
     post = section(name, "build", "post")
     assert f"pip install --no-cache-dir {FRAMEWORK_PINS}" in post
     # after DeepSpeed's wheel, so that pip resolves the frameworks around the pinned DeepSpeed
-    assert post.index("pip install --no-cache-dir \"$ds_tmp\"/wheel/deepspeed-") < post.index(FRAMEWORK_PINS)
+    assert post.index('pip install --no-cache-dir "$ds_tmp"/wheel/deepspeed-') < post.index(FRAMEWORK_PINS)
     assert f"python -m smoke.imports {FRAMEWORK_PINS}" in section(name, "final", "test").splitlines()
-    for layer, file in LAYER_FILES[name].items():     # never below: a bump rebuilds neither the OS nor torch
+    for layer, file in LAYER_FILES[name].items():  # never below: a bump rebuilds neither the OS nor torch
         assert ("lightning" in (CONTAINERS / file).read_text()) == (layer == "image"), (name, layer)
 
 
@@ -458,4 +508,4 @@ def test_a_target_can_go_without_the_frameworks_and_the_cpu_default_is_without(t
     for name in ("lumi-rocm", "cpu"):
         texts = [plan.text for plan in plan_layers(tree, name).values()]
         assert not any("lightning" in text or "smoke.imports" in text for text in texts), name
-    assert tree.target("a100-cuda").frameworks      # a GPU target has them unless it says no
+    assert tree.target("a100-cuda").frameworks  # a GPU target has them unless it says no

@@ -28,8 +28,8 @@ def runtime_copy(tmp_path, monkeypatch):
 def test_the_wheel_is_byte_identical_whatever_the_clock_says(runtime_copy, monkeypatch):
     first = runtime_wheel.current()
     for path in runtime_copy.rglob("*.py"):
-        path.touch()                                  # new mtimes...
-    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")       # ...and a caller's epoch
+        path.touch()  # new mtimes...
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")  # ...and a caller's epoch
     runtime_wheel._build.cache_clear()
     again = runtime_wheel.current()
     assert again.data == first.data and again.sha256 == first.sha256
@@ -43,8 +43,9 @@ def test_the_wheel_holds_launchenv_the_contract_and_the_smoke_package_and_nothin
     with zipfile.ZipFile(__import__("io").BytesIO(runtime_wheel.current().data)) as wheel:
         names = wheel.namelist()
     code = sorted(n for n in names if ".dist-info/" not in n)
-    assert code == ["hpcml_contract.py", "launchenv.py"] + sorted(f"smoke/{p.name}"
-                                                                  for p in (ROOT / "runtime" / "smoke").glob("*.py"))
+    assert code == ["hpcml_contract.py", "launchenv.py"] + sorted(
+        f"smoke/{p.name}" for p in (ROOT / "runtime" / "smoke").glob("*.py")
+    )
 
 
 def test_a_change_to_the_runtime_code_moves_the_top_layer_and_nothing_below(runtime_copy, tree):
@@ -69,13 +70,13 @@ def test_correcting_a_sites_reference_changes_no_definition_and_rebuilds_nothing
     site.write_text(text.replace("busbw_gbs: 0.6,", "busbw_gbs: 0.9,"))
     before = {name: layer_keys(render_all(RecipeTree(RECIPES).target(name)), {}) for name in ("cpu",)}
     after = {name: layer_keys(render_all(RecipeTree(recipes).target(name)), {}) for name in ("cpu",)}
-    assert after == before                          # the image is still up to date
+    assert after == before  # the image is still up to date
     # check agrees: the committed .def files still match; only the wrapper's site file moved
-    result = run_builder("check", "--recipes", recipes, "--out", CONTAINERS,
-                         "--sites-out", tmp_path / "sites")
+    result = run_builder("check", "--recipes", recipes, "--out", CONTAINERS, "--sites-out", tmp_path / "sites")
     assert "containers/cpu.def" not in result.stderr
-    result = run_builder("render", "--all", "--recipes", recipes, "--out", tmp_path / "out",
-                         "--sites-out", tmp_path / "sites")
+    result = run_builder(
+        "render", "--all", "--recipes", recipes, "--out", tmp_path / "out", "--sites-out", tmp_path / "sites"
+    )
     assert result.returncode == 0, result.stderr
     for path in CONTAINERS.glob("*.def"):
         assert (tmp_path / "out" / path.name).read_text() == path.read_text(), path.name
@@ -99,8 +100,10 @@ def test_the_block_writes_image_json_where_the_smoke_suite_reads_it(tree):
 
     from builder import contract
     from builder.render.blocks import runtime
+
     sys.path.insert(0, str(ROOT / "runtime"))
     from smoke import config
+
     assert str(config.IMAGE.relative_to(sys.prefix)) == contract.IMAGE_FACTS
     target = tree.target("cpu")
     post = next(part for part in runtime.parts(target) if part.stage == "build").post

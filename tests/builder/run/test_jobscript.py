@@ -42,71 +42,139 @@ def launch_line(text):
 # (target, request, the #SBATCH options expected, what the launch line must contain)
 CASES = [
     # LUMI, as its guides write them: two GCDs under torchrun on small-g, 14 cores, 120 GB ...
-    ("lumi-rocm", dict(gpus=2, launch="torchrun"),
-     {"partition": "small-g", "gpus-per-node": "2", "ntasks-per-node": "1", "cpus-per-task": "14",
-      "mem": "120G"}, "torchrun --standalone --nnodes=1 --nproc-per-node=2 train.py"),
+    (
+        "lumi-rocm",
+        dict(gpus=2, launch="torchrun"),
+        {"partition": "small-g", "gpus-per-node": "2", "ntasks-per-node": "1", "cpus-per-task": "14", "mem": "120G"},
+        "torchrun --standalone --nnodes=1 --nproc-per-node=2 train.py",
+    ),
     # ... a whole node on standard-g, one task per GCD with the site's CPU masks ...
-    ("lumi-rocm", dict(launch="srun"),
-     {"partition": "standard-g", "gpus-per-node": "8", "ntasks-per-node": "8", "cpus-per-task": "7",
-      "mem": "480G"}, "srun --kill-on-bad-exit=1 --mpi=pmi2 --cpu-bind=mask_cpu:0x00fe000000000000,"),
+    (
+        "lumi-rocm",
+        dict(launch="srun"),
+        {"partition": "standard-g", "gpus-per-node": "8", "ntasks-per-node": "8", "cpus-per-task": "7", "mem": "480G"},
+        "srun --kill-on-bad-exit=1 --mpi=pmi2 --cpu-bind=mask_cpu:0x00fe000000000000,",
+    ),
     # ... and two nodes under torchrun use all 8 GCDs of each (CSC's example used 4)
-    ("lumi-rocm", dict(nodes=2, launch="torchrun"),
-     {"partition": "standard-g", "nodes": "2", "ntasks-per-node": "1", "cpus-per-task": "56"},
-     '--nnodes="$SLURM_JOB_NUM_NODES" --nproc-per-node=8 --rdzv-id="$SLURM_JOB_ID" '
-     '--rdzv-backend=c10d --rdzv-endpoint="$rdzv_host:29400" train.py'),
+    (
+        "lumi-rocm",
+        dict(nodes=2, launch="torchrun"),
+        {"partition": "standard-g", "nodes": "2", "ntasks-per-node": "1", "cpus-per-task": "56"},
+        '--nnodes="$SLURM_JOB_NUM_NODES" --nproc-per-node=8 --rdzv-id="$SLURM_JOB_ID" '
+        '--rdzv-backend=c10d --rdzv-endpoint="$rdzv_host:29400" train.py',
+    ),
     # DeepSpeed across nodes: a task per GPU and ranks from Slurm, never the launcher's ssh
-    ("lumi-rocm", dict(nodes=2, launch="deepspeed"),
-     {"ntasks-per-node": "8", "cpus-per-task": "7"},
-     "singularity_wrapper exec python -m launchenv -- python train.py"),
-    ("lumi-rocm", dict(gpus=4, launch="deepspeed"),
-     {"partition": "small-g", "ntasks-per-node": "1", "cpus-per-task": "28", "mem": "240G"},
-     "singularity_wrapper exec deepspeed --num_gpus=4 train.py"),
+    (
+        "lumi-rocm",
+        dict(nodes=2, launch="deepspeed"),
+        {"ntasks-per-node": "8", "cpus-per-task": "7"},
+        "singularity_wrapper exec python -m launchenv -- python train.py",
+    ),
+    (
+        "lumi-rocm",
+        dict(gpus=4, launch="deepspeed"),
+        {"partition": "small-g", "ntasks-per-node": "1", "cpus-per-task": "28", "mem": "240G"},
+        "singularity_wrapper exec deepspeed --num_gpus=4 train.py",
+    ),
     # Mahti: gpusmall up to 2 GPUs, gpumedium above; gres with the GPU type; no --mem
-    ("a100-cuda", dict(site="mahti", gpus=2, launch="srun"),
-     {"partition": "gpusmall", "gres": "gpu:a100:2", "ntasks-per-node": "2", "cpus-per-task": "32"},
-     "srun --kill-on-bad-exit=1 --mpi=pmix_v2 singularity_wrapper exec python -m launchenv -- python train.py"),
+    (
+        "a100-cuda",
+        dict(site="mahti", gpus=2, launch="srun"),
+        {"partition": "gpusmall", "gres": "gpu:a100:2", "ntasks-per-node": "2", "cpus-per-task": "32"},
+        "srun --kill-on-bad-exit=1 --mpi=pmix_v2 singularity_wrapper exec python -m launchenv -- python train.py",
+    ),
     ("a100-cuda", dict(site="mahti", gpus=3, launch="srun"), {"partition": "gpumedium", "gres": "gpu:a100:3"}, "srun"),
-    ("a100-cuda", dict(site="mahti", nodes=2, launch="torchrun"),
-     {"partition": "gpumedium", "gres": "gpu:a100:4", "ntasks-per-node": "1", "cpus-per-task": "128"},
-     "--nproc-per-node=4"),
+    (
+        "a100-cuda",
+        dict(site="mahti", nodes=2, launch="torchrun"),
+        {"partition": "gpumedium", "gres": "gpu:a100:4", "ntasks-per-node": "1", "cpus-per-task": "128"},
+        "--nproc-per-node=4",
+    ),
     # Puhti: the guide's one task of 40 cores under torchrun, --mem=0 on a whole node
-    ("v100-cuda", dict(site="puhti", launch="torchrun"),
-     {"partition": "gpu", "gres": "gpu:v100:4", "ntasks-per-node": "1", "cpus-per-task": "40", "mem": "0"},
-     "torchrun --standalone --nnodes=1 --nproc-per-node=4 train.py"),
-    ("v100-cuda", dict(site="puhti", gpus=1, launch="srun"),
-     {"partition": "gpu", "gres": "gpu:v100:1", "cpus-per-task": "10"}, "srun"),
+    (
+        "v100-cuda",
+        dict(site="puhti", launch="torchrun"),
+        {"partition": "gpu", "gres": "gpu:v100:4", "ntasks-per-node": "1", "cpus-per-task": "40", "mem": "0"},
+        "torchrun --standalone --nnodes=1 --nproc-per-node=4 train.py",
+    ),
+    (
+        "v100-cuda",
+        dict(site="puhti", gpus=1, launch="srun"),
+        {"partition": "gpu", "gres": "gpu:v100:1", "cpus-per-task": "10"},
+        "srun",
+    ),
     # Jean Zay: plain gres, one task per GPU, --hint=nomultithread, the A100 constraint
-    ("a100-cuda", dict(site="jean-zay", launch="srun", account="abc@a100"),
-     {"partition": "gpu_p5", "gres": "gpu:8", "ntasks-per-node": "8", "cpus-per-task": "8",
-      "hint": "nomultithread", "constraint": "a100", "account": "abc@a100", "qos": "qos_gpu_a100-t3"},
-     "srun"),
+    (
+        "a100-cuda",
+        dict(site="jean-zay", launch="srun", account="abc@a100"),
+        {
+            "partition": "gpu_p5",
+            "gres": "gpu:8",
+            "ntasks-per-node": "8",
+            "cpus-per-task": "8",
+            "hint": "nomultithread",
+            "constraint": "a100",
+            "account": "abc@a100",
+            "qos": "qos_gpu_a100-t3",
+        },
+        "srun",
+    ),
     # ... its QoS by length: t4 past 20 hours, up to 16 GPUs
     ("a100-cuda", dict(site="jean-zay", nodes=2, time="30:00:00"), {"qos": "qos_gpu_a100-t4"}, "srun"),
     # ... its V100 partition (the default one, no constraint) and its H100 partition
-    ("v100-cuda", dict(site="jean-zay-v100", nodes=2, launch="srun"),
-     {"partition": "gpu_p13", "gres": "gpu:4", "ntasks-per-node": "4", "cpus-per-task": "10",
-      "hint": "nomultithread", "constraint": None},
-     "srun --kill-on-bad-exit=1 --mpi=pmix singularity_wrapper exec python -m launchenv"),
-    ("h100-cuda", dict(launch="srun"),
-     {"partition": "gpu_p6", "gres": "gpu:4", "ntasks-per-node": "4", "cpus-per-task": "24",
-      "constraint": "h100"}, "srun"),
+    (
+        "v100-cuda",
+        dict(site="jean-zay-v100", nodes=2, launch="srun"),
+        {
+            "partition": "gpu_p13",
+            "gres": "gpu:4",
+            "ntasks-per-node": "4",
+            "cpus-per-task": "10",
+            "hint": "nomultithread",
+            "constraint": None,
+        },
+        "srun --kill-on-bad-exit=1 --mpi=pmix singularity_wrapper exec python -m launchenv",
+    ),
+    (
+        "h100-cuda",
+        dict(launch="srun"),
+        {"partition": "gpu_p6", "gres": "gpu:4", "ntasks-per-node": "4", "cpus-per-task": "24", "constraint": "h100"},
+        "srun",
+    ),
     # Karolina: --gpus-per-node, MPI ranks from the host's mpirun as IT4I starts them
-    ("a100-cuda", dict(site="karolina", nodes=2, launch="mpirun"),
-     {"partition": "qgpu", "gpus-per-node": "8", "ntasks-per-node": "8", "cpus-per-task": "16"},
-     'mpirun -np "$SLURM_NTASKS" --map-by ppr:8:node singularity_wrapper exec python -m launchenv -- python train.py'),
+    (
+        "a100-cuda",
+        dict(site="karolina", nodes=2, launch="mpirun"),
+        {"partition": "qgpu", "gpus-per-node": "8", "ntasks-per-node": "8", "cpus-per-task": "16"},
+        'mpirun -np "$SLURM_NTASKS" --map-by ppr:8:node singularity_wrapper exec python -m launchenv -- '
+        "python train.py",
+    ),
     # Jean Zay's srun launch passes its MPI plugin, so that mpi4py in the program starts
-    ("a100-cuda", dict(site="jean-zay", gpus=2, launch="srun"), {"ntasks-per-node": "2"},
-     "srun --kill-on-bad-exit=1 --mpi=pmix singularity_wrapper exec python -m launchenv -- python train.py"),
+    (
+        "a100-cuda",
+        dict(site="jean-zay", gpus=2, launch="srun"),
+        {"ntasks-per-node": "2"},
+        "srun --kill-on-bad-exit=1 --mpi=pmix singularity_wrapper exec python -m launchenv -- python train.py",
+    ),
     # The local box: no partition, CPU ranks, the host's mpirun where Slurm has no MPI plugin
-    ("cpu", dict(tasks_per_node=2, launch="torchrun"),
-     {"ntasks-per-node": "1", "cpus-per-task": "2"}, "--nproc-per-node=2 train.py"),
-    ("cpu", dict(tasks_per_node=2, launch="mpirun"), {"ntasks-per-node": "2", "cpus-per-task": "1"},
-     'mpirun -np "$SLURM_NTASKS" --map-by ppr:2:node singularity_wrapper exec python -m launchenv'),
+    (
+        "cpu",
+        dict(tasks_per_node=2, launch="torchrun"),
+        {"ntasks-per-node": "1", "cpus-per-task": "2"},
+        "--nproc-per-node=2 train.py",
+    ),
+    (
+        "cpu",
+        dict(tasks_per_node=2, launch="mpirun"),
+        {"ntasks-per-node": "2", "cpus-per-task": "1"},
+        'mpirun -np "$SLURM_NTASKS" --map-by ppr:2:node singularity_wrapper exec python -m launchenv',
+    ),
 ]
 
 
-@pytest.mark.parametrize("target, asked, options, launch", CASES,
-                         ids=[f"{c[0]}-{c[1].get('site', '')}-{c[1]}" for c in CASES])
+@pytest.mark.parametrize(
+    "target, asked, options, launch", CASES, ids=[f"{c[0]}-{c[1].get('site', '')}-{c[1]}" for c in CASES]
+)
 def test_the_script_asks_in_the_sites_dialect_and_launches_right(tree, target, asked, options, launch):
     plan, text = make(tree, target, **asked)
     found = sbatch_lines(text)
@@ -118,24 +186,34 @@ def test_the_script_asks_in_the_sites_dialect_and_launches_right(tree, target, a
 
 
 def test_the_mem_line_follows_the_sites_rule(tree):
-    assert "mem" not in sbatch_lines(make(tree, "a100-cuda", site="mahti")[1])       # none
+    assert "mem" not in sbatch_lines(make(tree, "a100-cuda", site="mahti")[1])  # none
     assert sbatch_lines(make(tree, "v100-cuda", site="puhti", gpus=2)[1]).get("mem") is None  # part
-    assert sbatch_lines(make(tree, "lumi-rocm", gpus=1)[1])["mem"] == "60G"          # per GPU
+    assert sbatch_lines(make(tree, "lumi-rocm", gpus=1)[1])["mem"] == "60G"  # per GPU
 
 
 def test_options_and_the_reasons_are_in_the_script(tree):
-    plan, text = make(tree, "lumi-rocm", gpus=2, binds=("/scratch/p/data",), stage=("/scratch/p/ds",),
-                      image="/appl/images/lumi.sif", account="project_465000001")
+    plan, text = make(
+        tree,
+        "lumi-rocm",
+        gpus=2,
+        binds=("/scratch/p/data",),
+        stage=("/scratch/p/ds",),
+        image="/appl/images/lumi.sif",
+        account="project_465000001",
+    )
     assert "export SING_IMAGE=/appl/images/lumi.sif" in text
     assert "export SING_BIND=/scratch/p/data" in text and "export SING_STAGE=/scratch/p/ds" in text
     assert "unstage() { srun --ntasks-per-node=1 singularity_wrapper unstage || true; }\ntrap unstage EXIT\n" in text
-    assert "#   - partition small-g (part of a node): the first of the site's that fits; skipped " \
-           "standard-g: whole nodes only" in text
+    assert (
+        "#   - partition small-g (part of a node): the first of the site's that fits; skipped "
+        "standard-g: whole nodes only" in text
+    )
     assert "memory 120G: 60 GB per GPU (slurm.mem: per_gpu)" in text
     assert "# Written by hpc-ml-containers" in text and "--account project_465000001" in text
-    assert "Your project" not in text          # the account is there
-    assert plan.summary() == ("lumi: small-g, 1 node(s), 2 GPU(s)/node, 2 task(s)/node x 7 cores, "
-                              "mem 120G, launch srun")          # srun: LUMI's own default
+    assert "Your project" not in text  # the account is there
+    assert plan.summary() == (
+        "lumi: small-g, 1 node(s), 2 GPU(s)/node, 2 task(s)/node x 7 cores, mem 120G, launch srun"
+    )  # srun: LUMI's own default
 
 
 def test_deepspeed_across_nodes_says_it_is_the_srun_launch(tree):
@@ -147,12 +225,16 @@ def test_deepspeed_across_nodes_says_it_is_the_srun_launch(tree):
     lines = ds_text.rstrip("\n").splitlines()
     assert lines[-5:-1] == list(jobscript.DEEPSPEED_ACROSS_NODES)
     comment = " ".join(line.lstrip("# ") for line in lines[-5:-1])
-    assert ("--launch deepspeed across nodes runs what --launch srun runs: one task per rank, and launchenv "
-            "gives each RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR (the first node) and MASTER_PORT from Slurm, "
-            "which deepspeed.init_distributed() takes as they are: neither DeepSpeed's launcher (ssh) nor its "
-            "MPI discovery runs.") == comment
-    assert ("#   - launch deepspeed across nodes: the srun launch, ranks from launchenv; DeepSpeed's launcher "
-            "and its MPI discovery do not run\n") in ds_text
+    assert (
+        "--launch deepspeed across nodes runs what --launch srun runs: one task per rank, and launchenv "
+        "gives each RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR (the first node) and MASTER_PORT from Slurm, "
+        "which deepspeed.init_distributed() takes as they are: neither DeepSpeed's launcher (ssh) nor its "
+        "MPI discovery runs."
+    ) == comment
+    assert (
+        "#   - launch deepspeed across nodes: the srun launch, ranks from launchenv; DeepSpeed's launcher "
+        "and its MPI discovery do not run\n"
+    ) in ds_text
     assert ds_plan.summary().endswith(", launch deepspeed (as srun: ranks from launchenv, no DeepSpeed launcher)")
     assert srun_plan.summary().endswith(", launch srun")
     # on one node it is DeepSpeed's launcher, and says so
@@ -161,14 +243,21 @@ def test_deepspeed_across_nodes_says_it_is_the_srun_launch(tree):
     assert "srun launch" not in one_text and one_plan.summary().endswith(", launch deepspeed")
 
 
-@pytest.mark.parametrize("asked, suggestion", [("srn", "; did you mean 'srun'?"),
-                                               ("torchrn", "; did you mean 'torchrun'?"),
-                                               ("deepspeeed", "; did you mean 'deepspeed'?"), ("ssh", "")])
+@pytest.mark.parametrize(
+    "asked, suggestion",
+    [
+        ("srn", "; did you mean 'srun'?"),
+        ("torchrn", "; did you mean 'torchrun'?"),
+        ("deepspeeed", "; did you mean 'deepspeed'?"),
+        ("ssh", ""),
+    ],
+)
 def test_an_unknown_launch_mode_suggests_the_closest(tree, asked, suggestion):
     with pytest.raises(RecipeError) as raised:
         make(tree, "cpu", launch=asked)
-    assert str(raised.value).endswith(f"unknown launch mode {asked!r}; expected one of: torchrun, srun, mpirun, "
-                                      f"deepspeed{suggestion}")
+    assert str(raised.value).endswith(
+        f"unknown launch mode {asked!r}; expected one of: torchrun, srun, mpirun, deepspeed{suggestion}"
+    )
 
 
 def test_a_retired_site_says_so(tree):
@@ -181,11 +270,14 @@ def every_script(tree):
     for target_name in sorted(tree.targets):
         for site_name, launch, nodes in itertools.product(sorted(tree.sites), LAUNCHES, (1, 2)):
             try:
-                yield (f"{target_name}.{site_name}.{launch}.{nodes}",
-                       make(tree, target_name, site=site_name, launch=launch, nodes=nodes,
-                            program=("-m", "smoke", "all"))[1])
+                yield (
+                    f"{target_name}.{site_name}.{launch}.{nodes}",
+                    make(tree, target_name, site=site_name, launch=launch, nodes=nodes, program=("-m", "smoke", "all"))[
+                        1
+                    ],
+                )
             except RecipeError:
-                continue          # an arch the image lacks, a size the site refuses
+                continue  # an arch the image lacks, a size the site refuses
 
 
 def test_every_script_passes_bash_n_and_shellcheck(tree, tmp_path):
@@ -198,38 +290,58 @@ def test_every_script_passes_bash_n_and_shellcheck(tree, tmp_path):
         assert result.returncode == 0, (name, result.stderr)
     assert len(written) >= 60
     assert shutil.which("shellcheck"), "make setup installs shellcheck"
-    result = subprocess.run(["shellcheck", "--severity=style", *map(str, written)],
-                            capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        ["shellcheck", "--severity=style", *map(str, written)], capture_output=True, text=True, timeout=300
+    )
     assert result.returncode == 0, result.stdout[-3000:]
 
 
-@pytest.mark.parametrize("args, message", [
-    (["lumi-rocm", "--gpus", "9"], "--gpus 9: lumi has 8 GPUs per node"),
-    (["cpu", "--gpus", "1"], "--gpus 1: site local has no GPUs"),
-    (["lumi-rocm", "--tasks-per-node", "2"], "on lumi ranks follow the GPUs (one per GPU); use --gpus"),
-    (["lumi-rocm", "--nodes", "5", "--gpus", "2", "--launch", "srun"],
-     "no partition of lumi fits 5 node(s) x 2 GPUs for 01:00:00 (standard-g: whole nodes only; "
-     "small-g: 5 nodes > 4)"),
-    (["lumi-rocm", "--time", "4-00:00:00"], "(standard-g: --time 4-00:00:00 > 2-00:00:00; small-g: "
-                                            "--time 4-00:00:00 > 3-00:00:00)"),
-    (["lumi-rocm", "--partition", "eap"], "--partition eap: not a partition of lumi; expected one of: "
-                                          "dev-g, standard-g, small-g"),
-    (["a100-cuda", "--site", "mahti", "--partition", "gpusmall"], "--partition gpusmall does not fit this job "
-                                                "(4 GPUs per node > 2)"),
-    (["lumi-rocm", "--nodes", "2", "--gpus", "4", "--launch", "torchrun"],
-     "a multi-node torchrun job takes whole nodes (8 GPUs); use --launch srun"),
-    (["lumi-rocm", "--launch", "ssh"], "unknown launch mode 'ssh'; expected one of: torchrun, srun, "
-                                       "mpirun, deepspeed"),
-    (["lumi-rocm", "--launch", "mpirum"], "unknown launch mode 'mpirum'; expected one of: torchrun, srun, "
-                                          "mpirun, deepspeed; did you mean 'mpirun'?"),
-    (["v100-cuda", "--site", "mahti"], "target v100-cuda is built for sm_70; site mahti has sm_80"),
-    (["h100-cuda", "--site", "jean-zay"], "target h100-cuda is built for sm_90; site jean-zay has sm_80"),
-    (["v100-cuda", "--site", "nowhere"], "unknown site 'nowhere'"),
-    (["lumi-rocm", "--time", "soon"], "--time 'soon': expected a Slurm time"),
-    (["a100-cuda", "--site", "jean-zay", "--nodes", "3", "--time", "30:00:00"],
-     "no QoS of jean-zay fits 24 GPUs for 30:00:00 (qos_gpu_a100-t3: --time 30:00:00 > 20:00:00; "
-     "qos_gpu_a100-t4: 24 GPUs > 16)"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["lumi-rocm", "--gpus", "9"], "--gpus 9: lumi has 8 GPUs per node"),
+        (["cpu", "--gpus", "1"], "--gpus 1: site local has no GPUs"),
+        (["lumi-rocm", "--tasks-per-node", "2"], "on lumi ranks follow the GPUs (one per GPU); use --gpus"),
+        (
+            ["lumi-rocm", "--nodes", "5", "--gpus", "2", "--launch", "srun"],
+            "no partition of lumi fits 5 node(s) x 2 GPUs for 01:00:00 (standard-g: whole nodes only; "
+            "small-g: 5 nodes > 4)",
+        ),
+        (
+            ["lumi-rocm", "--time", "4-00:00:00"],
+            "(standard-g: --time 4-00:00:00 > 2-00:00:00; small-g: --time 4-00:00:00 > 3-00:00:00)",
+        ),
+        (
+            ["lumi-rocm", "--partition", "eap"],
+            "--partition eap: not a partition of lumi; expected one of: dev-g, standard-g, small-g",
+        ),
+        (
+            ["a100-cuda", "--site", "mahti", "--partition", "gpusmall"],
+            "--partition gpusmall does not fit this job (4 GPUs per node > 2)",
+        ),
+        (
+            ["lumi-rocm", "--nodes", "2", "--gpus", "4", "--launch", "torchrun"],
+            "a multi-node torchrun job takes whole nodes (8 GPUs); use --launch srun",
+        ),
+        (
+            ["lumi-rocm", "--launch", "ssh"],
+            "unknown launch mode 'ssh'; expected one of: torchrun, srun, mpirun, deepspeed",
+        ),
+        (
+            ["lumi-rocm", "--launch", "mpirum"],
+            "unknown launch mode 'mpirum'; expected one of: torchrun, srun, mpirun, deepspeed; did you mean 'mpirun'?",
+        ),
+        (["v100-cuda", "--site", "mahti"], "target v100-cuda is built for sm_70; site mahti has sm_80"),
+        (["h100-cuda", "--site", "jean-zay"], "target h100-cuda is built for sm_90; site jean-zay has sm_80"),
+        (["v100-cuda", "--site", "nowhere"], "unknown site 'nowhere'"),
+        (["lumi-rocm", "--time", "soon"], "--time 'soon': expected a Slurm time"),
+        (
+            ["a100-cuda", "--site", "jean-zay", "--nodes", "3", "--time", "30:00:00"],
+            "no QoS of jean-zay fits 24 GPUs for 30:00:00 (qos_gpu_a100-t3: --time 30:00:00 > 20:00:00; "
+            "qos_gpu_a100-t4: 24 GPUs > 16)",
+        ),
+    ],
+)
 def test_a_request_the_site_cannot_serve_is_one_line_and_writes_nothing(tmp_path, args, message):
     out = tmp_path / "job.sh"
     result = run_builder("jobscript", *args, "--out", out, "--", "train.py")
@@ -246,8 +358,7 @@ def test_a_leading_python_is_dropped_with_a_note_in_every_launch_mode(tree, type
     site = "local" if launch in ("torchrun", "srun", "mpirun") else "lumi"
     target = "cpu" if site == "local" else "lumi-rocm"
     plain, expected = make(tree, target, site=site, launch=launch)
-    plan, text = make(tree, target, site=site, launch=launch,
-                      program=(*typed, "train.py", "--epochs", "10"))
+    plan, text = make(tree, target, site=site, launch=launch, program=(*typed, "train.py", "--epochs", "10"))
     assert launch_line(text) == launch_line(expected)
     assert plan.notes == [f"dropped {' '.join(typed)!r} after --: each launch starts python itself"]
     assert plain.notes == []
@@ -271,8 +382,7 @@ def test_another_python_option_first_is_refused_in_one_line():
     assert "python option -O after --: the job starts python itself" in result.stderr
 
 
-@pytest.mark.parametrize("target, site", [("cpu", "local"), ("lumi-rocm", "lumi"),
-                                          ("v100-cuda", "jean-zay-v100")])
+@pytest.mark.parametrize("target, site", [("cpu", "local"), ("lumi-rocm", "lumi"), ("v100-cuda", "jean-zay-v100")])
 def test_every_script_passes_its_cores_to_srun_and_its_output_unbuffered(tree, target, site):
     # Slurm 22.05 and newer: a step's srun does not take --cpus-per-task from the job
     plan, text = make(tree, target, site=site, launch="torchrun")
@@ -300,48 +410,68 @@ def test_the_site_sets_the_time_a_script_asks_for_when_the_user_gives_none(tmp_p
     plan, text = make(tree, "cpu")
     assert sbatch_lines(text)["time"] == "00:20:00" and "--time 00:20:00" in text.splitlines()[2]
     assert "time 00:20:00: the site's default (slurm.time)" in plan.why
-    plan, text = make(tree, "cpu", time="02:00:00")      # the user's own time wins
+    plan, text = make(tree, "cpu", time="02:00:00")  # the user's own time wins
     assert sbatch_lines(text)["time"] == "02:00:00" and not any("slurm.time" in why for why in plan.why)
-    plan, text = make(RecipeTree(ROOT / "recipes"), "cpu")   # a site that says none: 01:00:00
+    plan, text = make(RecipeTree(ROOT / "recipes"), "cpu")  # a site that says none: 01:00:00
     assert sbatch_lines(text)["time"] == "01:00:00"
 
 
-@pytest.mark.parametrize("args, message", [
-    (["v100-cuda", "--site", "jean-zay-v100", "--qos", "qos_gpu-dve"],
-     "--qos qos_gpu-dve: not a QoS of jean-zay-v100; expected one of: qos_gpu-t3, qos_gpu-t4, "
-     "qos_gpu-dev; did you mean 'qos_gpu-dev'?"),
-    (["v100-cuda", "--site", "jean-zay-v100", "--qos", "qos_gpu-dev", "--time", "3:00:00"],
-     "--qos qos_gpu-dev does not fit this job (--time 3:00:00 > 02:00:00)"),
-    (["cpu", "--qos", "normal"], "--qos normal: not a QoS of local; expected one of: none"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (
+            ["v100-cuda", "--site", "jean-zay-v100", "--qos", "qos_gpu-dve"],
+            "--qos qos_gpu-dve: not a QoS of jean-zay-v100; expected one of: qos_gpu-t3, qos_gpu-t4, "
+            "qos_gpu-dev; did you mean 'qos_gpu-dev'?",
+        ),
+        (
+            ["v100-cuda", "--site", "jean-zay-v100", "--qos", "qos_gpu-dev", "--time", "3:00:00"],
+            "--qos qos_gpu-dev does not fit this job (--time 3:00:00 > 02:00:00)",
+        ),
+        (["cpu", "--qos", "normal"], "--qos normal: not a QoS of local; expected one of: none"),
+    ],
+)
 def test_a_qos_the_site_cannot_give_is_one_line(args, message):
     result = run_builder("jobscript", *args, "--", "train.py")
     assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
     assert message in result.stderr and result.stdout == ""
 
 
-@pytest.mark.parametrize("args, message", [
-    (["lumi-rocm"], "--account is required on lumi: the project to bill, such as project_465000000"),
-    (["a100-cuda", "--site", "karolina"], "--account is required on karolina: the project to bill, "
-                                          "such as OPEN-00-00"),
-    (["lumi-rocm", "--account", "465000000"], "--account 465000000: not of lumi's form; expected one "
-                                              "such as project_465000000 (matching ^project_[0-9]{9}$)"),
-    # IDRIS bills hours per GPU kind: a V100 project on the H100 partition is a mistake
-    (["h100-cuda", "--account", "abc@v100"], "--account abc@v100: not of jean-zay-h100's form; "
-                                             "expected one such as abc@h100"),
-    (["a100-cuda", "--site", "jean-zay", "--account", "abc@h100"], "not of jean-zay's form"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["lumi-rocm"], "--account is required on lumi: the project to bill, such as project_465000000"),
+        (
+            ["a100-cuda", "--site", "karolina"],
+            "--account is required on karolina: the project to bill, such as OPEN-00-00",
+        ),
+        (
+            ["lumi-rocm", "--account", "465000000"],
+            "--account 465000000: not of lumi's form; expected one "
+            "such as project_465000000 (matching ^project_[0-9]{9}$)",
+        ),
+        # IDRIS bills hours per GPU kind: a V100 project on the H100 partition is a mistake
+        (
+            ["h100-cuda", "--account", "abc@v100"],
+            "--account abc@v100: not of jean-zay-h100's form; expected one such as abc@h100",
+        ),
+        (["a100-cuda", "--site", "jean-zay", "--account", "abc@h100"], "not of jean-zay's form"),
+    ],
+)
 def test_an_account_the_site_would_refuse_is_one_line(tmp_path, args, message):
     result = run_builder("jobscript", *args, "--out", tmp_path / "job.sh", "--", "train.py")
     assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
     assert message in result.stderr and not (tmp_path / "job.sh").exists()
 
 
-@pytest.mark.parametrize("args, account", [
-    (["lumi-rocm", "--account", "project_465000123"], "project_465000123"),
-    (["h100-cuda", "--account", "abc@h100"], "abc@h100"),
-    (["v100-cuda", "--site", "jean-zay-v100", "--account", "abc@gpu"], "abc@gpu"),   # IDRIS's older form
-])
+@pytest.mark.parametrize(
+    "args, account",
+    [
+        (["lumi-rocm", "--account", "project_465000123"], "project_465000123"),
+        (["h100-cuda", "--account", "abc@h100"], "abc@h100"),
+        (["v100-cuda", "--site", "jean-zay-v100", "--account", "abc@gpu"], "abc@gpu"),  # IDRIS's older form
+    ],
+)
 def test_an_account_of_the_sites_form_is_written(args, account):
     result = run_builder("jobscript", *args, "--", "train.py")
     assert result.returncode == 0, result.stderr
@@ -360,22 +490,36 @@ def test_no_program_is_a_one_line_error():
 
 
 def test_out_writes_the_same_script_and_the_summary_goes_to_stderr(tmp_path):
-    args = ["jobscript", "a100-cuda", "--site", "mahti", "--gpus", "2", "--account", "project_2001234",
-            "--", "-m", "smoke", "all"]
+    args = [
+        "jobscript",
+        "a100-cuda",
+        "--site",
+        "mahti",
+        "--gpus",
+        "2",
+        "--account",
+        "project_2001234",
+        "--",
+        "-m",
+        "smoke",
+        "all",
+    ]
     printed = run_builder(*args)
     assert printed.returncode == 0, printed.stderr
     written = run_builder(*args[:-4], "--out", tmp_path / "job.sh", *args[-4:])
     assert (tmp_path / "job.sh").read_text() == printed.stdout and written.stdout == ""
     assert printed.stderr.splitlines() == [
         "note: mahti's GPU nodes were shut down on 2026-08-31",
-        "mahti: gpusmall, 1 node(s), 2 GPU(s)/node, 1 task(s)/node x 64 cores, launch torchrun"]
+        "mahti: gpusmall, 1 node(s), 2 GPU(s)/node, 1 task(s)/node x 64 cores, launch torchrun",
+    ]
 
 
 # --- what a script loads, and where it finds the wrapper and the image (issue 31) -----------
 
+
 def prelude(text):
     """The script up to its launch lines: what runs before any srun."""
-    return text[:text.rindex("\n\n")] + "\n"
+    return text[: text.rindex("\n\n")] + "\n"
 
 
 def run_prelude(text, tmp_path, env=None, module=True):
@@ -383,9 +527,14 @@ def run_prelude(text, tmp_path, env=None, module=True):
     script = tmp_path / "prelude.sh"
     script.write_text(prelude(text))
     setup = 'module() { echo "module $*" >> "$MODULE_LOG"; }; export -f module; ' if module else ""
-    return subprocess.run(["bash", "-c", f'{setup}exec bash "$0"', str(script)], capture_output=True,
-                          text=True, timeout=30, cwd=tmp_path,
-                          env={"PATH": "/usr/bin:/bin", "MODULE_LOG": str(tmp_path / "modules.log"), **(env or {})})
+    return subprocess.run(
+        ["bash", "-c", f'{setup}exec bash "$0"', str(script)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        cwd=tmp_path,
+        env={"PATH": "/usr/bin:/bin", "MODULE_LOG": str(tmp_path / "modules.log"), **(env or {})},
+    )
 
 
 def test_jean_zay_scripts_load_singularity_and_take_the_image_from_the_allowed_folder(tree, tmp_path):
@@ -409,8 +558,10 @@ def test_a_missing_image_stops_the_job_with_one_line_before_any_step(tree, tmp_p
     _, text = make(tree, "a100-cuda", site="jean-zay", launch="srun")
     ran = run_prelude(text, tmp_path, env={"SINGULARITY_ALLOWED_DIR": str(tmp_path / "allowed")})
     assert ran.returncode == 2
-    assert ran.stderr == (f"error: no image at '{tmp_path}/allowed/a100-cuda.sif' (copy it into "
-                          f"{tmp_path}/allowed first: idrcontmgr cp a100-cuda.sif)\n")
+    assert ran.stderr == (
+        f"error: no image at '{tmp_path}/allowed/a100-cuda.sif' (copy it into "
+        f"{tmp_path}/allowed first: idrcontmgr cp a100-cuda.sif)\n"
+    )
 
 
 def test_a_job_shell_without_module_is_one_line(tree, tmp_path):
@@ -422,15 +573,35 @@ def test_a_job_shell_without_module_is_one_line(tree, tmp_path):
 
 @pytest.mark.parametrize("image", ["images/a100-cuda.sif", "/scratch/me/a100-cuda.sif"])
 def test_an_image_outside_the_allowed_folder_is_refused_in_one_line(tmp_path, image):
-    result = run_builder("jobscript", "a100-cuda", "--site", "jean-zay", "--image", image, "--", "train.py",
-                         env={"SINGULARITY_ALLOWED_DIR": "/gpfs/allowed"})
+    result = run_builder(
+        "jobscript",
+        "a100-cuda",
+        "--site",
+        "jean-zay",
+        "--image",
+        image,
+        "--",
+        "train.py",
+        env={"SINGULARITY_ALLOWED_DIR": "/gpfs/allowed"},
+    )
     assert result.returncode == 2 and result.stdout == ""
-    assert result.stderr == (f"error: command line: --image {image}: jean-zay runs images only from "
-                             "$SINGULARITY_ALLOWED_DIR; copy it there (idrcontmgr cp IMAGE) and give "
-                             "--image '$SINGULARITY_ALLOWED_DIR/NAME.sif'\n")
+    assert result.stderr == (
+        f"error: command line: --image {image}: jean-zay runs images only from "
+        "$SINGULARITY_ALLOWED_DIR; copy it there (idrcontmgr cp IMAGE) and give "
+        "--image '$SINGULARITY_ALLOWED_DIR/NAME.sif'\n"
+    )
     # the folder as the login node names it is the same folder
-    expanded = run_builder("jobscript", "a100-cuda", "--site", "jean-zay", "--image", "/gpfs/allowed/x.sif",
-                           "--", "train.py", env={"SINGULARITY_ALLOWED_DIR": "/gpfs/allowed"})
+    expanded = run_builder(
+        "jobscript",
+        "a100-cuda",
+        "--site",
+        "jean-zay",
+        "--image",
+        "/gpfs/allowed/x.sif",
+        "--",
+        "train.py",
+        env={"SINGULARITY_ALLOWED_DIR": "/gpfs/allowed"},
+    )
     assert expanded.returncode == 0, expanded.stderr
 
 
@@ -446,8 +617,10 @@ def test_the_default_wrapper_is_this_installs_by_its_absolute_path(tree, tmp_pat
     assert ran.returncode == 0, ran.stderr
     missing = run_prelude(text.replace(WRAPPER, "/nowhere/singularity_wrapper"), tmp_path)
     assert missing.returncode == 2
-    assert missing.stderr == ("error: /nowhere/singularity_wrapper not found (load the module that provides "
-                              "it, or give jobscript --wrapper)\n")
+    assert missing.stderr == (
+        "error: /nowhere/singularity_wrapper not found (load the module that provides "
+        "it, or give jobscript --wrapper)\n"
+    )
 
 
 def published_record(folder, **fields):
@@ -463,16 +636,21 @@ def test_a_published_version_is_loaded_by_the_script(tree, tmp_path):
     plan, text = make(tree, "cpu", published=str(version), wrapper="")
     assert plan.wrapper == "singularity_wrapper"
     assert f"module use {tmp_path}/prefix/modulefiles\nmodule load pytorch/2.9-cpu\n" in text
-    assert "SING_IMAGE=" not in text                    # the module sets it
+    assert "SING_IMAGE=" not in text  # the module sets it
     assert "singularity_wrapper exec torchrun" in launch_line(text)
-    assert "--published" in text.splitlines()[2]        # the command that wrote it
+    assert "--published" in text.splitlines()[2]  # the command that wrote it
 
 
-@pytest.mark.parametrize("fields, message", [
-    ({"target": "a100-cuda", "site": "karolina"},
-     "pytorch/2.9-cpu is a100-cuda for karolina; this script is cpu on local"),
-    ({"name": None}, "is not a publish record (publish.json with name, version, target and site)"),
-])
+@pytest.mark.parametrize(
+    "fields, message",
+    [
+        (
+            {"target": "a100-cuda", "site": "karolina"},
+            "pytorch/2.9-cpu is a100-cuda for karolina; this script is cpu on local",
+        ),
+        ({"name": None}, "is not a publish record (publish.json with name, version, target and site)"),
+    ],
+)
 def test_a_published_version_of_another_image_is_one_line(tmp_path, fields, message):
     version = published_record(tmp_path / "prefix", **fields)
     result = run_builder("jobscript", "cpu", "--published", version, "--", "train.py")
