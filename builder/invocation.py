@@ -13,7 +13,7 @@ def program() -> str:
 
 def in_checkout(folder=".") -> bool:
     here = Path(folder)
-    return (here / "Makefile").is_file() and (here / "builder" / "cli.py").is_file()
+    return (here / "Makefile").is_file() and (here / "builder" / "__main__.py").is_file()
 
 
 def hint(make: str, command: str) -> str:

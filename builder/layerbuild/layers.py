@@ -69,9 +69,7 @@ def build(tree, name, *, images: Path, force=None, progress, space_check=True):
     name = target.name  # an alias builds its target's image
     # devel and base may be another target's (layer_sharing): built, cached and locked as its
     plans = plan_layers(tree, name)
-    host_args = (
-        {MIRROR_ARG: hostinfo.debian_mirror()} if any(MIRROR_ARG in plan.build_args for plan in plans.values()) else {}
-    )
+    host_args = _host_args(plans)
     paths = store.layer_paths(images, plans)
     keys = store.layer_keys(plans, host_args)
     if not forced and store.is_current(paths["image"], keys["image"]):
@@ -88,13 +86,7 @@ def build(tree, name, *, images: Path, force=None, progress, space_check=True):
         # made under the lock, so it holds for the loop below (no other build of these layers)
         steps = {layer: store.step(plans[layer], forced, paths[layer], keys[layer]) for layer in LAYERS}
         if space_check:
-            sizes = {
-                layer: space.layer_size(
-                    tree.target(owners[layer]), layer, paths[layer], cache.slot(owners[layer], layer)
-                )
-                for layer in LAYERS
-            }
-            space.check_fits(name, steps, sizes, where)
+            _check_space(tree, name, plans, paths, steps, where)
         runtime, label = find_runtime(target.sites[0], progress, images)
         if owners["devel"] != name:
             progress.step(
@@ -103,16 +95,7 @@ def build(tree, name, *, images: Path, force=None, progress, space_check=True):
             )
         for layer in LAYERS:
             plan, sif = plans[layer], paths[layer]
-            if steps[layer] == "current":
-                store.keep(plan, keys[layer], sif, progress)
-                progress.step(f"{layer} layer {sif} is up to date")
-                continue
-            with space.naming_full("the images folder", where.images):
-                # False also when a concurrent build pruned it since the plan: built then
-                fetched = steps[layer] == "fetch" and cache.fetch(plan.owner, layer, keys[layer], sif)
-            if fetched:
-                store.write_meta(sif, keys[layer])
-                progress.step(f"{layer} layer {sif} taken from the cache ({cache.cache_dir()})")
+            if _reused(plan, steps[layer], sif, keys[layer], where, progress):
                 continue
             # parents by file name, the build running in their folder: Apptainer records the
             # From: line in a label, and an absolute path there is a fact of this machine
@@ -120,23 +103,43 @@ def build(tree, name, *, images: Path, force=None, progress, space_check=True):
             args.update(store.used_args(plan, host_args))
             log = images / f"{plan.owner}.{layer}.build.log"
             progress.step(f"building the {layer} layer {sif} with {label} (log: {log})")
-            build_layer(
-                LayerBuild(
-                    plan=plan,
-                    runtime=runtime,
-                    sif=sif,
-                    key=keys[layer],
-                    args=args,
-                    log=log,
-                    reuse_kept=force != "all",
-                    where=where,
-                ),
-                progress,
-            )
+            job = LayerBuild(plan, runtime, sif, keys[layer], args, log, reuse_kept=force != "all", where=where)
+            build_layer(job, progress)
             store.keep(plan, keys[layer], sif, progress)
     stat = paths["image"].stat()
     progress.step(f"built {paths['image']} ({stat.st_size / 1e6:.0f} MB); its %test passed")
     return paths["image"]
+
+
+def _host_args(plans) -> dict:
+    """The build arguments this host supplies: its Debian mirror, to the layers that use it."""
+    if any(MIRROR_ARG in plan.build_args for plan in plans.values()):
+        return {MIRROR_ARG: hostinfo.debian_mirror()}
+    return {}
+
+
+def _check_space(tree, name, plans, paths, steps, where):
+    """Refuse to start when the layers to make will not fit (space.check_fits)."""
+    sizes = {
+        layer: space.layer_size(tree.target(plan.owner), layer, paths[layer], cache.slot(plan.owner, layer))
+        for layer, plan in plans.items()
+    }
+    space.check_fits(name, steps, sizes, where)
+
+
+def _reused(plan, step, sif, key, where, progress) -> bool:
+    """True when the layer is there already ("current") or came back from the user's cache."""
+    if step == "current":
+        store.keep(plan, key, sif, progress)
+        progress.step(f"{plan.layer} layer {sif} is up to date")
+        return True
+    with space.naming_full("the images folder", where.images):
+        # False also when a concurrent build pruned it since the plan: built then
+        fetched = step == "fetch" and cache.fetch(plan.owner, plan.layer, key, sif)
+    if fetched:
+        store.write_meta(sif, key)
+        progress.step(f"{plan.layer} layer {sif} taken from the cache ({cache.cache_dir()})")
+    return fetched
 
 
 def build_layer(job: LayerBuild, progress):

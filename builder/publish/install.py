@@ -19,6 +19,7 @@ import shutil
 import stat
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from .. import __version__, contract, faults, resources
@@ -26,47 +27,45 @@ from ..errors import CheckFailed, RecipeError
 from ..fileio import copy_hashed, sha256_file, write_atomic
 from ..host.images import IMAGE_SUM, built_image, image_lock, read_labels, ready_runtime
 from ..invocation import hint
-from ..render.sitefile import GPU_FLAGS, render_site
-from .modulefile import Module, render_default, render_entry, render_lua, render_tcl
+from ..render.sitefile import render_site
+from .modulefile import ENTRY_POINTS, module_for, render_default, render_entry, render_lua, render_tcl
 from .placing import MANIFEST, fix_modules, link_target, lock, module_files, move_into_place, recover, symlink_atomic
-from .stackinfo import stack_versions
 from .verify import SUMS, locate
 
-ENTRY_POINTS = ("python", "python3", "torchrun", "deepspeed", "ds_report", "pip")
 # No "+" or "@": Environment Modules reads them as variant and version specifiers.
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
-def publish(
-    tree,
-    target_name,
-    *,
-    prefix,
-    name,
-    version,
-    site,
-    images: Path,
-    smoke_dir,
-    default=False,
-    force=False,
-    skip_smoke=False,
-    tcl=False,
-):
-    built = built_image(tree, target_name, images, site)
+@dataclass(frozen=True)
+class PublishRequest:
+    """What `publish` was asked for. Example: PublishRequest(target="cpu", prefix="/appl/ml",
+    name="pytorch", images=Path("images"), default=True)."""
+
+    target: str
+    prefix: str
+    name: str = "pytorch"
+    version: str = ""  # default: <torch version>-<target>
+    site: str = ""  # default: the target's first
+    images: Path = Path("images")
+    smoke_dir: str = ""  # default: IMAGES/<target>.smoke
+    default: bool = False  # make this the default version
+    force: bool = False  # replace a published version
+    skip_smoke: bool = False  # publish without a passing smoke report
+    tcl: bool = False  # a Tcl module file too
+
+
+def publish(tree, request: PublishRequest):
+    built = built_image(tree, request.target, request.images, request.site or None)
     target, site, image = built.target, built.site, built.path
+    name, target_name = request.name, request.target
     # shared with smoke runs and other publishes: no build replaces the image meanwhile
-    with image_lock(images, target.name, shared=True):
-        prefix = _check_prefix(prefix)
+    with image_lock(request.images, target.name, shared=True):
+        prefix = _check_prefix(request.prefix)
         labels = read_labels(ready_runtime(site), image)
-        version = version or f"{labels.get('version.torch', 'unknown')}-{target_name}"
-        for what, value in (("--name", name), ("--version", version)):
-            if not NAME_RE.match(value) or value.endswith(".lua"):
-                raise RecipeError(
-                    f"{what} {value!r}: expected letters, digits and . _ - (not starting with . or -)",
-                    file="command line",
-                )
-        smoke_dir = Path(smoke_dir or images / f"{target_name}.smoke")
-        smoke, tested = (None, "") if skip_smoke else _passed_report(smoke_dir, image)
+        version = request.version or f"{labels.get('version.torch', 'unknown')}-{target_name}"
+        _check_names(name, version)
+        smoke_dir = Path(request.smoke_dir or request.images / f"{target_name}.smoke")
+        smoke, tested = (None, "") if request.skip_smoke else _passed_report(smoke_dir, image)
 
         root = prefix / name / version
         modules = prefix / "modulefiles" / name
@@ -74,12 +73,12 @@ def publish(
         with lock(root.parent):
             for line in recover(root.parent, modules):
                 print(line)
-            if root.exists() and not force:
+            if root.exists() and not request.force:
                 raise RecipeError(f"{name}/{version} is already published; --force replaces it", file=str(root))
-            files = module_files(version, tcl)
+            files = module_files(version, request.tcl)
             staging = Path(tempfile.mkdtemp(prefix=f".{version}.partial-", dir=root.parent))
             try:
-                module = _module(target, site, name, version, root, labels, smoke)
+                module = module_for(target, site, name, version, root, labels, smoke)
                 report = None if smoke is None else smoke_dir / contract.SMOKE_REPORT
                 checksum = _assemble(staging, image, site, module, labels, files, target_name, report)
                 if smoke is not None and tested != checksum:
@@ -89,12 +88,7 @@ def publish(
                         "run the smoke tests on this build"
                     )
                 faults.point("publish:staged")
-                for entry, file in files.items():
-                    # The same link text for every publish of this version: a published one keeps
-                    # resolving to its own folder until the swap. A regular file of an older builder
-                    # is replaced only after the swap, by fix_modules.
-                    if (modules / entry).is_symlink() or not (modules / entry).exists():
-                        symlink_atomic(link_target(name, version, file), modules / entry)
+                _link_modules(modules, files, name, version)
                 faults.point("publish:linked")
                 move_into_place(staging, root)
             except BaseException:
@@ -106,15 +100,34 @@ def publish(
                 raise
             fix_modules(modules, name, version, files)  # drops a Tcl link of an earlier --tcl publish
             faults.point("publish:modules-done")
-            if default:
+            if request.default:
                 write_atomic(modules / ".version", render_default(version))
                 faults.point("publish:default-written")
     print(f"published {name}/{version} ({target_name} for {site.name}) in {root}")
     print(f"  image sha256 {checksum}; smoke report: " + ("SKIPPED (--skip-smoke)" if smoke is None else "passed"))
     print(
-        f"  module use {prefix / 'modulefiles'}; module load {name}/{version}" + (" (the default)" if default else "")
+        f"  module use {prefix / 'modulefiles'}; module load {name}/{version}"
+        + (" (the default)" if request.default else "")
     )
     return root
+
+
+def _check_names(name, version):
+    for what, value in (("--name", name), ("--version", version)):
+        if not NAME_RE.match(value) or value.endswith(".lua"):
+            raise RecipeError(
+                f"{what} {value!r}: expected letters, digits and . _ - (not starting with . or -)",
+                file="command line",
+            )
+
+
+def _link_modules(modules, files, name, version):
+    """The same link text for every publish of this version: a published one keeps resolving
+    to its own folder until the swap. A regular file of an older builder is replaced only
+    after the swap, by fix_modules."""
+    for entry, file in files.items():
+        if (modules / entry).is_symlink() or not (modules / entry).exists():
+            symlink_atomic(link_target(name, version, file), modules / entry)
 
 
 def set_default(prefix, spec):
@@ -161,69 +174,6 @@ def _passed_report(smoke_dir: Path, image: Path):
             "fix the image or the site, then run them again"
         )
     return data, (recorded.read_text().split() or [""])[0] if recorded.is_file() else ""
-
-
-def _module(target, site, name, version, root, labels, smoke):
-    recipe = json.loads(labels.get("recipe", "{}"))
-    versions = stack_versions(recipe, (smoke or {}).get("versions", {}))
-    baked = recipe.get("environment", {})
-    container_env = tuple((k, v) for k, v in site.env if str(baked.get(k)) != v)
-    built = labels.get("org.label-schema.build-date", "unknown").replace("_", " ")
-    recipe_sha = labels.get("recipe.sha256", "unknown")
-    if smoke is None:
-        tested = "NOT RUN: published with --skip-smoke. Run `python -m smoke all` in a job before trusting this module."
-    else:
-        machine = smoke.get("machine", {})
-        tested = (
-            f"passed {smoke.get('created', '?')} on {machine.get('nodes', '?')} node(s), "
-            f"{machine.get('ranks', '?')} ranks ({machine.get('device', '?')}); "
-            f"report: {root}/{contract.SMOKE_REPORT}"
-        )
-    stack = ", ".join(f"{k} {v}" for k, v in versions)
-    help_text = "\n".join(
-        [
-            f"{name}/{version}: {target.description}",
-            f"Site: {site.name} ({site.description})",
-            "",
-            "Commands (each runs inside the container image):",
-            "  " + ", ".join(ENTRY_POINTS),
-            "  singularity_wrapper exec|run|shell ...   any command, with the site's binds",
-            "In a job: srun singularity_wrapper exec torchrun ... (or srun python ...)",
-            "Project data: export SING_BIND=/path/to/data   (comma-separated)",
-            f"Extra Python packages: pip install PKG   (into ${contract.USER_BASE}, default",
-            f"  ~/.local/hpcml/{name}/{version}; the image itself is read-only)",
-            "",
-            f"Inside: {stack}",
-            f"Image: {root}/image.sif, target {target.name}, built {built}",
-            f"Recipe sha256: {recipe_sha} (full recipe: {root}/recipe.json)",
-            f"Smoke tests: {tested}",
-            f"Check the files: python -m builder verify --prefix {root.parent.parent} {name}/{version}",
-            *([f"Host MPI: {site.mpi.host} ({site.mpi.abi} ABI, the image's too)"] if site.mpi.host else []),
-            *(f"Note: {note}" for note in site.notes),
-        ]
-    )
-    whatis = (
-        f"Name: {name}",
-        f"Version: {version}",
-        f"Description: {target.description}",
-        f"Versions: {stack}",
-        f"Built: {built}; recipe sha256 {recipe_sha}",
-        "Smoke tests: " + ("NOT RUN (--skip-smoke)" if smoke is None else "passed"),
-    )
-    runtime, slurm_mpi = site.runtime.command, site.mpi.slurm_mpi
-    return Module(
-        name=name,
-        version=version,
-        root=str(root),
-        site=site.name,
-        description=target.description,
-        help_text=help_text,
-        whatis=whatis,
-        gpu_flag=GPU_FLAGS[site.gpu.vendor],
-        slurm_mpi="" if slurm_mpi == "none" else slurm_mpi,
-        container_env=container_env,
-        env_prefix=f"{runtime.upper()}ENV_",
-    )
 
 
 def _assemble(staging, image, site, module, labels, files, target_name, report):

@@ -6,11 +6,17 @@ versions of its own name (never with command names such as `python`) and puts no
 its own bin/ on PATH.
 """
 
+import json
 from dataclasses import dataclass
 
-from .. import __version__
+from .. import __version__, contract
 from ..render.quoting import tcl_word
+from ..render.sitefile import GPU_FLAGS
 from ..render.templating import templates
+from .stackinfo import stack_versions
+
+# the commands a published module puts on PATH, each running inside the image
+ENTRY_POINTS = ("python", "python3", "torchrun", "deepspeed", "ds_report", "pip")
 
 
 @dataclass(frozen=True)
@@ -45,4 +51,73 @@ def render_entry(command: str, module: str, site: str) -> str:
     """bin/<command> of a published version: runs the command inside its image."""
     return templates.get_template("entry.sh.j2").render(
         command=command, module=module, site=site, builder_version=__version__
+    )
+
+
+def _smoke_line(smoke, root) -> str:
+    """What the module's help says of the image's smoke tests."""
+    if smoke is None:
+        return "NOT RUN: published with --skip-smoke. Run `python -m smoke all` in a job before trusting this module."
+    machine = smoke.get("machine", {})
+    return (
+        f"passed {smoke.get('created', '?')} on {machine.get('nodes', '?')} node(s), "
+        f"{machine.get('ranks', '?')} ranks ({machine.get('device', '?')}); "
+        f"report: {root}/{contract.SMOKE_REPORT}"
+    )
+
+
+def module_for(target, site, name, version, root, labels, smoke) -> "Module":
+    """The module of a published version: its help, whatis lines and environment, from the
+    target, the site, the image's labels and its smoke report (None: --skip-smoke)."""
+    recipe = json.loads(labels.get("recipe", "{}"))
+    versions = stack_versions(recipe, (smoke or {}).get("versions", {}))
+    baked = recipe.get("environment", {})
+    container_env = tuple((k, v) for k, v in site.env if str(baked.get(k)) != v)
+    built = labels.get("org.label-schema.build-date", "unknown").replace("_", " ")
+    recipe_sha = labels.get("recipe.sha256", "unknown")
+    tested = _smoke_line(smoke, root)
+    stack = ", ".join(f"{k} {v}" for k, v in versions)
+    help_text = "\n".join(
+        [
+            f"{name}/{version}: {target.description}",
+            f"Site: {site.name} ({site.description})",
+            "",
+            "Commands (each runs inside the container image):",
+            "  " + ", ".join(ENTRY_POINTS),
+            "  singularity_wrapper exec|run|shell ...   any command, with the site's binds",
+            "In a job: srun singularity_wrapper exec torchrun ... (or srun python ...)",
+            "Project data: export SING_BIND=/path/to/data   (comma-separated)",
+            f"Extra Python packages: pip install PKG   (into ${contract.USER_BASE}, default",
+            f"  ~/.local/hpcml/{name}/{version}; the image itself is read-only)",
+            "",
+            f"Inside: {stack}",
+            f"Image: {root}/image.sif, target {target.name}, built {built}",
+            f"Recipe sha256: {recipe_sha} (full recipe: {root}/recipe.json)",
+            f"Smoke tests: {tested}",
+            f"Check the files: python -m builder verify --prefix {root.parent.parent} {name}/{version}",
+            *([f"Host MPI: {site.mpi.host} ({site.mpi.abi} ABI, the image's too)"] if site.mpi.host else []),
+            *(f"Note: {note}" for note in site.notes),
+        ]
+    )
+    whatis = (
+        f"Name: {name}",
+        f"Version: {version}",
+        f"Description: {target.description}",
+        f"Versions: {stack}",
+        f"Built: {built}; recipe sha256 {recipe_sha}",
+        "Smoke tests: " + ("NOT RUN (--skip-smoke)" if smoke is None else "passed"),
+    )
+    runtime, slurm_mpi = site.runtime.command, site.mpi.slurm_mpi
+    return Module(
+        name=name,
+        version=version,
+        root=str(root),
+        site=site.name,
+        description=target.description,
+        help_text=help_text,
+        whatis=whatis,
+        gpu_flag=GPU_FLAGS[site.gpu.vendor],
+        slurm_mpi="" if slurm_mpi == "none" else slurm_mpi,
+        container_env=container_env,
+        env_prefix=f"{runtime.upper()}ENV_",
     )

@@ -22,11 +22,11 @@ import re
 from dataclasses import dataclass, field, replace
 
 from .. import __version__, contract
-from ..errors import RecipeError
 from ..render.templating import templates
 from ..shell import cmd, path_value, quote
 from ..suggest import did_you_mean
 from .job_environment import environment, image_hint
+from .job_placement import choose_partition, command_line_error, resources, size
 
 LAUNCHES = ("torchrun", "srun", "mpirun", "deepspeed")
 # One task's failure ends the step: without it, the ranks that lost a peer exit but srun
@@ -129,10 +129,6 @@ class Plan:
         )
 
 
-def _error(message):
-    return RecipeError(message, file="command line")
-
-
 def plan(tree, target_name, request: Request) -> Plan:
     """Choose everything the script says; one clear error for a request the site cannot serve."""
     target = tree.target(target_name)
@@ -143,17 +139,17 @@ def plan(tree, target_name, request: Request) -> Plan:
         _check_archs(target, site)
     launch = request.launch or site.launcher.default
     if launch not in LAUNCHES:
-        raise _error(
+        raise command_line_error(
             f"unknown launch mode {launch!r}; expected one of: {', '.join(LAUNCHES)}" + did_you_mean(launch, LAUNCHES)
         )
     if request.nodes < 1:
-        raise _error(f"--nodes {request.nodes}: expected 1 or more")
+        raise command_line_error(f"--nodes {request.nodes}: expected 1 or more")
     result = Plan(target, site, _with_time(request, site), launch)
     if not request.time and site.slurm.time:
         result.why.append(f"time {site.slurm.time}: the site's default (slurm.time)")
-    _size(result)
-    _choose_partition(result)
-    _resources(result)
+    size(result)
+    choose_partition(result)
+    resources(result)
     environment(result)
     _launch(result)
     return result
@@ -171,204 +167,7 @@ def _check_archs(target, site):
     if missing or (target.archs and not site.gpu.arch):
         held = ", ".join(target.archs) or "no GPU code"
         wanted = ", ".join(site.gpu.arch) or "no GPU"
-        raise _error(f"target {target.name} is built for {held}; site {site.name} has {wanted}")
-
-
-def _size(p: Plan):
-    site, request = p.site, p.request
-    if site.gpu.per_node:
-        if request.tasks_per_node:
-            raise _error(f"--tasks-per-node: on {site.name} ranks follow the GPUs (one per GPU); use --gpus")
-        p.gpus = request.gpus or site.gpu.per_node
-        if not 1 <= p.gpus <= site.gpu.per_node:
-            raise _error(f"--gpus {request.gpus}: {site.name} has {site.gpu.per_node} GPUs per node")
-        p.ranks_per_node = p.gpus
-        cores = site.cpu.cores_per_gpu or site.cpu.cores_per_node // site.gpu.per_node
-        p.cores_per_rank = cores
-        p.why.append(
-            f"{p.gpus} GPU(s) per node, one rank each, {cores} cores per rank "
-            f"({'cpu.cores_per_gpu' if site.cpu.cores_per_gpu else 'the node shared out'})"
-        )
-    else:
-        if request.gpus:
-            raise _error(f"--gpus {request.gpus}: site {site.name} has no GPUs")
-        p.ranks_per_node = request.tasks_per_node or 1
-        if p.ranks_per_node > site.cpu.cores_per_node:
-            raise _error(
-                f"--tasks-per-node {p.ranks_per_node}: {site.name} has {site.cpu.cores_per_node} cores per node"
-            )
-        p.cores_per_rank = site.cpu.cores_per_node // p.ranks_per_node
-        p.why.append(f"{p.ranks_per_node} rank(s) per node on CPU, {p.cores_per_rank} cores each")
-    whole = p.gpus == site.gpu.per_node if site.gpu.per_node else True
-    if p.launch == "torchrun" and request.nodes > 1 and not whole:
-        raise _error(
-            f"--gpus {p.gpus} on {request.nodes} nodes with torchrun: a multi-node "
-            f"torchrun job takes whole nodes ({site.gpu.per_node} GPUs); use --launch srun "
-            f"for part of each node"
-        )
-    single_task = p.launch == "torchrun" or (p.launch == "deepspeed" and request.nodes == 1)
-    p.tasks_per_node = 1 if single_task else p.ranks_per_node
-
-
-def _seconds(slurm_time, what):
-    match = re.fullmatch(r"(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+)", slurm_time)
-    if not match:
-        raise _error(f"{what} {slurm_time!r}: expected a Slurm time such as 2:00:00 or 1-12:00:00")
-    days, hours, minutes, seconds = (int(g) if g else 0 for g in match.groups())
-    return ((days * 24 + hours) * 60 + minutes) * 60 + seconds
-
-
-def _fits(p: Plan, partition):
-    """None when the job fits ``partition``, else why not."""
-    nodes, site = p.request.nodes, p.site
-    if nodes > partition.max_nodes:
-        return f"{nodes} nodes > {partition.max_nodes}"
-    if _seconds(p.request.time, "--time") > _seconds(partition.max_time, "max_time"):
-        return f"--time {p.request.time} > {partition.max_time}"
-    if site.gpu.per_node and p.gpus > partition.max_gpus:
-        return f"{p.gpus} GPUs per node > {partition.max_gpus}"
-    if partition.whole_nodes and site.gpu.per_node and p.gpus < site.gpu.per_node:
-        return "whole nodes only"
-    return None
-
-
-def _choose_partition(p: Plan):
-    site, request = p.site, p.request
-    _seconds(request.time, "--time")
-    partitions = {part.name: part for part in site.slurm.partitions}
-    if request.partition:
-        chosen = partitions.get(request.partition)
-        if chosen is None:
-            known = ", ".join(partitions) or "none (the cluster's default is used)"
-            raise _error(f"--partition {request.partition}: not a partition of {site.name}; expected one of: {known}")
-        why_not = _fits(p, chosen)
-        if why_not:
-            raise _error(f"--partition {chosen.name} does not fit this job ({why_not})")
-        p.partition = chosen
-        p.why.append(f"partition {chosen.name}: as asked")
-        return
-    if not partitions:
-        p.why.append("partition: the cluster's default (the site file names none)")
-        return
-    refused = []
-    for part in site.slurm.partitions:
-        if part.test:
-            continue
-        why_not = _fits(p, part)
-        if why_not is None:
-            p.partition = part
-            skipped = f"; skipped {', '.join(refused)}" if refused else ""
-            note = f" ({part.note})" if part.note else ""
-            p.why.append(f"partition {part.name}{note}: the first of the site's that fits{skipped}")
-            return
-        refused.append(f"{part.name}: {why_not}")
-    raise _error(
-        f"no partition of {site.name} fits {request.nodes} node(s) x {p.gpus or p.ranks_per_node} "
-        f"{'GPUs' if p.gpus else 'ranks'} for {request.time} ({'; '.join(refused)})"
-    )
-
-
-def _qos_misfit(p: Plan, qos):
-    """None when the job fits ``qos``'s limits, else why not."""
-    gpus = p.request.nodes * p.gpus
-    if qos.max_time and _seconds(p.request.time, "--time") > _seconds(qos.max_time, "max_time"):
-        return f"--time {p.request.time} > {qos.max_time}"
-    if qos.max_gpus and gpus > qos.max_gpus:
-        return f"{gpus} GPUs > {qos.max_gpus}"
-    return None
-
-
-def _choose_qos(p: Plan) -> str:
-    """The QoS asked for, or the first of the site's (test ones only when named) that fits."""
-    site, asked = p.site, p.request.qos
-    if asked:
-        known = {qos.name: qos for qos in site.slurm.qos}
-        if asked not in known:
-            raise _error(
-                f"--qos {asked}: not a QoS of {site.name}; expected one of: "
-                f"{', '.join(known) or 'none (the site file names none)'}" + did_you_mean(asked, known)
-            )
-        why_not = _qos_misfit(p, known[asked])
-        if why_not:
-            raise _error(f"--qos {asked} does not fit this job ({why_not})")
-        p.why.append(f"QoS {asked}: as asked")
-        return asked
-    if not site.slurm.qos:
-        return ""
-    refused = []
-    for qos in site.slurm.qos:
-        if qos.test:
-            continue
-        why_not = _qos_misfit(p, qos)
-        if why_not is None:
-            if len(site.slurm.qos) > 1:
-                skipped = f"; skipped {', '.join(refused)}" if refused else ""
-                p.why.append(f"QoS {qos.name}: the first of the site's that fits{skipped}")
-            return qos.name
-        refused.append(f"{qos.name}: {why_not}")
-    raise _error(
-        f"no QoS of {site.name} fits {p.request.nodes * p.gpus} GPUs for {p.request.time} ({'; '.join(refused)})"
-    )
-
-
-def _account(p: Plan) -> str:
-    """The project to bill, checked against the site's form; one line when a site that
-    requires one gets none."""
-    site, asked = p.site, p.request.account
-    form = site.slurm.account
-    if not asked:
-        if form and form.required:
-            raise _error(f"--account is required on {site.name}: the project to bill, such as {form.example}")
-        return ""
-    if form and not re.fullmatch(form.pattern, asked):
-        raise _error(
-            f"--account {asked}: not of {site.name}'s form; expected one such as "
-            f"{form.example} (matching {form.pattern})"
-        )
-    return asked
-
-
-def _resources(p: Plan):
-    site, request = p.site, p.request
-    sbatch = [("job-name", p.target.name)]
-    account = _account(p)
-    if account:
-        sbatch.append(("account", account))
-    if p.partition:
-        sbatch.append(("partition", p.partition.name))
-    sbatch += [
-        ("nodes", str(request.nodes)),
-        ("ntasks-per-node", str(p.tasks_per_node)),
-        ("cpus-per-task", str(p.cpus_per_task)),
-    ]
-    if p.gpus:
-        if site.slurm.gpu_request == "gpus-per-node":
-            sbatch.append(("gpus-per-node", str(p.gpus)))
-        else:
-            kind = f"{site.slurm.gres_type}:" if site.slurm.gres_type else ""
-            sbatch.append(("gres", f"gpu:{kind}{p.gpus}"))
-        p.why.append(f"GPUs asked as --{sbatch[-1][0]} (slurm.gpu_request: {site.slurm.gpu_request})")
-    if site.slurm.mem == "per_gpu" and p.gpus and site.cpu.mem_per_gpu_gb:
-        p.mem = f"{site.cpu.mem_per_gpu_gb * p.gpus}G"
-        p.why.append(f"memory {p.mem}: {site.cpu.mem_per_gpu_gb} GB per GPU (slurm.mem: per_gpu)")
-    elif site.slurm.mem == "whole_node" and (not site.gpu.per_node or p.gpus == site.gpu.per_node):
-        p.mem = "0"
-        p.why.append("memory: all of each node, --mem=0 (slurm.mem: whole_node)")
-    if p.mem:
-        sbatch.append(("mem", p.mem))
-    qos = _choose_qos(p)
-    if qos:
-        sbatch.append(("qos", qos))
-    if site.slurm.constraint:
-        sbatch.append(("constraint", site.slurm.constraint))
-    for option in site.slurm.sbatch:
-        name, _, value = option[2:].partition("=")
-        sbatch.append((name, value))
-    sbatch.append(("time", request.time))
-    # Slurm queues a batch job again when one of its nodes fails; appending keeps the first
-    # attempt's output (the error that says which node) in front of the second's
-    sbatch.append(("open-mode", "append"))
-    p.sbatch = sbatch
+        raise command_line_error(f"target {target.name} is built for {held}; site {site.name} has {wanted}")
 
 
 def _launch(p: Plan):
@@ -392,28 +191,7 @@ def _launch(p: Plan):
         ]
         p.why.append("staged copies removed on each node when the script ends (trap unstage EXIT)")
     if p.launch == "torchrun":
-        if nodes == 1:
-            line = cmd(
-                *SRUN,
-                *wrapper,
-                "torchrun",
-                "--standalone",
-                "--nnodes=1",
-                f"--nproc-per-node={p.ranks_per_node}",
-                *program,
-            )
-            p.why.append("launch torchrun: one task, --standalone, a rank per GPU")
-        else:
-            p.launch_lines.append('rdzv_host="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"')
-            line = (
-                cmd(*SRUN, *wrapper, "torchrun")
-                + ' --nnodes="$SLURM_JOB_NUM_NODES" '
-                + cmd(f"--nproc-per-node={p.ranks_per_node}")
-                + ' --rdzv-id="$SLURM_JOB_ID" '
-                + f'--rdzv-backend=c10d --rdzv-endpoint="$rdzv_host:{RDZV_PORT}" '
-                + cmd(*program)
-            )
-            p.why.append("launch torchrun: one task per node, c10d rendezvous on the first node")
+        line = _torchrun_line(p, wrapper, program)
     elif p.launch == "srun" or (p.launch == "deepspeed" and nodes > 1):
         line = cmd(*SRUN, *mpi, *bind, *wrapper, *ranks)
         if p.launch == "deepspeed":
@@ -443,6 +221,26 @@ def _launch(p: Plan):
     p.launch_lines.append(line)
 
 
+def _torchrun_line(p: Plan, wrapper, program) -> str:
+    """torchrun in one task: --standalone on one node; across nodes one task per node, with
+    c10d rendezvous on the first."""
+    if p.request.nodes == 1:
+        p.why.append("launch torchrun: one task, --standalone, a rank per GPU")
+        return cmd(
+            *SRUN, *wrapper, "torchrun", "--standalone", "--nnodes=1", f"--nproc-per-node={p.ranks_per_node}", *program
+        )
+    p.launch_lines.append('rdzv_host="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"')
+    p.why.append("launch torchrun: one task per node, c10d rendezvous on the first node")
+    return (
+        cmd(*SRUN, *wrapper, "torchrun")
+        + ' --nnodes="$SLURM_JOB_NUM_NODES" '
+        + cmd(f"--nproc-per-node={p.ranks_per_node}")
+        + ' --rdzv-id="$SLURM_JOB_ID" '
+        + f'--rdzv-backend=c10d --rdzv-endpoint="$rdzv_host:{RDZV_PORT}" '
+        + cmd(*program)
+    )
+
+
 # What users type first (`-- python train.py`): every launch already starts python itself.
 PYTHON = re.compile(r"^python(3(\.\d+)?)?$")
 
@@ -455,13 +253,13 @@ def _program(p: Plan) -> list:
         if program[:1] == ["-u"]:  # output is unbuffered anyway (PYTHONUNBUFFERED)
             dropped.append(program.pop(0))
         if program and program[0].startswith("-") and program[0] != "-m":
-            raise _error(
+            raise command_line_error(
                 f"python option {program[0]} after --: the job starts python itself; "
                 f"give the script or -m MODULE first, e.g. -- train.py --epochs 10"
             )
         p.notes.append(f"dropped {' '.join(dropped)!r} after --: each launch starts python itself")
     if not program:
-        raise _error("no program: give it after --, e.g. -- train.py --epochs 10")
+        raise command_line_error("no program: give it after --, e.g. -- train.py --epochs 10")
     return program
 
 

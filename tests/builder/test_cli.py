@@ -9,7 +9,7 @@ import pytest
 import yaml
 from conftest import RECIPES, ROOT, run_builder
 
-from builder.cli import EXAMPLES
+from builder.cli.parser import EXAMPLES
 
 
 def test_list_names_every_target_alias_and_site_with_torch_and_arch(tmp_path):

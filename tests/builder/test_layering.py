@@ -18,7 +18,7 @@ def floor(parts):
 
 
 def module_parts(path, builder=BUILDER):
-    """builder/run/smoke.py -> ("run", "smoke"); builder/cli.py -> ("cli",)."""
+    """builder/run/smoke.py -> ("run", "smoke"); builder/cli/parser.py -> ("cli", "parser")."""
     return path.relative_to(builder).with_suffix("").parts
 
 

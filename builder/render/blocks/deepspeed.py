@@ -120,33 +120,8 @@ def parts(target):
     compile_ops = compile_commands(ds.version)
     saved, restored, installed, checks = '"$ds_tmp"/wheel/deepspeed-*.whl', (), (), []
     if target.torch_flavour == "rocm":
-        arch, wavefront = target.archs[0], target.wavefront_size
-        record = f"{target.venv}/{RECORD_DIR}/{ROCM_RECORD}"
-        detect = python_check("python", _DETECT, arch, str(wavefront), ds.version) + f" {WHEELS}/{ROCM_RECORD}"
-        compile_ops = (
-            _replace_arch_tools(arch, wavefront)
-            + compile_commands(ds.version, before=(f"mkdir -p {WHEELS}", detect))
-            + _restore_arch_tools()
-        )
-        saved = f'{saved} "$ds_tmp"/wheel/{ROCM_RECORD}'
-        restored = (f'cp "$kept"/{ROCM_RECORD} {WHEELS}/',)
-        installed = (f'install -D -m 644 "$ds_tmp"/wheel/{ROCM_RECORD} {cmd(record)}',)
-        # the record of what the ops were compiled for, against the GPU the image is for
-        # (and, on a GPU node, against what rocminfo reports there)
-        checks = [
-            cmd(
-                "python",
-                "-m",
-                "smoke.netcheck",
-                "wavefront",
-                "--record",
-                record,
-                "--arch",
-                arch,
-                "--expected",
-                str(wavefront),
-            )
-        ]
+        compile_ops, extra, restored, installed, checks = _rocm_steps(target)
+        saved += extra
     if target.torch_flavour == "cuda":
         compile_ops = [*_CUDA_LINK, *compile_ops, 'rm -rf "$ds_tmp/stubs"']
     # the ops' own packages (libaio) go in this layer, so an op change never rebuilds the OS
@@ -169,18 +144,7 @@ def parts(target):
             """if grep -q 'hostname -I' "$comm_py"; then echo "DeepSpeed still uses hostname -I" >&2; exit 1; fi""",
         ]
     final_env = (("DS_ACCELERATOR", "cpu"),) if ds.accelerator == "cpu" else ()
-    notes = [f"DeepSpeed {ds.version}, ops prebuilt (nothing compiles at run time): {', '.join(ds.promised)}."]
-    by_reason = {}
-    for op, reason in ds.skipped:
-        by_reason.setdefault(reason, []).append(op)
-    notes += [f"Not prebuilt: {', '.join(ops)} ({reason})." for reason, ops in by_reason.items()]
-    majors = {int(arch[3:-1]) for arch in target.archs if arch.startswith("sm_")}
-    if majors and min(majors) <= 7 < max(majors):
-        # DeepSpeed drops -DBF16_AVAILABLE for every op once any arch is sm_7x
-        notes.append(
-            "Its CUDA ops are built without BF16 because the arch list includes sm_7x; "
-            "per-site images keep BF16 on newer GPUs."
-        )
+    notes = _notes(target)
     return [
         Part(block="deepspeed", stage="build", build_env=tuple(env), kept=kept, post=tuple(post)),
         Part(
@@ -193,6 +157,59 @@ def parts(target):
             help=tuple(notes),
         ),
     ]
+
+
+def _rocm_steps(target):
+    """On ROCm: the op compile with the arch tools pinned to the target's GPU, and a record of
+    what it compiled for, kept with the wheel, installed and checked by %test.
+    (compile lines, saved files, restore lines, install lines, test lines)."""
+    ds = target.deepspeed
+    arch, wavefront = target.archs[0], target.wavefront_size
+    record = f"{target.venv}/{RECORD_DIR}/{ROCM_RECORD}"
+    detect = python_check("python", _DETECT, arch, str(wavefront), ds.version) + f" {WHEELS}/{ROCM_RECORD}"
+    compile_ops = (
+        _replace_arch_tools(arch, wavefront)
+        + compile_commands(ds.version, before=(f"mkdir -p {WHEELS}", detect))
+        + _restore_arch_tools()
+    )
+    extra = f' "$ds_tmp"/wheel/{ROCM_RECORD}'
+    restored = (f'cp "$kept"/{ROCM_RECORD} {WHEELS}/',)
+    installed = (f'install -D -m 644 "$ds_tmp"/wheel/{ROCM_RECORD} {cmd(record)}',)
+    # the record of what the ops were compiled for, against the GPU the image is for
+    # (and, on a GPU node, against what rocminfo reports there)
+    checks = [
+        cmd(
+            "python",
+            "-m",
+            "smoke.netcheck",
+            "wavefront",
+            "--record",
+            record,
+            "--arch",
+            arch,
+            "--expected",
+            str(wavefront),
+        )
+    ]
+    return compile_ops, extra, restored, installed, checks
+
+
+def _notes(target) -> list:
+    """%help: what DeepSpeed holds prebuilt, what not and why."""
+    ds = target.deepspeed
+    notes = [f"DeepSpeed {ds.version}, ops prebuilt (nothing compiles at run time): {', '.join(ds.promised)}."]
+    by_reason = {}
+    for op, reason in ds.skipped:
+        by_reason.setdefault(reason, []).append(op)
+    notes += [f"Not prebuilt: {', '.join(ops)} ({reason})." for reason, ops in by_reason.items()]
+    majors = {int(arch[3:-1]) for arch in target.archs if arch.startswith("sm_")}
+    if majors and min(majors) <= 7 < max(majors):
+        # DeepSpeed drops -DBF16_AVAILABLE for every op once any arch is sm_7x
+        notes.append(
+            "Its CUDA ops are built without BF16 because the arch list includes sm_7x; "
+            "per-site images keep BF16 on newer GPUs."
+        )
+    return notes
 
 
 def standin_lines(arch, wavefront) -> dict:

@@ -82,8 +82,43 @@ def _libfabric_cxi(stack):
     kernel driver (LUMI's AI Factory images do the same)."""
     headers, driver, libcxi, libfabric = stack
     register = (f"printf '%s\\n' {LIBFABRIC_PREFIX}/lib > {LIBFABRIC_LD_CONF}", "ldconfig")
+    build = _build_lines(headers, driver, libcxi, libfabric)
+    return [
+        Part(
+            block="libfabric",
+            stage="build",
+            packages=(
+                *git_sources.PACKAGES,
+                "autoconf",
+                "automake",
+                "libtool",
+                "make",
+                "pkg-config",
+                *CXI_BUILD_PACKAGES,
+            ),
+            kept=Kept(
+                name="libfabric-cxi",
+                build=build,
+                save=(f'cp -a {LIBFABRIC_PREFIX}/. "$kept/libfabric"',),
+                restore=(f'cp -a "$kept/libfabric" {LIBFABRIC_PREFIX}',),
+            ),
+            # the plugin's link finds libcxi (libfabric's own need) through the loader's cache
+            post=register,
+        ),
+        Part(
+            block="libfabric",
+            stage="final",
+            packages=CXI_RUN_PACKAGES,
+            copy_from_build=(LIBFABRIC_PREFIX,),
+            post=register,
+        ),  # the plugin's help line names this stack too
+    ]
+
+
+def _build_lines(headers, driver, libcxi, libfabric) -> tuple:
+    """The compile of libcxi and of libfabric with CXI built in, in a work folder removed after."""
     work = '"$work"'
-    build = (
+    return (
         'work="$(mktemp -d /tmp/hpcml-cxi-XXXXXX)"',
         *git_sources.checkout(headers, f"{work}/cassini-headers"),
         *git_sources.checkout(driver, f"{work}/cxi-driver"),
@@ -120,33 +155,3 @@ def _libfabric_cxi(stack):
         # its rpath, and a site's host libfabric on LD_LIBRARY_PATH could not take its place
         f"rm -f {LIBFABRIC_PREFIX}/lib/*.la",
     )
-    return [
-        Part(
-            block="libfabric",
-            stage="build",
-            packages=(
-                *git_sources.PACKAGES,
-                "autoconf",
-                "automake",
-                "libtool",
-                "make",
-                "pkg-config",
-                *CXI_BUILD_PACKAGES,
-            ),
-            kept=Kept(
-                name="libfabric-cxi",
-                build=build,
-                save=(f'cp -a {LIBFABRIC_PREFIX}/. "$kept/libfabric"',),
-                restore=(f'cp -a "$kept/libfabric" {LIBFABRIC_PREFIX}',),
-            ),
-            # the plugin's link finds libcxi (libfabric's own need) through the loader's cache
-            post=register,
-        ),
-        Part(
-            block="libfabric",
-            stage="final",
-            packages=CXI_RUN_PACKAGES,
-            copy_from_build=(LIBFABRIC_PREFIX,),
-            post=register,
-        ),  # the plugin's help line names this stack too
-    ]

@@ -66,12 +66,49 @@ def image_facts(target) -> dict:
 
 
 def _rccl_with_plugin(target, plugin):
+    build = _plugin_build(target, plugin)
+    checks = _plugin_checks(target)
+    final = Part(
+        block="rccl_ofi",
+        stage="final",
+        packages=("libhwloc15", *(() if target.libfabric else ("libfabric1",))),
+        copy_from_build=(PLUGIN_PREFIX,),
+        # In the loader's cache, not on LD_LIBRARY_PATH: a site's SINGULARITYENV_LD_LIBRARY_PATH
+        # (LUMI's bindings module, the wrapper's multi-node library path) replaces the image's
+        # LD_LIBRARY_PATH whole, and would hide the plugin and ROCm.
+        post=(f"printf '%s\\n' {PLUGIN_PREFIX}/lib {ROCM_PREFIX}lib > {LD_CONF}", "ldconfig"),
+        env=(  # torch wheels bundle their own RCCL, which does not use the plugin; preloading
+            # the image's RCCL makes torch use it (lumi-ai-factory/laifs-container-recipes#18).
+            ("LD_PRELOAD", ROCM_RCCL),
+            # by path: which file name RCCL looks for by default changed between ROCm
+            # releases (libnccl-net.so, librccl-net.so); HPE asks for the path on ROCm 7.2
+            ("NCCL_NET_PLUGIN", PLUGIN_FILE),
+        ),
+        # each check in a process of its own: they read which libraries the loader mapped
+        test=tuple(checks),
+        help=(
+            f"RCCL from {ROCM_PREFIX} with the {plugin.name} {plugin.version} network plugin "
+            f"(NCCL_NET_PLUGIN={PLUGIN_FILE}), built against "
+            + (
+                f"the image's own libfabric {target.libfabric[-1].version} with the CXI provider "
+                f"and libcxi {target.libfabric[-2].version} ({libfabric.LIBFABRIC_PREFIX}, "
+                "fi_info in its bin/)."
+                if target.libfabric
+                else "the distribution's libfabric (the CXI provider comes from the host)."
+            ),
+        ),
+    )
+    return [build, final]
+
+
+def _plugin_build(target, plugin) -> Part:
+    """aws-ofi-nccl compiled from its pinned commit against the image's libfabric, kept between builds."""
     # the image's own libfabric (the libfabric block, just before), or the distribution's,
     # without CXI
     libfabric_dir = libfabric.LIBFABRIC_PREFIX if target.libfabric else "/usr"
     # a folder of its own: %post may see the host's /tmp, shared with other builds
     work = '"$work"/aws-ofi-nccl'
-    build = Part(
+    return Part(
         block="rccl_ofi",
         stage="build",
         packages=(
@@ -108,6 +145,10 @@ def _rccl_with_plugin(target, plugin):
             restore=(f'cp -a "$kept/plugin" {PLUGIN_PREFIX}',),
         ),
     )
+
+
+def _plugin_checks(target) -> list:
+    """%test: the plugin loads beside RCCL, torch takes the image's RCCL, and CXI is there."""
     libfabric_lib = libfabric.lib_dir(target)
     checks = [
         cmd("python", "-m", "smoke.netcheck", "plugin", "--rccl", ROCM_RCCL, "--libfabric-dir", libfabric_lib),
@@ -126,34 +167,4 @@ def _rccl_with_plugin(target, plugin):
                 "cxi",
             )
         )
-    final = Part(
-        block="rccl_ofi",
-        stage="final",
-        packages=("libhwloc15", *(() if target.libfabric else ("libfabric1",))),
-        copy_from_build=(PLUGIN_PREFIX,),
-        # In the loader's cache, not on LD_LIBRARY_PATH: a site's SINGULARITYENV_LD_LIBRARY_PATH
-        # (LUMI's bindings module, the wrapper's multi-node library path) replaces the image's
-        # LD_LIBRARY_PATH whole, and would hide the plugin and ROCm.
-        post=(f"printf '%s\\n' {PLUGIN_PREFIX}/lib {ROCM_PREFIX}lib > {LD_CONF}", "ldconfig"),
-        env=(  # torch wheels bundle their own RCCL, which does not use the plugin; preloading
-            # the image's RCCL makes torch use it (lumi-ai-factory/laifs-container-recipes#18).
-            ("LD_PRELOAD", ROCM_RCCL),
-            # by path: which file name RCCL looks for by default changed between ROCm
-            # releases (libnccl-net.so, librccl-net.so); HPE asks for the path on ROCm 7.2
-            ("NCCL_NET_PLUGIN", PLUGIN_FILE),
-        ),
-        # each check in a process of its own: they read which libraries the loader mapped
-        test=tuple(checks),
-        help=(
-            f"RCCL from {ROCM_PREFIX} with the {plugin.name} {plugin.version} network plugin "
-            f"(NCCL_NET_PLUGIN={PLUGIN_FILE}), built against "
-            + (
-                f"the image's own libfabric {target.libfabric[-1].version} with the CXI provider "
-                f"and libcxi {target.libfabric[-2].version} ({libfabric.LIBFABRIC_PREFIX}, "
-                "fi_info in its bin/)."
-                if target.libfabric
-                else "the distribution's libfabric (the CXI provider comes from the host)."
-            ),
-        ),
-    )
-    return [build, final]
+    return checks

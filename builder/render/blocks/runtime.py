@@ -84,7 +84,36 @@ def parts(target):
         *facts.splitlines(),
         END,
     ]
-    test = [
+    test = _test_lines()
+    return [
+        Part(
+            block="runtime",
+            stage="build",
+            files=((build_arg(runtime_wheel.BUILD_ARG), staged),),
+            post=tuple(post),
+            build_args=(runtime_wheel.BUILD_ARG,),
+        ),
+        Part(
+            block="runtime",
+            stage="final",
+            test=tuple(test),
+            help=(
+                "`import launchenv; launchenv.apply()` sets RANK, LOCAL_RANK, WORLD_SIZE, "
+                "LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT from torchrun, MPI or Slurm.",
+                "Smoke tests: `python -m smoke all` (under srun, mpirun or torchrun for "
+                "several ranks) checks all-reduce sums and bandwidth against the site's "
+                "reference, the network NCCL/RCCL used, DeepSpeed's prebuilt ops and its "
+                "engine under ZeRO 1-3, mpi4py and a DDP run; it writes "
+                f"{contract.SMOKE_FOLDER}/{contract.SMOKE_REPORT} and {contract.SMOKE_PLOT}. "
+                "Site references come from the wrapper (singularity_wrapper), or --site-facts FILE.",
+            ),
+        ),
+    ]
+
+
+def _test_lines() -> list:
+    """%test: launchenv, the suite's CLI, the preflight, a small all-reduce and DeepSpeed's ops."""
+    return [
         python_check("python", _LAUNCHENV_CHECK),
         cmd("python", "-m", "smoke", "--help") + " > /dev/null",
         # the torch build the image promises; on a build host without a GPU the GPU checks
@@ -110,30 +139,6 @@ def parts(target):
         # under ZeRO 1-3 with nothing compiled (the image has no compiler to do so)
         cmd("python", "-m", "smoke", "deepspeed", "--timeout", "600") + ' --out "$smoke_out"',
         'rm -rf "$smoke_out"',
-    ]
-    return [
-        Part(
-            block="runtime",
-            stage="build",
-            files=((build_arg(runtime_wheel.BUILD_ARG), staged),),
-            post=tuple(post),
-            build_args=(runtime_wheel.BUILD_ARG,),
-        ),
-        Part(
-            block="runtime",
-            stage="final",
-            test=tuple(test),
-            help=(
-                "`import launchenv; launchenv.apply()` sets RANK, LOCAL_RANK, WORLD_SIZE, "
-                "LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT from torchrun, MPI or Slurm.",
-                "Smoke tests: `python -m smoke all` (under srun, mpirun or torchrun for "
-                "several ranks) checks all-reduce sums and bandwidth against the site's "
-                "reference, the network NCCL/RCCL used, DeepSpeed's prebuilt ops and its "
-                "engine under ZeRO 1-3, mpi4py and a DDP run; it writes "
-                f"{contract.SMOKE_FOLDER}/{contract.SMOKE_REPORT} and {contract.SMOKE_PLOT}. "
-                "Site references come from the wrapper (singularity_wrapper), or --site-facts FILE.",
-            ),
-        ),
     ]
 
 

@@ -1,0 +1,75 @@
+"""Command line: list, show, render, check, build, smoke, publish, verify, default, doctor,
+toolbox. The grammar is cli.parser's, what each command does cli.commands'.
+
+Exit status: 0 done, 2 bad input (one line saying what and where), 1 a check or an outside
+tool failed.
+"""
+
+import sys
+
+from ..errors import BuilderError
+from ..invocation import program
+from .commands import load_tree
+from .parser import AFTER_DASHES
+from .parser import parser as grammar
+
+
+def main(argv=None):
+    load_tree.cache_clear()  # each command reads the recipes as they are now
+    parser = grammar()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    tail = None
+    if "--" in argv:
+        cut = argv.index("--")
+        argv, tail = argv[:cut], argv[cut + 1 :]
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        command = getattr(args, "command", None)
+        _, what, options_too = AFTER_DASHES.get(command, (None, "", False))
+        if what and (options_too or not extra[0].startswith("-")):
+            parser.error(
+                f"unrecognized arguments: {' '.join(extra)}; put {what} after --, e.g. "
+                f"{program()} {command} {_first_positional(args)} -- {' '.join(extra)}"
+            )
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    if tail is not None:
+        dest = AFTER_DASHES.get(getattr(args, "command", None), (None,))[0]
+        if dest is None:
+            parser.error(f"unrecognized arguments: -- {' '.join(tail)}")
+        setattr(args, dest, getattr(args, dest, []) + tail)
+    if not getattr(args, "func", None):
+        parser.error(
+            "no command given; expected one of: list, show, render, check, build, smoke, "
+            "jobscript, publish, verify, default, doctor, toolbox"
+        )
+    try:
+        _resolve_aliases(args)
+        return args.func(args) or 0
+    except BuilderError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return error.exit_status
+    except BrokenPipeError:  # output piped into `head` and the like
+        sys.stderr.close()
+        return 1
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
+
+
+def _first_positional(args):
+    return getattr(args, "target", None) or "TARGET"
+
+
+def _resolve_aliases(args):
+    """A retired machine's target name (puhti-cuda) means the target that now builds its image."""
+    names = getattr(args, "targets", None) or ([args.target] if getattr(args, "target", None) else [])
+    if not names or not hasattr(args, "recipes"):
+        return
+    aliases = load_tree(args.recipes).aliases
+    for name in names:
+        if name in aliases:
+            print(f"note: {name} is an alias of {aliases[name]}; using {aliases[name]}", file=sys.stderr)
+    if getattr(args, "targets", None):
+        args.targets = list(dict.fromkeys(aliases.get(name, name) for name in args.targets))
+    else:
+        args.target = aliases.get(args.target, args.target)

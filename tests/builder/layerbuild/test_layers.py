@@ -1,0 +1,87 @@
+"""The layer build's logic with the runner swapped for a fake (tests/helpers/fake_runner.py):
+which layers are built, in what order, with what arguments, and which are skipped. The real
+builds are in test_build.py."""
+
+from pathlib import Path
+
+import pytest
+from conftest import RECIPES
+from helpers.fake_runner import FakeRunner
+
+from builder.host import hostinfo
+from builder.host.progress import Progress
+from builder.layerbuild import indexes, layers
+from builder.recipes.tree import RecipeTree
+
+MIRROR = "http://mirror.invalid/debian"
+
+
+@pytest.fixture
+def fake(monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr(layers, "find_runtime", lambda site, progress, images: ("apptainer", "apptainer (fake)"))
+    monkeypatch.setattr(hostinfo, "debian_mirror", lambda: MIRROR)
+    monkeypatch.setattr(hostinfo, "needs_fakeroot", lambda: False)
+    monkeypatch.setattr(indexes, "why_down", lambda url, cafile=None: None)  # asks no index
+    monkeypatch.setattr(
+        hostinfo, "pip_settings", lambda: {"cert": None, "index_url": "", "extra_index_urls": [], "find_links": []}
+    )
+    return FakeRunner(monkeypatch)
+
+
+def build(name, images, force=None, tree=None):
+    return layers.build(
+        tree or RecipeTree(RECIPES), name, images=images, force=force, progress=Progress(), space_check=False
+    )
+
+
+def test_a_first_build_makes_the_three_layers_in_order_each_from_the_one_before(fake, tmp_path):
+    image = build("cpu", tmp_path)
+    assert image == tmp_path / "cpu.sif" and image.is_file()
+    assert [b.layer for b in fake.builds] == ["devel", "base", "image"]
+    devel, base, top = fake.builds
+    # parents by file name (the build runs in the images folder); the mirror only where used
+    assert devel.build_args == {"MIRROR": MIRROR}
+    assert base.build_args == {"DEVEL": "cpu.devel.sif", "MIRROR": MIRROR}  # its final stage: debootstrap
+    assert set(top.build_args) == {"DEVEL", "BASE", "RUNTIME_WHEEL"}
+    assert (top.build_args["DEVEL"], top.build_args["BASE"]) == ("cpu.devel.sif", "cpu.base.sif")
+    # the layers only the next one reads are written uncompressed; the image is packed
+    assert (devel.uncompressed, base.uncompressed, top.uncompressed) == (True, True, False)
+    assert sorted(p.name for p in tmp_path.glob("*.sif")) == ["cpu.base.sif", "cpu.devel.sif", "cpu.sif"]
+
+
+def test_an_unchanged_target_starts_no_build_and_a_forced_top_rebuilds_only_the_image(fake, tmp_path, capsys):
+    build("cpu", tmp_path)
+    fake.builds.clear()
+    build("cpu", tmp_path)
+    assert fake.builds == [] and "is up to date" in capsys.readouterr().out
+    build("cpu", tmp_path, force="top")
+    assert [b.layer for b in fake.builds] == ["image"]
+
+
+def test_a_lost_layer_comes_back_from_the_cache_without_a_build(fake, tmp_path):
+    build("cpu", tmp_path)
+    (tmp_path / "cpu.base.sif").unlink()
+    (tmp_path / "cpu.sif").unlink()
+    fake.builds.clear()
+    build("cpu", tmp_path)
+    assert fake.builds == []  # both taken from the user's layer cache
+    assert (tmp_path / "cpu.base.sif").read_text() == "fake image of cpu.base.def\n"
+
+
+def test_a_target_sharing_lower_layers_builds_them_under_their_owners_names(fake, tmp_path):
+    build("h100-cuda", tmp_path)
+    owners = [Path(b.argv[-1]).name.split(".")[0] for b in fake.builds]
+    assert owners == ["a100-cuda", "a100-cuda", "h100-cuda"]
+    assert fake.builds[2].build_args["BASE"] == "a100-cuda.base.sif"
+    fake.builds.clear()
+    build("a100-cuda", tmp_path)  # its lower layers are there already
+    assert [b.layer for b in fake.builds] == ["image"]
+
+
+def test_the_build_is_given_the_plans_text_and_nothing_else(fake, tmp_path):
+    from builder.render.layer_sharing import plan_layers
+
+    build("cpu", tmp_path)
+    plans = plan_layers(RecipeTree(RECIPES), "cpu")
+    assert [b.definition for b in fake.builds] == [plans[layer].text for layer in ("devel", "base", "image")]

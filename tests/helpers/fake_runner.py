@@ -1,0 +1,62 @@
+"""A stand-in for builder.runner, the builder's one door to external commands: it records
+every command and answers as the real tool would for what the unit tests need, so building,
+publishing and doctor logic is tested without Apptainer or an image.
+
+    fake = FakeRunner(monkeypatch)
+    layers.build(tree, "cpu", images=tmp_path, progress=Progress(), space_check=False)
+    assert [c.layer for c in fake.builds] == ["devel", "base", "image"]
+"""
+
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from builder import runner
+
+
+@dataclass
+class Build:
+    """One `apptainer build` as the builder asked for it."""
+
+    argv: list
+    definition: str  # the text of the .def it was given
+    output: Path  # where the image was to go (the temporary file beside it)
+    build_args: dict
+    uncompressed: bool
+
+    @property
+    def layer(self) -> str:
+        """devel, base or image, from the definition's file name."""
+        name = Path(self.argv[-1]).name
+        return name.split(".")[-2] if name.count(".") == 2 else "image"
+
+
+class FakeRunner:
+    """Records commands; `apptainer build` writes a small image file, `build --help` names
+    --mksquashfs-args, anything else succeeds with no output (or what ``answers`` says:
+    {program name: stdout})."""
+
+    def __init__(self, monkeypatch, answers=None):
+        self.commands, self.builds = [], []
+        self.answers = answers or {}
+        monkeypatch.setattr(runner, "run", self.run)
+        monkeypatch.setattr(runner, "run_logged", self.run_logged)
+
+    def run(self, argv, *, input=None, cwd=None, env=None, check=True, timeout=None):
+        argv = [str(a) for a in argv]
+        self.commands.append(argv)
+        stdout = "  --mksquashfs-args string\n" if argv[1:] == ["build", "--help"] else ""
+        stdout = self.answers.get(Path(argv[0]).name, stdout)
+        return subprocess.CompletedProcess(argv, 0, stdout, "")
+
+    def run_logged(
+        self, argv, log_path, *, cwd=None, env=None, what=None, note="", cleanup=(), on_line=None, timeout=None
+    ):
+        argv = [str(a) for a in argv]
+        self.commands.append(argv)
+        if argv[1] == "build":
+            args = dict(value.split("=", 1) for flag, value in zip(argv, argv[1:]) if flag == "--build-arg")
+            output = Path(argv[-2])
+            self.builds.append(Build(argv, Path(argv[-1]).read_text(), output, args, "--mksquashfs-args" in argv))
+            output.write_bytes(f"fake image of {Path(argv[-1]).name}\n".encode())
+        Path(log_path).write_text("")
