@@ -20,9 +20,13 @@ text, sif = Path(sys.argv[1]).read_text(), Path(sys.argv[2])
 site = RecipeTree(sys.argv[3]).sites["local"]
 progress = Progress()
 runtime, _ = find_runtime(site, progress, sif.parent)
-# extra arguments: "uncompressed" (an intermediate layer's build) and kept step folders
-plan = LayerPlan(layer="base" if "uncompressed" in sys.argv[5:] else "image", owner="x", text=text,
-                 build_args=("BASE",), parents=("base",), kept=tuple(a for a in sys.argv[5:] if a != "uncompressed"))
+# extra arguments, as a layer plan would say them: --uncompressed (an intermediate layer),
+# --kept=FOLDER (a kept step's folder), --index=URL (a pip index its text names)
+extra = sys.argv[5:]
+plan = LayerPlan(layer="base" if "--uncompressed" in extra else "image", owner="x", text=text,
+                 build_args=("BASE",), parents=("base",),
+                 kept=tuple(a.split("=", 1)[1] for a in extra if a.startswith("--kept=")),
+                 pip_indexes=tuple(a.split("=", 1)[1] for a in extra if a.startswith("--index=")))
 try:
     build_layer(LayerBuild(plan=plan, runtime=runtime, sif=sif, key="k", args={"BASE": sys.argv[4]},
                            log=sif.parent / "x.build.log"), progress)

@@ -263,7 +263,13 @@ def test_a_kept_step_runs_once_and_a_silent_index_is_never_retried(cpu_image, tm
     logs = []
     for later, status in (("echo a-later-step-breaks; exit 3", 1), ("true", 0)):
         process, images, _previous = start_layer_build(
-            tmp_path, f"{post}\n{later}", "uncompressed", folder, base=IMAGES / "cpu.base.sif", env=env
+            tmp_path,
+            f"{post}\n{later}",
+            "--uncompressed",
+            f"--kept={folder}",
+            f"--index={silent}",
+            base=IMAGES / "cpu.base.sif",
+            env=env,
         )
         _, stderr = process.communicate(timeout=900)
         assert process.returncode == status, stderr
@@ -293,7 +299,10 @@ UNCOMPRESSED_INODES, UNCOMPRESSED_DATA, UNCOMPRESSED_FRAGMENTS = 0x1, 0x2, 0x8
 @pytest.mark.parametrize("way", ["uncompressed", "packed"])
 def test_intermediate_layers_are_written_uncompressed_and_the_image_packed(cpu_image, tmp_path, way):
     process, _images, previous = start_layer_build(
-        tmp_path, "echo layer > /layer.txt", way, base=IMAGES / "cpu.base.sif"
+        tmp_path,
+        "echo layer > /layer.txt",
+        *(["--uncompressed"] if way == "uncompressed" else []),
+        base=IMAGES / "cpu.base.sif",
     )
     _, stderr = process.communicate(timeout=900)
     assert process.returncode == 0, stderr
