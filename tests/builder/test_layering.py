@@ -84,3 +84,21 @@ def test_the_layer_build_takes_renders_plan_not_its_blocks():
                 names = node.module.split(".")[1:2] or [alias.name for alias in node.names]
                 reached.update(f"render.{name}" for name in names if name not in allowed)
     assert reached == set()
+
+
+MAX_MODULE_LINES, MAX_FUNCTION_LINES = 300, 60
+
+
+def test_no_module_or_function_in_builder_grows_past_a_page_or_so():
+    """Small modules with one job: a module past 300 lines or a function past 60 is split."""
+    too_long = []
+    for path in sorted(BUILDER.rglob("*.py")):
+        text = path.read_text()
+        if len(text.splitlines()) > MAX_MODULE_LINES:
+            too_long.append(f"{path.relative_to(BUILDER)}: {len(text.splitlines())} lines")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                length = node.end_lineno - node.lineno + 1
+                if length > MAX_FUNCTION_LINES:
+                    too_long.append(f"{path.relative_to(BUILDER)}: {node.name}() {length} lines")
+    assert too_long == []
