@@ -61,6 +61,9 @@ def run_logged(argv, log_path, *, cwd=None, env=None, what=None, note="", cleanu
     with open(log_path, "a") as log:
         log.write(f"$ {' '.join(map(str, argv))}\n")
         log.flush()
+        # where the command's output starts, taken before it runs: it shares this file's
+        # offset, so a tell() after the start would skip what it wrote at once
+        start = log.tell()
         # a group of its own: the last resort below KILLs it without hitting this process
         process = subprocess.Popen(
             ["bash", str(guard), *map(str, cleanup), "--", program, *argv[1:]],
@@ -75,7 +78,7 @@ def run_logged(argv, log_path, *, cwd=None, env=None, what=None, note="", cleanu
         done = threading.Event()
         follower = None
         if on_line:
-            follower = threading.Thread(target=_follow, args=(log_path, log.tell(), done, on_line), daemon=True)
+            follower = threading.Thread(target=_follow, args=(log_path, start, done, on_line), daemon=True)
             follower.start()
         try:
             status = process.wait(timeout=timeout)

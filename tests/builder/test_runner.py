@@ -226,6 +226,22 @@ def test_a_finished_command_is_waited_for_without_limit_by_default(tmp_path):
         runner.run_logged(["sh", "-c", "echo three; exit 3"], log)
 
 
+def test_lines_written_before_the_follower_starts_are_seen(tmp_path, monkeypatch):
+    """The command shares the log's offset: output it writes at once (here: all of it, before
+    run_logged goes on) still reaches on_line."""
+    real = subprocess.Popen
+
+    def finished_at_once(*args, **kwargs):
+        process = real(*args, **kwargs)
+        process.wait()
+        return process
+
+    monkeypatch.setattr(runner.subprocess, "Popen", finished_at_once)
+    lines = []
+    runner.run_logged(["sh", "-c", "echo first; echo second"], tmp_path / "log", on_line=lines.append)
+    assert lines == ["first", "second"]
+
+
 # --- run_attached shares the stop routine --------------------------------------------------
 
 
