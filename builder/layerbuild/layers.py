@@ -78,9 +78,8 @@ def build(tree, name, *, images: Path, force=None, progress, space_check=True):
         return paths["image"]
     images.mkdir(parents=True, exist_ok=True)
     where = space.folders(images)
-    owners = {layer: plan.owner for layer, plan in plans.items()}
     with contextlib.ExitStack() as locks:
-        for owner in dict.fromkeys(owners.values()):
+        for owner in dict.fromkeys(plan.owner for plan in plans.values()):
             locks.enter_context(image_lock(images, owner))
             _remove_stale_temps(images, where, owner)
         # made under the lock, so it holds for the loop below (no other build of these layers)
@@ -88,9 +87,9 @@ def build(tree, name, *, images: Path, force=None, progress, space_check=True):
         if space_check:
             _check_space(tree, name, plans, paths, steps, where)
         runtime, label = find_runtime(target.sites[0], progress, images)
-        if owners["devel"] != name:
+        if plans["devel"].owner != name:
             progress.step(
-                f"{name} builds on the devel and base layers of {owners['devel']} "
+                f"{name} builds on the devel and base layers of {plans['devel'].owner} "
                 "(they differ only in the GPU archs, which the image layer compiles for)"
             )
         for layer in LAYERS:

@@ -22,7 +22,7 @@ def _frozen(value):
     return value
 
 
-class Part:
+class SitePart:
     """A part whose fields are its section's keys by the same names; a key the file leaves
     out takes the field's default (the schema requires those without one)."""
 
@@ -32,7 +32,7 @@ class Part:
 
 
 @dataclass(frozen=True)
-class Gpu(Part):
+class Gpu(SitePart):
     vendor: str  # nvidia | amd | none
     per_node: int
     model: str = ""
@@ -65,7 +65,7 @@ class Gpu(Part):
 
 
 @dataclass(frozen=True)
-class Cpu(Part):
+class Cpu(SitePart):
     cores_per_node: int
     cores_per_gpu: int = 0  # 0: not said
     mem_per_gpu_gb: int = 0  # 0: not said
@@ -73,7 +73,7 @@ class Cpu(Part):
 
 
 @dataclass(frozen=True)
-class Runtime(Part):
+class Runtime(SitePart):
     command: str  # apptainer | singularity
     path: str = ""  # "" to search PATH
     module: str = ""  # the module a job loads for the runtime ("" when installed)
@@ -83,19 +83,19 @@ class Runtime(Part):
 
 
 @dataclass(frozen=True)
-class Modules(Part):
+class Modules(SitePart):
     purge: bool = False  # job scripts start with `module purge`
     load: tuple = ()  # modules job scripts load (before the runtime's)
 
 
 @dataclass(frozen=True)
-class Scratch(Part):
+class Scratch(SitePart):
     tmpdir: str = ""  # the job's temporary folder ("" when not said)
     node_local: str = ""  # node-local disk for staged data ("" when none)
 
 
 @dataclass(frozen=True)
-class MultiNode(Part):
+class MultiNode(SitePart):
     """What jobs of more than one node get beside the rest."""
 
     binds: tuple = ()
@@ -104,7 +104,7 @@ class MultiNode(Part):
 
 
 @dataclass(frozen=True)
-class Mpi(Part):
+class Mpi(SitePart):
     abi: str  # openmpi | mpich
     slurm_mpi: str  # srun --mpi value, "none" when srun has no MPI plugin
     host: str = ""  # the host MPI the image's must match, for people
@@ -112,13 +112,13 @@ class Mpi(Part):
 
 
 @dataclass(frozen=True)
-class Launcher(Part):
+class Launcher(SitePart):
     default: str = "torchrun"  # torchrun | srun | mpirun | deepspeed
     master_port_base: int = 10000
 
 
 @dataclass(frozen=True)
-class HostLibfabric(Part):
+class HostLibfabric(SitePart):
     """The host's libfabric stack, bound on multi-node jobs when network.libfabric is host
     (and then first on LD_LIBRARY_PATH)."""
 

@@ -8,7 +8,7 @@ from importlib import resources
 import jsonschema
 import yaml
 
-from .yamlsrc import Document, kind_of
+from .yamlsrc import Document, kind_of, safe_loader
 
 _JSON_TYPES = {
     "string": "text",
@@ -24,8 +24,7 @@ _JSON_TYPES = {
 @cache
 def schema(name: str, partial: bool = False) -> dict:
     text = resources.files(__package__).joinpath("schemas", f"{name}.yaml").read_text()
-    # our own files: libyaml when PyYAML has it, several times faster on every command
-    loaded = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    loaded = yaml.load(text, Loader=safe_loader())  # our own files: no line marks needed
     return _without_required(copy.deepcopy(loaded)) if partial else loaded
 
 

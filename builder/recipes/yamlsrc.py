@@ -68,12 +68,18 @@ def _compose(text):
     """The node tree: by libyaml when PyYAML has it (several times faster, the same nodes and
     marks), and by PyYAML's own parser for a file libyaml refuses, so that a mistake is always
     described in the same words."""
-    if getattr(yaml, "CSafeLoader", None) is not None:
+    loader = safe_loader()
+    if loader is not yaml.SafeLoader:
         try:
-            return yaml.compose(text, Loader=yaml.CSafeLoader)
+            return yaml.compose(text, Loader=loader)
         except yaml.YAMLError:
             pass
     return yaml.compose(text, Loader=yaml.SafeLoader)
+
+
+def safe_loader():
+    """libyaml's safe loader when PyYAML was built with it (several times faster), else PyYAML's."""
+    return getattr(yaml, "CSafeLoader", None) or yaml.SafeLoader
 
 
 def _syntax_error(exc, shown):
