@@ -31,12 +31,12 @@ test: setup
 	$(PY) -m pytest
 
 # The fast loop: lint, then every test that needs no image, Apptainer or Slurm cluster
-# (markers set by tests/conftest.py from the fixtures a test uses), six at a time: most of
+# (markers set by tests/conftest.py from the fixtures a test uses), four at a time: most of
 # them wait on a subprocess, not on a core.
 unit: $(VENV)/.installed
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
-	$(PY) -m pytest -q -n 6 -m "not heavy and not image and not cluster"
+	$(PY) -m pytest -q -n 4 -m "not heavy and not image and not cluster"
 
 # The heavy checks left out of `make test`: every CUDA image built for real and examined
 # (hours on 2 cores; the layer and DeepSpeed-wheel caches make reruns short).

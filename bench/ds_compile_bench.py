@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from builder.host.images import ready_runtime  # noqa: E402
+from builder.host.images import ready_apptainer  # noqa: E402
 from builder.host.progress import Progress  # noqa: E402
 from builder.layerbuild import host_settings  # noqa: E402
 from builder.recipes.tree import RecipeTree  # noqa: E402
@@ -54,14 +54,14 @@ def script(way, version):
     )
 
 
-def compile_once(runtime, devel, target, env, host, way):
+def compile_once(apptainer, devel, target, env, host, way):
     argv = [
-        runtime,
+        apptainer,
         "exec",
         "--cleanenv",
         "--bind",
         f"{host}:{HOST_MOUNT}",
-        f"--env=PATH={target.venv}/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        f"--env=PATH={target.python.venv}/bin:/usr/sbin:/usr/bin:/sbin:/bin",
         *[f"--env={k}={v}" for k, v in env],
         str(devel),
         "sh",
@@ -101,7 +101,7 @@ def main():
         f"DeepSpeed {target.deepspeed.version} in {devel.name}: "
         + " ".join(f"{k}={v}" for k, v in env if k.startswith("DS_"))
     )
-    runtime = ready_runtime(target.sites[0])
+    apptainer = ready_apptainer(target.sites[0])
     work = Path(tempfile.mkdtemp(prefix="hpcml-ds-bench-"))
     try:
         # the host's CA bundle, pip indexes and wheels, as a build's %post gets them
@@ -110,8 +110,8 @@ def main():
         for _ in range(options.rounds):  # interleaved, so drift hits both ways
             pairs.append(
                 (
-                    compile_once(runtime, devel, target, env, work / "host", "parallel"),
-                    compile_once(runtime, devel, target, env, work / "host", "serial"),
+                    compile_once(apptainer, devel, target, env, work / "host", "parallel"),
+                    compile_once(apptainer, devel, target, env, work / "host", "serial"),
                 )
             )
     finally:

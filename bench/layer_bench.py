@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from builder.host import hostinfo  # noqa: E402
-from builder.host.images import find_runtime  # noqa: E402
+from builder.host.images import find_apptainer  # noqa: E402
 from builder.host.progress import Progress  # noqa: E402
 from builder.layerbuild import layers, store  # noqa: E402
 from builder.recipes.tree import RecipeTree  # noqa: E402
@@ -45,12 +45,12 @@ org.hpc-ml-containers.bench layer_bench --quick
 """
 
 
-def timed_layer(runtime, plan, sif, args, log):
+def timed_layer(apptainer, plan, sif, args, log):
     started = time.monotonic()
     args = store.used_args(plan, args)
     layers.build_layer(
         layers.LayerBuild(
-            plan=plan, runtime=runtime, sif=sif, key=store.build_key(plan.text, args), args=args, log=log
+            plan=plan, apptainer=apptainer, sif=sif, key=store.build_key(plan.text, args), args=args, log=log
         ),
         Progress(),
     )
@@ -78,7 +78,7 @@ def main():
             "image": LayerPlan("image", "cpu", QUICK_IMAGE, build_args=("BASE",), parents=("base",)),
         }
         print("quick mode: tiny base and image definitions (not the layers' figures)", flush=True)
-    runtime, _ = find_runtime(target.sites[0], Progress(), options.images)
+    apptainer, _ = find_apptainer(target.sites[0], Progress(), options.images)
     mirror = {"MIRROR": hostinfo.debian_mirror()}
     work = Path(tempfile.mkdtemp(prefix="hpcml-layer-bench-", dir=options.images))
     try:
@@ -90,10 +90,10 @@ def main():
             ("uncompressed", plans["base"]),
         ):
             base = work / f"base-{name}.sif"
-            base_s = timed_layer(runtime, base_plan, base, dict(mirror, DEVEL=str(devel)), work / f"base-{name}.log")
+            base_s = timed_layer(apptainer, base_plan, base, dict(mirror, DEVEL=str(devel)), work / f"base-{name}.log")
             image = work / f"image-{name}.sif"
             image_s = timed_layer(
-                runtime, plans["image"], image, {"DEVEL": str(devel), "BASE": str(base)}, work / f"image-{name}.log"
+                apptainer, plans["image"], image, {"DEVEL": str(devel), "BASE": str(base)}, work / f"image-{name}.log"
             )
             rows.append((name, base_s, base.stat().st_size, image_s))
             print(

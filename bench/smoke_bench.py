@@ -141,7 +141,7 @@ def main():
     from builder.recipes.tree import RecipeTree
 
     pins = yaml.safe_load((ROOT / "recipes" / "versions.yaml").read_text())["python_packages"]
-    venv = host_venv(pins, RecipeTree(ROOT / "recipes").target("cpu").torch_index)
+    venv = host_venv(pins, RecipeTree(ROOT / "recipes").target("cpu").torch.index)
     runtime = shutil.which("apptainer") or shutil.which("singularity") or str(toolbox.command())
     inside = dict(os.environ, SING_IMAGE=str(args.image.resolve()), HPCML_APPTAINER=runtime, HPCML_SITE="local")
     outside = dict(

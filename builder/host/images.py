@@ -20,16 +20,16 @@ from . import toolbox
 IMAGE_SUM = "image.sha256"  # sha256sum's format: `sha256sum IMAGE > DIR/image.sha256` by hand
 
 
-def installed_runtime(site):
-    """HPCML_APPTAINER, the site's runtime path (when a site is given), apptainer or
+def installed_apptainer(site):
+    """HPCML_APPTAINER, the site's `runtime.path` (when a site is given), apptainer or
     singularity: the first found."""
     wanted = [os.environ.get(contract.APPTAINER), site and site.runtime.path, "apptainer", "singularity"]
     return next(filter(None, map(shutil.which, filter(None, wanted))), None)
 
 
-def ready_runtime(site) -> str:
-    """An installed runtime, or the toolbox if one was provisioned; never provisions."""
-    found = installed_runtime(site)
+def ready_apptainer(site) -> str:
+    """An installed Apptainer (or Singularity), or the toolbox if one was provisioned; never provisions."""
+    found = installed_apptainer(site)
     if found:
         return found
     if toolbox.is_ready():
@@ -39,9 +39,9 @@ def ready_runtime(site) -> str:
     )
 
 
-def find_runtime(site, progress, log_dir):
-    """(path, label): an installed runtime, or else a toolbox under the user's cache."""
-    found = installed_runtime(site)
+def find_apptainer(site, progress, log_dir):
+    """(path, label): an installed Apptainer, or else a toolbox under the user's cache."""
+    found = installed_apptainer(site)
     if found:
         return found, found
     return str(toolbox.ensure(progress, log_dir)), "toolbox"
@@ -74,13 +74,13 @@ def built_image(tree, target_name, images: Path, site_name=None) -> Built:
     return Built(target, sites[site_name], path)
 
 
-def read_labels(runtime, image) -> dict:
+def read_labels(apptainer, image) -> dict:
     """The image's own labels, less their project prefix (`version.torch`, `recipe`, ...)."""
-    result = runner.run([runtime, "inspect", "--json", "--labels", str(image)])
+    result = runner.run([apptainer, "inspect", "--json", "--labels", str(image)])
     try:
         labels = json.loads(result.stdout)["data"]["attributes"]["labels"]
     except (ValueError, KeyError, TypeError):
-        raise ToolError(f"{runtime} inspect gave no labels for {image}") from None
+        raise ToolError(f"{apptainer} inspect gave no labels for {image}") from None
     prefix = LABEL_PREFIX + "."
     return {key[len(prefix) :] if key.startswith(prefix) else key: value for key, value in labels.items()}
 
@@ -93,7 +93,7 @@ def image_facts(target, images: Path) -> dict:
         return {}
     facts = {"image": str(path)}
     try:
-        labels = read_labels(ready_runtime(target.sites[0]), path)
+        labels = read_labels(ready_apptainer(target.sites[0]), path)
     except ToolError as error:
         return {**facts, "labels": f"not read ({error})"}
     facts.update((key, labels[key]) for key in MEASURED if key in labels)

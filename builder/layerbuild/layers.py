@@ -17,7 +17,7 @@ from pathlib import Path
 from .. import contract, runner
 from ..errors import ToolError
 from ..host import cache, hostinfo, space
-from ..host.images import find_runtime, image_lock
+from ..host.images import find_apptainer, image_lock
 from ..render import runtime_wheel
 from ..render.layer_sharing import plan_layers
 from ..render.parts import HOST_MOUNT
@@ -40,12 +40,12 @@ STEP_MARKERS = (
 
 @dataclass(frozen=True)
 class LayerBuild:
-    """One `apptainer build` of a layer. Example: LayerBuild(plan=plans["image"], runtime=
+    """One `apptainer build` of a layer. Example: LayerBuild(plan=plans["image"], apptainer=
     "apptainer", sif=Path("images/cpu.sif"), key=keys["image"], args={"DEVEL": "cpu.devel.sif",
     "BASE": "cpu.base.sif"}, log=Path("images/cpu.image.build.log"))."""
 
     plan: object  # render.plan.LayerPlan
-    runtime: str  # the apptainer or singularity command
+    apptainer: str  # the apptainer or singularity command
     sif: Path  # the image it writes
     key: str  # recorded beside it (store.write_meta)
     args: dict  # build arguments: parents by file name, host values
@@ -86,7 +86,7 @@ def build(tree, name, *, images: Path, force=None, progress, space_check=True):
         steps = {layer: store.step(plans[layer], forced, paths[layer], keys[layer]) for layer in LAYERS}
         if space_check:
             _check_space(tree, name, plans, paths, steps, where)
-        runtime, label = find_runtime(target.sites[0], progress, images)
+        apptainer, label = find_apptainer(target.sites[0], progress, images)
         if plans["devel"].owner != name:
             progress.step(
                 f"{name} builds on the devel and base layers of {plans['devel'].owner} "
@@ -102,7 +102,7 @@ def build(tree, name, *, images: Path, force=None, progress, space_check=True):
             args.update(store.used_args(plan, host_args))
             log = images / f"{plan.owner}.{layer}.build.log"
             progress.step(f"building the {layer} layer {sif} with {label} (log: {log})")
-            job = LayerBuild(plan, runtime, sif, keys[layer], args, log, reuse_kept=force != "all", where=where)
+            job = LayerBuild(plan, apptainer, sif, keys[layer], args, log, reuse_kept=force != "all", where=where)
             build_layer(job, progress)
             store.keep(plan, keys[layer], sif, progress)
     stat = paths["image"].stat()
@@ -177,8 +177,8 @@ def build_layer(job: LayerBuild, progress):
 
 
 def _argv(job, args, host, tmp_sif, definition) -> list:
-    argv = [job.runtime, "build"]
-    if not job.packed and _takes_squashfs_args(job.runtime):
+    argv = [job.apptainer, "build"]
+    if not job.packed and _takes_squashfs_args(job.apptainer):
         argv += ["--mksquashfs-args", UNCOMPRESSED]
     if hostinfo.needs_fakeroot():
         argv.append("--fakeroot")
@@ -232,7 +232,7 @@ def _progress_lines(progress):
 
 
 @functools.cache
-def _takes_squashfs_args(runtime) -> bool:
+def _takes_squashfs_args(apptainer) -> bool:
     """Apptainer 1.1+ and SingularityCE 3.9+ pass --mksquashfs-args on; older ones refuse it."""
-    result = runner.run([runtime, "build", "--help"], check=False, timeout=60)
+    result = runner.run([apptainer, "build", "--help"], check=False, timeout=60)
     return "--mksquashfs-args" in result.stdout

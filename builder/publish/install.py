@@ -25,7 +25,7 @@ from pathlib import Path
 from .. import __version__, contract, faults, resources
 from ..errors import CheckFailed, RecipeError
 from ..fileio import copy_hashed, sha256_file, write_atomic
-from ..host.images import IMAGE_SUM, built_image, image_lock, read_labels, ready_runtime
+from ..host.images import IMAGE_SUM, built_image, image_lock, read_labels, ready_apptainer
 from ..invocation import hint
 from ..render.sitefile import render_site
 from .modulefile import ENTRY_POINTS, module_for, render_default, render_entry, render_lua, render_tcl
@@ -61,7 +61,7 @@ def publish(tree, request: PublishRequest):
     # shared with smoke runs and other publishes: no build replaces the image meanwhile
     with image_lock(request.images, target.name, shared=True):
         prefix = _check_prefix(request.prefix)
-        labels = read_labels(ready_runtime(site), image)
+        labels = read_labels(ready_apptainer(site), image)
         version = request.version or f"{labels.get('version.torch', 'unknown')}-{target_name}"
         _check_names(name, version)
         smoke_dir = Path(request.smoke_dir or request.images / f"{target_name}.smoke")

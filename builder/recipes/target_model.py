@@ -1,19 +1,16 @@
 """One image, as recipes/targets/<name>.yaml describes it (with what it extends), resolved
 against versions.yaml, deepspeed-ops.yaml and its sites: typed and frozen, ready for the
-building blocks."""
+building blocks. Like a site, a part per section of the file (target_sections), each field
+named as the file names its key: `torch.flavour` in YAML is `target.torch.flavour` in code."""
 
 from dataclasses import dataclass
 from functools import cached_property
 
 from .section import Section
 from .target_parts import CudaToolkit, DeepSpeed, Stage, Versions
+from .target_sections import Comm, Mpi, Os, Python, Torch
 
 FLAVOUR_VENDOR = {"cuda": "nvidia", "rocm": "amd"}
-FLAVOUR_COMM = {"cpu": "gloo", "cuda": "nccl", "rocm": "rccl"}
-# The image's own libfabric with the CXI (Slingshot) provider, in build order; each a source
-# in versions.yaml
-CXI_STACK = ("cassini-headers", "cxi-driver", "libcxi", "libfabric")
-BUILD_TOOLS = ("setuptools", "wheel", "ninja")  # DeepSpeed builds with --no-build-isolation
 
 
 @dataclass(frozen=True)
@@ -22,25 +19,14 @@ class Target:
     description: str
     sites: tuple  # (Site, ...)
     stages: tuple  # (Stage build, Stage final)
-    os_family: str
-    os_components: tuple  # Debian archive areas apt uses, ("main",) unless the recipe says
-    packages_build: tuple
-    packages_final: tuple
-    venv: str
-    build_tools: tuple  # (("setuptools", "80.9.0"), ...) pip needs to build wheels
-    python_packages: tuple  # (("numpy", "2.4.6"), ...) the target's extras
-    frameworks: tuple  # (("lightning", "2.6.6"), ...) or () when the recipe says no
-    torch_flavour: str  # cpu | cuda | rocm
-    torch_version: str
-    torch_index: str  # extra index URL, or "" for the default index
-    cuda_min_driver: tuple  # (("12", "525.60.13"), ...) CUDA images only
+    os: Os
+    python: Python
+    torch: Torch
+    cuda_min_driver: tuple  # (("12", "525.60.13"), ...) from versions.yaml, CUDA images only
     cuda_toolkit: object  # CudaToolkit or None
     deepspeed: DeepSpeed
-    comm_library: str  # gloo | nccl | rccl
-    plugin: object  # Source or None
-    libfabric: tuple  # (Source, ...) of the image's own libfabric with CXI, or ()
-    mpi_abi: str
-    mpi4py_version: str  # "" when mpi4py is not wanted
+    comm: Comm
+    mpi: Mpi
     build_space: tuple = ()  # (("devel", GB), ("base", GB), ("image", GB)) or ()
 
     @classmethod
@@ -48,58 +34,30 @@ class Target:
         """``spec``: the recipe merged with what it extends; ``sites``: the Sites it names."""
         flavour = spec["torch"]["flavour"]
         _check_sites(spec, flavour, sites)
-        plugin, libfabric = _comm(name, spec, flavour, sites, versions)
-        python, mpi, os_spec = spec.part("python"), spec.part("mpi"), spec.part("os")
-        archs = _archs(sites)
+        comm = Comm.from_yaml(name, spec.part("comm"), flavour, sites, versions)
         stages = tuple(
             Stage.from_yaml(stage, spec.part("stages").part(stage), versions) for stage in ("build", "final")
         )
-        extras = tuple(
-            (package, versions.pin(spec, ("python", "packages", index), package))
-            for index, package in enumerate(python.get("packages", []))
-        )
-        tools = tuple((tool, versions.pin(spec, ("python",), tool)) for tool in BUILD_TOOLS)
+        python = Python.from_yaml(spec.part("python"), flavour, versions)
         deepspeed = DeepSpeed.from_yaml(
-            spec.part("deepspeed"), flavour, archs, ops, versions.pin(spec, ("deepspeed",), "deepspeed")
+            spec.part("deepspeed"), flavour, _archs(sites), ops, versions.pin(spec, ("deepspeed",), "deepspeed")
         )
-        mpi4py = versions.pin(spec, ("mpi", "mpi4py"), "mpi4py") if mpi.get("mpi4py", True) else ""
-        # a target may pin its own torch: the release whose wheels carry its GPUs' archs
-        torch_version = str(
-            spec["torch"].get("version")
-            or versions.get("torch_by_flavour", {}).get(flavour)
-            or versions.pin(spec, ("torch",), "torch")
-        )
+        mpi = Mpi.from_yaml(spec.part("mpi"), versions)
+        torch = Torch.from_yaml(spec.part("torch"), versions)
         toolkit = CudaToolkit.from_yaml(spec, flavour)
-        components = tuple(os_spec.get("components", ("main",)))
-        if components != ("main",) and os_spec["family"] != "debian":
-            raise os_spec.error(
-                ("components",), f"archive areas are a Debian setting; expected none for {os_spec['family']}"
-            )
-        frameworks = python.get("frameworks", flavour != "cpu")  # GPU images have them unless they say no
         return cls(
             name=name,
             description=spec["description"],
             sites=sites,
             stages=stages,
-            os_family=os_spec["family"],
-            os_components=components,
-            packages_build=tuple(os_spec.get("packages", {}).get("build", ())),
-            packages_final=tuple(os_spec.get("packages", {}).get("final", ())),
-            venv=python.get("venv", "/opt/venv"),
-            build_tools=tools,
-            python_packages=extras,
-            frameworks=tuple((n, str(v)) for n, v in versions["frameworks"].items()) if frameworks else (),
-            torch_flavour=flavour,
-            torch_version=torch_version,
-            torch_index=versions["torch_index"].get(flavour, ""),
+            os=Os.from_yaml(spec.part("os")),
+            python=python,
+            torch=torch,
             cuda_min_driver=tuple(sorted(versions.get("cuda_min_driver", {}).items())) if flavour == "cuda" else (),
             cuda_toolkit=toolkit,
             deepspeed=deepspeed,
-            comm_library=spec["comm"]["library"],
-            plugin=plugin,
-            libfabric=libfabric,
-            mpi_abi=mpi["abi"],
-            mpi4py_version=mpi4py,
+            comm=comm,
+            mpi=mpi,
             build_space=tuple(sorted(spec.get("build_space", {}).items())),
         )
 
@@ -128,7 +86,7 @@ class Target:
         """The resolved recipe as the image's labels embed it: what the image is made of.
         Site facts that do not change the image (references, binds, notes) are left out, so
         correcting them rebuilds nothing; `show` prints them beside this."""
-        ds = self.deepspeed
+        ds, comm = self.deepspeed, self.comm
         resolved = {
             "target": self.name,
             "description": self.description,
@@ -136,16 +94,16 @@ class Target:
             "gpu_archs": list(self.archs),
             "stages": {s.name: {"bootstrap": s.bootstrap, "image": s.image} for s in self.stages},
             "os": {
-                "family": self.os_family,
-                "packages": {"build": list(self.packages_build), "final": list(self.packages_final)},
+                "family": self.os.family,
+                "packages": {"build": list(self.os.packages.build), "final": list(self.os.packages.final)},
             },
             "python": {
-                "venv": self.venv,
-                "build_tools": dict(self.build_tools),
-                "packages": dict(self.python_packages),
-                "frameworks": dict(self.frameworks),
+                "venv": self.python.venv,
+                "build_tools": dict(self.python.build_tools),
+                "packages": dict(self.python.packages),
+                "frameworks": dict(self.python.frameworks),
             },
-            "torch": {"flavour": self.torch_flavour, "version": self.torch_version, "index": self.torch_index},
+            "torch": {"flavour": self.torch.flavour, "version": self.torch.version, "index": self.torch.index},
             "deepspeed": {
                 "version": ds.version,
                 "accelerator": ds.accelerator,
@@ -156,14 +114,14 @@ class Target:
                 "packages": list(ds.packages),
                 "fix_master_address": ds.fix_master_address,
             },
-            "comm": {"library": self.comm_library, "plugin": None if self.plugin is None else self.plugin.label()},
-            "mpi": {"abi": self.mpi_abi, "mpi4py": self.mpi4py_version or None},
+            "comm": {"library": comm.library, "plugin": None if comm.plugin is None else comm.plugin.label()},
+            "mpi": {"abi": self.mpi.abi, "mpi4py": self.mpi.mpi4py or None},
             "environment": dict(self.common_env),
         }
-        if self.os_components != ("main",):
-            resolved["os"]["components"] = list(self.os_components)
-        if self.libfabric:
-            resolved["comm"]["libfabric"] = [source.label() for source in self.libfabric]
+        if self.os.components != ("main",):
+            resolved["os"]["components"] = list(self.os.components)
+        if comm.libfabric:
+            resolved["comm"]["libfabric"] = [source.label() for source in comm.libfabric]
         if self.wavefront_size:
             resolved["gpu_wavefront_size"] = self.wavefront_size
         if self.cuda_toolkit:
@@ -180,8 +138,8 @@ def _archs(sites) -> tuple:
 
 
 def _check_sites(spec: Section, flavour: str, sites: tuple):
-    """The image runs on each of its sites (their GPUs' vendor, their MPI, one wavefront size)
-    and talks as its torch flavour does."""
+    """The image runs on each of its sites (their GPUs' vendor, their MPI, one wavefront size);
+    Comm checks that it talks as its torch flavour does."""
     vendor = FLAVOUR_VENDOR.get(flavour)
     for index, site in enumerate(sites):
         if vendor and site.gpu.vendor != vendor:
@@ -205,30 +163,3 @@ def _check_sites(spec: Section, flavour: str, sites: tuple):
             f"wavefront sizes ({' and '.join(map(str, wavefronts))}); expected "
             f"one image per wavefront size",
         )
-    if spec["comm"]["library"] != FLAVOUR_COMM[flavour]:
-        raise spec.error(
-            ("comm", "library"), f"a {flavour} image uses {FLAVOUR_COMM[flavour]}; found {spec['comm']['library']}"
-        )
-
-
-def _comm(name: str, spec: Section, flavour: str, sites: tuple, versions: Versions):
-    """(plugin Source or None, the image's own libfabric sources or ()), as comm asks."""
-    comm, plugin, libfabric = spec.part("comm"), None, ()
-    if comm.get("plugin", "none") != "none":
-        if flavour == "cpu":
-            raise comm.error(("plugin",), "a network plugin needs nccl or rccl; a cpu image uses gloo")
-        plugin = versions.source(name, comm["plugin"])
-    if comm.get("libfabric", "distro") == "cxi":
-        if plugin is None:
-            raise comm.error(
-                ("libfabric",),
-                "libfabric: cxi is what the network plugin uses; expected a plugin (aws-ofi-nccl) beside it",
-            )
-        libfabric = tuple(versions.source(name, part) for part in CXI_STACK)
-    for site in sites:
-        if site.network.libfabric == "image" and not libfabric:
-            raise comm.error(
-                (),
-                f"site {site.name!r} runs multi-node jobs on the image's own libfabric; expected comm.libfabric: cxi",
-            )
-    return plugin, libfabric

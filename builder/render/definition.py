@@ -105,8 +105,9 @@ def render_all(target, devel_text=None) -> dict:
     _add_post(top_build, top_parts, "build", starts_from=devel_text or own_devel)
     image = StageText.from_layer("final", "base", files_from="build")
     # the venv gains DeepSpeed and the extras in the build stage; swap it in whole
-    image.files = [(target.venv, f"{target.venv}.new")]
-    image.post = ["echo '--- final: venv'", cmd("rm", "-rf", target.venv), cmd("mv", f"{target.venv}.new", target.venv)]
+    venv = target.python.venv
+    image.files = [(venv, f"{venv}.new")]
+    image.post = ["echo '--- final: venv'", cmd("rm", "-rf", venv), cmd("mv", f"{venv}.new", venv)]
     _add_post(image, top_parts, "final")
     image.environment = [export(k, v) for k, v in target.common_env]
     for part in base_parts + top_parts:

@@ -6,7 +6,7 @@ itself: it returns shell lines, never Parts.
 Example, in a block's build lines:
 
     'work="$(mktemp -d /tmp/hpcml-plugin-XXXXXX)"',
-    *git_sources.checkout(target.plugin, '"$work"/src'), 'cd "$work"/src', "./configure"
+    *git_sources.checkout(target.comm.plugin, '"$work"/src'), 'cd "$work"/src', "./configure"
 """
 
 from ..shell import cmd

@@ -6,18 +6,18 @@ from .. import runner
 from ..errors import ToolError
 from ..host import hostinfo, space, toolbox
 from ..host.cache import cache_dir
-from ..host.images import installed_runtime
+from ..host.images import installed_apptainer
 
 
 def report(tree, images):
-    """``tree`` None (no recipes here): the runtime is looked up without a site's path."""
+    """``tree`` None (no recipes here): Apptainer is looked up without a site's path."""
     rows = []
     site = None
     if tree is not None:
         site = tree.targets["cpu"].sites[0] if "cpu" in tree.targets else next(iter(tree.sites.values()), None)
     else:
         rows.append(("recipes", "none here (no recipes/ folder): host facts only"))
-    found = installed_runtime(site)
+    found = installed_apptainer(site)
     if found:
         rows.append(("runtime", f"{found}: {_version(found)}"))
     elif toolbox.is_ready():

@@ -7,7 +7,7 @@ from pathlib import Path
 from .. import contract, resources, runner
 from ..errors import CheckFailed
 from ..fileio import sha256_file, write_atomic
-from ..host.images import IMAGE_SUM, built_image, image_lock, ready_runtime
+from ..host.images import IMAGE_SUM, built_image, image_lock, ready_apptainer
 from ..render.sitefile import render_site
 
 SITE_FILE = "site.sh"  # the site's settings as the recipes say now, beside the report
@@ -20,7 +20,7 @@ def run(tree, name, *, images: Path, out, ranks, timeout, site, extra):
     ranks = ranks or site.gpu.per_node or 2
     out = Path(out or images / f"{name}.smoke").resolve()
     out.mkdir(parents=True, exist_ok=True)
-    runtime = ready_runtime(site)
+    apptainer = ready_apptainer(site)
     binds = ",".join(filter(None, [str(out), os.environ.get("SING_BIND")]))
     # the wrapper reads this site's settings (and hands its references to the suite) from the
     # recipes as they are now, not from a rendered copy that may be stale or absent
@@ -30,7 +30,7 @@ def run(tree, name, *, images: Path, out, ranks, timeout, site, extra):
         "SING_IMAGE": str(image.resolve()),
         contract.SITE: site.name,
         contract.SITE_FILE: str(out / SITE_FILE),
-        contract.APPTAINER: runtime,
+        contract.APPTAINER: apptainer,
         "SING_BIND": binds,
     }
     argv = [

@@ -45,6 +45,18 @@ CAUSES = (
 )
 
 
+# NCCL's WARN lines that name a cause its error text leaves out ("invalid usage"); read from
+# the whole transport log, since the lines that end it only unwind the call stack
+WARNINGS = (
+    (
+        r"Duplicate GPU detected : rank (\d+) and rank (\d+)",
+        "ranks {0} and {1} share one GPU: this node starts more ranks than it has GPUs for them "
+        "(match --ntasks-per-node or --nproc_per_node to the GPUs, and check CUDA_VISIBLE_DEVICES "
+        "and --gpus-per-task)",
+    ),
+)
+
+
 # gloo and NCCL name the peer whose connection broke: "[198.18.0.12]:43215", "to 10.1.2.3<5678>"
 _PEER = re.compile(r"\[?((?:\d{1,3}\.){3}\d{1,3})\]?(?::\d+|<\d+>)")
 
@@ -62,10 +74,17 @@ def lost_peers(text):
 
 
 def likely_cause(text, transport_lines=()):
+    """The cause from the error's text, else from this rank's NCCL log: its WARN lines (all of
+    them), then what it says about the net plugin."""
     for pattern, cause in CAUSES:
         if re.search(pattern, text):
             peers = lost_peers(text) if cause is DIED else []
             return cause.replace("another rank", "the rank(s) at " + ", ".join(peers), 1) if peers else cause
+    for line in transport_lines:
+        for pattern, cause in WARNINGS:
+            found = re.search(pattern, line)
+            if found:
+                return cause.format(*found.groups())
     if transport_lines:
         return _plugin_cause(transport.parse(transport_lines)) or UNKNOWN
     return UNKNOWN

@@ -5,11 +5,13 @@ build an op just in time fails the check and names the op."""
 
 import contextlib
 import importlib
+import importlib.util
 import io
 import logging
 import os
 import re
 import shutil
+import sys
 import tempfile
 import time
 import warnings
@@ -47,10 +49,11 @@ def parse_report(text):
 
 def check_ops(promised, listed, timeout):
     """ds_report's rows are the recipe's listed ops, and its installed column the promised ones."""
-    try:
-        result = commands.run(["ds_report"], timeout)
-    except FileNotFoundError:
-        return Verdict.failed("ds_report is not installed (no DeepSpeed in this environment)")
+    # ds_report as a module of this interpreter: the script on PATH may belong to another
+    # Python, and an install without scripts (pip --target) has none
+    if importlib.util.find_spec("deepspeed") is None:
+        return Verdict.failed(f"DeepSpeed is not installed for {sys.executable}")
+    result = commands.run([sys.executable, "-m", "deepspeed.env_report"], timeout)
     if result.timed_out:
         return Verdict.failed(f"ds_report {result.late}")
     ops = parse_report(result.stdout)

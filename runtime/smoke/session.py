@@ -45,8 +45,9 @@ class Session:
             os.write(1, (text + "\n").encode())
 
     def diagnosis(self, error_text, *, timed_out=False):
-        lines = self.transport_lines()[-5:]
-        cause = diagnose.likely_cause(error_text, lines)
+        everything = self.transport_lines()
+        cause = diagnose.likely_cause(error_text, everything)
+        lines = everything[-5:]
         if timed_out and self.phase.startswith("joining") and self.launch:
             cause = diagnose.joining_timed_out(self.launch.master_addr, self.launch.master_port)
         what = (

@@ -8,15 +8,14 @@ Every mistake in a recipe or on the command line must:
   * never show a Python traceback,
   * write nothing: the --out directory and the whole tmp tree are byte-identical afterwards.
 
-Each case copies the real recipe tree into tmp_path, breaks one file and runs the CLI in a
-fresh interpreter, as a user does. Expected line numbers are found by searching the broken
-text for the offending line, so the corpus keeps working when the recipes gain lines.
+Each case copies the real recipe tree into tmp_path, breaks one file and runs the CLI's
+main() in this interpreter (helpers.cli_here); a sample of recipe and command-line mistakes
+also runs in a fresh interpreter, as a user runs it, and must say the same. Expected line
+numbers are found by searching the broken text for the offending line, so the corpus keeps
+working when the recipes gain lines.
 """
 
-import os
 import shutil
-import subprocess
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +26,8 @@ from builder.render import runtime_wheel
 
 REPO = Path(__file__).resolve().parents[2]
 RECIPES = REPO / "recipes"
-from conftest import CONTAINERS, TARGETS  # noqa: E402
+from conftest import CONTAINERS, TARGETS, run_builder  # noqa: E402
+from helpers.cli_here import run_here  # noqa: E402
 
 OLD_DEF = b"old\n"  # the one file --out holds before each run; it must survive untouched
 
@@ -36,15 +36,9 @@ OLD_DEF = b"old\n"  # the one file --out holds before each run; it must survive 
 
 
 def run_cli(*args):
-    """``python -m builder ARGS`` from the repository root, so the package imports."""
-    return subprocess.run(
-        [sys.executable, "-m", "builder", *map(str, args)],
-        cwd=REPO,
-        env=dict(os.environ),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    """``python -m builder ARGS`` from the repository root, in this interpreter (what a fresh
+    one would add is checked once, in test_a_fresh_interpreter_says_the_same)."""
+    return run_here(*args, cwd=REPO)
 
 
 def render_all(recipes, out):
@@ -550,6 +544,29 @@ def test_recipe_mistake_is_one_located_line_and_writes_nothing(work, case):
     where = f"{recipes / case.file}:{line}: " if line else f"{recipes / case.file}: "
     error = assert_bad_input(result, before, tmp_path, out, prefix=f"error: {where}")
     assert case.expect in error
+
+
+# One recipe mistake of each way of failing (schema, YAML syntax, encoding, cross-file check,
+# file name) and two command-line ones: a fresh interpreter must say exactly what main() here says.
+FRESH_SAMPLE = ("typo-top-level-key", "yaml-unclosed-bracket", "not-utf8", "unknown-site", "upper-case-file-name")
+
+
+@pytest.mark.parametrize("case", [case for case in CASES if case.id in FRESH_SAMPLE], ids=lambda case: case.id)
+def test_a_fresh_interpreter_says_the_same(work, case):
+    tmp_path, recipes, out = work
+    case.apply(recipes)
+    before = snapshot(tmp_path)
+    here = render_all(recipes, out)
+    fresh = run_builder("render", "--all", "--recipes", recipes, "--out", out)
+    assert (fresh.returncode, fresh.stdout, fresh.stderr) == (here.returncode, here.stdout, here.stderr)
+    assert_bad_input(fresh, before, tmp_path, out, prefix="error: ")
+
+
+@pytest.mark.parametrize("args", [["render", "nosuchtarget"], ["show"]], ids=["unknown-target", "usage"])
+def test_a_fresh_interpreter_says_the_same_on_the_command_line(args):
+    here, fresh = run_cli(*args), run_builder(*args)
+    assert (fresh.returncode, fresh.stdout, fresh.stderr) == (here.returncode, here.stdout, here.stderr)
+    assert fresh.returncode == 2 and len(fresh.stderr.splitlines()) == 1, fresh.stderr
 
 
 def test_corpus_ids_are_unique():

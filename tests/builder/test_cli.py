@@ -7,13 +7,14 @@ import sys
 
 import pytest
 import yaml
-from conftest import RECIPES, ROOT, run_builder
+from conftest import RECIPES, ROOT
+from helpers.cli_here import run_here
 
 from builder.cli.parser import EXAMPLES
 
 
 def test_list_names_every_target_alias_and_site_with_torch_and_arch(tmp_path):
-    result = run_builder("list", "--images", tmp_path)  # nothing built there
+    result = run_here("list", "--images", tmp_path)  # nothing built there
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     for target, torch, arch in [
@@ -31,14 +32,14 @@ def test_list_names_every_target_alias_and_site_with_torch_and_arch(tmp_path):
 
 
 def test_an_alias_means_its_target_and_says_so():
-    result = run_builder("show", "puhti-cuda")
+    result = run_here("show", "puhti-cuda")
     assert result.returncode == 0, result.stderr
     assert yaml.safe_load(result.stdout)["target"] == "v100-cuda"
     assert result.stderr == "note: puhti-cuda is an alias of v100-cuda; using v100-cuda\n"
 
 
 def test_show_prints_the_resolved_recipe_as_yaml():
-    result = run_builder("show", "lumi-rocm")
+    result = run_here("show", "lumi-rocm")
     assert result.returncode == 0, result.stderr
     shown = yaml.safe_load(result.stdout)
     assert shown["gpu_archs"] == ["gfx90a"]
@@ -53,7 +54,7 @@ def test_show_prints_the_resolved_recipe_as_yaml():
 
 
 def test_show_of_a_two_site_image_lists_both_sites_and_both_archs():
-    result = run_builder("show", "csc-cuda")
+    result = run_here("show", "csc-cuda")
     shown = yaml.safe_load(result.stdout)
     assert shown["sites"] == ["jean-zay-v100", "jean-zay", "puhti", "mahti"]
     assert shown["gpu_archs"] == ["sm_70", "sm_80"]
@@ -62,13 +63,13 @@ def test_show_of_a_two_site_image_lists_both_sites_and_both_archs():
 
 def test_usage_mistakes_are_one_line_errors_with_exit_2():
     for args in ([], ["bogus"], ["render", "--bogus"], ["show"]):
-        result = run_builder(*args)
+        result = run_here(*args)
         assert result.returncode == 2, args
         assert len(result.stderr.splitlines()) == 1 and result.stderr.startswith("error: "), args
 
 
 def test_help_still_works():
-    result = run_builder("render", "--help")
+    result = run_here("render", "--help")
     assert result.returncode == 0 and "--all" in result.stdout
 
 
@@ -147,25 +148,25 @@ def test_make_jobscript_prints_only_the_script(tmp_path):
     ids=lambda args: " ".join(args),
 )
 def test_recipes_is_taken_before_and_after_every_command(args):
-    result = run_builder(*args)
+    result = run_here(*args)
     assert result.returncode == 0, result.stderr
 
 
 def test_recipes_before_the_command_is_not_undone_by_the_commands_default(tmp_path):
-    result = run_builder("--recipes", tmp_path / "none", "list")
+    result = run_here("--recipes", tmp_path / "none", "list")
     assert result.returncode == 2 and f"{tmp_path / 'none'}: recipes directory not found" in result.stderr
 
 
 @pytest.mark.parametrize("command", sorted(EXAMPLES))
 def test_every_command_has_help_ending_in_an_example(command):
-    result = run_builder(command, "--help")
+    result = run_here(command, "--help")
     assert result.returncode == 0, result.stderr
     tail = result.stdout.rstrip().splitlines()[-2:]
     assert tail[0] == "example:" and tail[1].strip().startswith(f"python -m builder {command}")
 
 
 def test_a_program_without_dashes_gets_the_hint_to_put_it_after_them():
-    result = run_builder("jobscript", "lumi-rocm", "train.py", "--epochs", "3")
+    result = run_here("jobscript", "lumi-rocm", "train.py", "--epochs", "3")
     assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
     assert (
         "put the program and its arguments after --, e.g. python -m builder jobscript lumi-rocm "
@@ -174,7 +175,7 @@ def test_a_program_without_dashes_gets_the_hint_to_put_it_after_them():
 
 
 def test_the_smoke_suites_options_before_dashes_get_the_same_hint():
-    result = run_builder("smoke", "cpu", "--sizes", "8:1M")
+    result = run_here("smoke", "cpu", "--sizes", "8:1M")
     assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
     assert "put the smoke suite's arguments after --, e.g. python -m builder smoke cpu -- --sizes 8:1M" in result.stderr
 
@@ -189,13 +190,13 @@ def test_the_smoke_suites_options_before_dashes_get_the_same_hint():
     ],
 )
 def test_a_near_miss_gets_did_you_mean(args, suggestion):
-    result = run_builder(*args)
+    result = run_here(*args)
     assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
     assert result.stderr.rstrip().endswith(suggestion), result.stderr
 
 
 def test_no_suggestion_for_a_name_like_none_of_them():
-    result = run_builder("show", "zzzzzz")
+    result = run_here("show", "zzzzzz")
     assert result.returncode == 2 and "did you mean" not in result.stderr
 
 
@@ -209,9 +210,9 @@ def broken_lumi(tmp_path):
 
 
 def test_a_broken_site_file_does_not_block_targets_that_do_not_use_it(broken_lumi):
-    shown = run_builder("show", "cpu", "--recipes", broken_lumi)
+    shown = run_here("show", "cpu", "--recipes", broken_lumi)
     assert shown.returncode == 0, shown.stderr
-    listed = run_builder("list", "--recipes", broken_lumi)
+    listed = run_here("list", "--recipes", broken_lumi)
     assert listed.returncode == 0, listed.stderr
     lines = listed.stdout.splitlines()
     assert "  lumi-rocm     unusable: its site lumi is broken" in lines
@@ -220,14 +221,14 @@ def test_a_broken_site_file_does_not_block_targets_that_do_not_use_it(broken_lum
 
 @pytest.mark.parametrize("args", [["show", "lumi-rocm"], ["check"], ["render", "--all"]])
 def test_a_broken_site_file_is_named_by_every_command_that_needs_it(broken_lumi, tmp_path, args):
-    result = run_builder(*args, "--recipes", broken_lumi, cwd=tmp_path)
+    result = run_here(*args, "--recipes", broken_lumi, cwd=tmp_path)
     assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
     assert result.stderr.startswith(f"error: {broken_lumi}/sites/lumi.yaml:"), result.stderr
     assert not (tmp_path / "containers").exists()
 
 
 def test_doctor_outside_a_checkout_reports_the_host(tmp_path):
-    result = run_builder("doctor", cwd=tmp_path)
+    result = run_here("doctor", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     rows = dict(line.split(None, 1) for line in result.stdout.splitlines() if line.strip())
     assert rows["recipes"].startswith("none here") and "runtime" in rows and "mirror" in rows

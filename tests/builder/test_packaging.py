@@ -1,6 +1,7 @@
 """`pip install .` (not editable) in a fresh venv gives a builder that renders, checks and
 publishes on its own: templates, schemas, the wrapper and the runtime's source ship inside it."""
 
+import fcntl
 import os
 import shutil
 import subprocess
@@ -12,15 +13,29 @@ from conftest import CONTAINERS, RECIPES, ROOT
 from builder.render import runtime_wheel
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def installed(tmp_path_factory):
-    """A fresh venv with the project installed from this checkout as a user would."""
-    venv = tmp_path_factory.mktemp("pkg") / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
-    result = subprocess.run(
-        [str(venv / "bin" / "pip"), "install", "--quiet", str(ROOT)], capture_output=True, text=True, timeout=600
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
+    """A fresh venv with the project installed from this checkout as a user would; made once
+    per run, also when pytest-xdist's workers share the tests (the first makes it, the others
+    wait on the lock, in the run's own temporary folder)."""
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    folder = shared / "packaging"
+    folder.mkdir(exist_ok=True)
+    venv = folder / "venv"
+    with open(folder / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (venv / "done").exists():
+            shutil.rmtree(venv, ignore_errors=True)
+            subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+            result = subprocess.run(
+                [str(venv / "bin" / "pip"), "install", "--quiet", str(ROOT)],
+                capture_output=True,
+                text=True,
+                timeout=600,
+            )
+            assert result.returncode == 0, result.stderr[-3000:]
+            (venv / "done").touch()
     return venv / "bin" / "hpcml"
 
 

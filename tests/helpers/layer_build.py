@@ -12,14 +12,14 @@ import sys
 from pathlib import Path
 from builder.layerbuild.layers import LayerBuild, build_layer
 from builder.render.plan import LayerPlan
-from builder.host.images import find_runtime
+from builder.host.images import find_apptainer
 from builder.errors import BuilderError
 from builder.host.progress import Progress
 from builder.recipes.tree import RecipeTree
 text, sif = Path(sys.argv[1]).read_text(), Path(sys.argv[2])
 site = RecipeTree(sys.argv[3]).sites["local"]
 progress = Progress()
-runtime, _ = find_runtime(site, progress, sif.parent)
+apptainer, _ = find_apptainer(site, progress, sif.parent)
 # extra arguments, as a layer plan would say them: --uncompressed (an intermediate layer),
 # --kept=FOLDER (a kept step's folder), --index=URL (a pip index its text names)
 extra = sys.argv[5:]
@@ -28,7 +28,7 @@ plan = LayerPlan(layer="base" if "--uncompressed" in extra else "image", owner="
                  kept=tuple(a.split("=", 1)[1] for a in extra if a.startswith("--kept=")),
                  pip_indexes=tuple(a.split("=", 1)[1] for a in extra if a.startswith("--index=")))
 try:
-    build_layer(LayerBuild(plan=plan, runtime=runtime, sif=sif, key="k", args={"BASE": sys.argv[4]},
+    build_layer(LayerBuild(plan=plan, apptainer=apptainer, sif=sif, key="k", args={"BASE": sys.argv[4]},
                            log=sif.parent / "x.build.log"), progress)
 except BuilderError as error:
     print(error, file=sys.stderr)

@@ -52,7 +52,7 @@ def run_in(apptainer, image, *argv):
 @pytest.fixture(scope="module")
 def apptainer(tree):
     from builder.host import images
-    return images.ready_runtime(tree.target("cpu").sites[0])
+    return images.ready_apptainer(tree.target("cpu").sites[0])
 
 
 def test_labels_record_nccl_cuda_and_the_oldest_driver(built, apptainer):

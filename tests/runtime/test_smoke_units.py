@@ -213,11 +213,20 @@ LISTED = ["cpu_adagrad", "cpu_adam", "deepspeed_not_implemented", "fused_adam"]
 
 
 def _fake_ds_report(tmp_path, monkeypatch):
-    """A stand-in ds_report on PATH that prints DS_REPORT (DeepSpeed is not on the host)."""
-    script = tmp_path / "ds_report"
-    script.write_text(f"#!/bin/sh\ncat <<'EOF'\n{DS_REPORT}EOF\n")
-    script.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    """A stand-in deepspeed package whose env_report prints DS_REPORT, found by this
+    interpreter and its children (DeepSpeed is not on the host)."""
+    package = tmp_path / "deepspeed"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "env_report.py").write_text(f"print({DS_REPORT!r}, end='')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")])))
+
+
+def test_ds_report_needs_deepspeed_in_this_python(monkeypatch):
+    monkeypatch.setattr(dscheck.importlib.util, "find_spec", lambda name: None)
+    result = dscheck.check_ops(["cpu_adam"], LISTED, timeout=30)
+    assert result.verdict == "fail" and "DeepSpeed is not installed for " in result.why
 
 
 @pytest.mark.parametrize(
@@ -344,3 +353,12 @@ def test_a_cuda_release_without_a_known_driver_stops_the_build():
 
     with pytest.raises(SystemExit, match="no oldest driver known for CUDA 14: add it to cuda_min_driver"):
         labels.measured(fake_torch(cuda="14.1"), {"gpu": {"min_driver": {"13": "580.65.06"}}})
+
+
+def test_two_ranks_on_one_gpu_are_named_from_nccls_warning():
+    """As NCCL 2.28.9 failed on an H200 under torchrun --nproc_per_node=2 with one GPU: the
+    error says only "invalid usage"; the WARN line comes before the lines that unwind the call."""
+    lines = [line for line in (NCCL_LOGS / "h200-duplicate-gpu.log").read_text().splitlines() if line[:1] != "#"]
+    error = "DistBackendError: NCCL error in: NCCLUtils.cpp:93, invalid usage (run with NCCL_DEBUG=WARN for details)"
+    assert diagnose.likely_cause(error, lines).startswith("ranks 0 and 1 share one GPU")
+    assert diagnose.likely_cause(error, lines[-5:]).startswith("unknown")  # the last lines alone say nothing

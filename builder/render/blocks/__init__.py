@@ -43,7 +43,7 @@ def parts_by_layer(target) -> dict:
     asked = [part.block for part in top if part.packages]
     if asked:  # they would rebuild the OS layer; a top block installs its own (deepspeed does)
         raise ValueError(f"top-layer blocks may not ask the os block for packages: {asked}")
-    wanted = {"build": set(target.packages_build), "final": set(target.packages_final)}
+    wanted = {"build": set(target.os.packages.build), "final": set(target.os.packages.final)}
     for part in base:
         wanted[part.stage].update(part.packages)
     host = build_host.parts(target)

@@ -6,9 +6,9 @@ that compiles the wheel from the sdist; its install, and the master-address fix)
 DS_ACCELERATOR=cpu for CPU images; the %tests of the fix and of the ROCm record; %help).
 Reads: target.deepspeed (deepspeed.accelerator, deepspeed.skip and fix_master_address, with
 recipes/deepspeed-ops.yaml for the listed ops, their switches and packages, and the
-versions.yaml pin), target.torch_flavour, target.venv; target.archs (site.archs: the sm_7x
-BF16 note; ROCm: the arch the op build is held to) and target.wavefront_size (ROCm: each
-site's `gpu: wavefront_size:`).
+versions.yaml pin), target.torch.flavour, target.python.venv; target.archs (site.gpu.arch:
+the sm_7x BF16 note; ROCm: the arch the op build is held to) and target.wavefront_size (ROCm:
+each site's `gpu: wavefront_size:`).
 
 Example, recipes/targets/cpu.yaml:
 
@@ -119,10 +119,10 @@ def parts(target):
     env = [*apt, ("DS_ACCELERATOR", ds.accelerator), ("DS_BUILD_OPS", "1"), *ds.switches]
     compile_ops = compile_commands(ds.version)
     saved, restored, installed, checks = '"$ds_tmp"/wheel/deepspeed-*.whl', (), (), []
-    if target.torch_flavour == "rocm":
+    if target.torch.flavour == "rocm":
         compile_ops, extra, restored, installed, checks = _rocm_steps(target)
         saved += extra
-    if target.torch_flavour == "cuda":
+    if target.torch.flavour == "cuda":
         compile_ops = [*_CUDA_LINK, *compile_ops, 'rm -rf "$ds_tmp/stubs"']
     # the ops' own packages (libaio) go in this layer, so an op change never rebuilds the OS
     needs = list(os.install(ds.packages)) if ds.packages else []
@@ -165,7 +165,7 @@ def _rocm_steps(target):
     (compile lines, saved files, restore lines, install lines, test lines)."""
     ds = target.deepspeed
     arch, wavefront = target.archs[0], target.wavefront_size
-    record = f"{target.venv}/{RECORD_DIR}/{ROCM_RECORD}"
+    record = f"{target.python.venv}/{RECORD_DIR}/{ROCM_RECORD}"
     detect = python_check("python", _DETECT, arch, str(wavefront), ds.version) + f" {WHEELS}/{ROCM_RECORD}"
     compile_ops = (
         _replace_arch_tools(arch, wavefront)

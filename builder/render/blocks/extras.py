@@ -3,7 +3,7 @@ one rebuilds neither the OS nor torch.
 
 Emits: "extras", build only (one pip install into the venv, which the final stage copies);
 nothing when the target lists none.
-Reads: target.python_packages (python.packages, each at its versions.yaml python_packages
+Reads: target.python.packages (python.packages, each at its versions.yaml python_packages
 pin). No site fields.
 
 Example, recipes/targets/cpu.yaml:
@@ -22,7 +22,7 @@ from ..parts import Part
 
 
 def parts(target):
-    if not target.python_packages:
+    if not target.python.packages:
         return []
-    pins = [f"{name}=={version}" for name, version in target.python_packages]
+    pins = [f"{name}=={version}" for name, version in target.python.packages]
     return [Part(block="extras", stage="build", post=(cmd("pip", "install", "--no-cache-dir", *pins),))]

@@ -6,8 +6,8 @@ else for them.
 
 Emits: "frameworks", build (one pip install) and final (a %test that each imports at its pin,
 a %help line); nothing when the target goes without.
-Reads: target.frameworks (python.frameworks: true by default for GPU targets, false for cpu;
-the versions come from versions.yaml `frameworks`). No site fields.
+Reads: target.python.frameworks (python.frameworks: true by default for GPU targets, false
+for cpu; the versions come from versions.yaml `frameworks`). No site fields.
 
 Example, recipes/targets/cpu.yaml:
 
@@ -30,9 +30,9 @@ from ..parts import Part
 
 
 def parts(target):
-    if not target.frameworks:
+    if not target.python.frameworks:
         return []
-    pins = [f"{name}=={version}" for name, version in target.frameworks]
+    pins = [f"{name}=={version}" for name, version in target.python.frameworks]
     return [
         Part(block="frameworks", stage="build", post=(cmd("pip", "install", "--no-cache-dir", *pins),)),
         Part(
@@ -43,7 +43,7 @@ def parts(target):
             test=(cmd("python", "-m", "smoke.imports", *pins),),
             help=(
                 "Frameworks: "
-                + ", ".join(f"{name} {version}" for name, version in target.frameworks)
+                + ", ".join(f"{name} {version}" for name, version in target.python.frameworks)
                 + " (examples/ in the project shows each under torchrun and srun).",
             ),
         ),

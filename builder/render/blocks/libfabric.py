@@ -6,10 +6,10 @@ Emits: "libfabric", build (a kept step: the four pinned sources fetched and comp
 /opt/libfabric, then registered with the loader; its -dev packages for the os block) and final
 (the run-time packages, /opt/libfabric copied from build, registered again). Nothing when the
 plugin uses the distribution's libfabric.
-Reads: target.comm_library (comm.library: rccl), target.plugin (comm.plugin), target.libfabric
-(comm.libfabric: cxi, the versions.yaml sources cassini-headers, cxi-driver, libcxi and
-libfabric). A site whose network.libfabric is `image` needs such a target (the recipe tree
-checks); the block itself reads no site field.
+Reads: target.comm.library (comm.library: rccl), target.comm.plugin (comm.plugin),
+target.comm.libfabric (comm.libfabric: cxi, the versions.yaml sources cassini-headers,
+cxi-driver, libcxi and libfabric). A site whose network.libfabric is `image` needs such a
+target (the recipe tree checks); the block itself reads no site field.
 
 Example, recipes/targets/lumi-rocm.yaml:
 
@@ -66,14 +66,14 @@ CXI_RUN_PACKAGES = (
 
 def parts(target):
     # only beneath the RCCL network plugin, which links it (rccl_ofi, the next block)
-    if target.comm_library != "rccl" or target.plugin is None or not target.libfabric:
+    if target.comm.library != "rccl" or target.comm.plugin is None or not target.comm.libfabric:
         return []
-    return _libfabric_cxi(target.libfabric)
+    return _libfabric_cxi(target.comm.libfabric)
 
 
 def lib_dir(target) -> str:
     """The folder of the libfabric the network plugin loads: the image's own, or the distribution's."""
-    return f"{LIBFABRIC_PREFIX}/lib" if target.libfabric else "/usr/lib/x86_64-linux-gnu"
+    return f"{LIBFABRIC_PREFIX}/lib" if target.comm.libfabric else "/usr/lib/x86_64-linux-gnu"
 
 
 def _libfabric_cxi(stack):

@@ -7,8 +7,8 @@ of a fresh build and bought nothing the wheel lacks.
 
 Emits: "mpi", build (the MPI packages for the os block; mpi4py's wheel) and final (the MPI
 packages; a %test that mpi4py loads the expected MPI).
-Reads: target.mpi_abi (mpi.abi: openmpi or mpich, which must be every site's site.mpi_abi,
-its `mpi: abi:`; the recipe tree checks), target.mpi4py_version (mpi.mpi4py: true, pinned in
+Reads: target.mpi.abi (mpi.abi: openmpi or mpich, which must be every site's site.mpi.abi,
+its `mpi: abi:`; the recipe tree checks), target.mpi.mpi4py (mpi.mpi4py: true, pinned in
 versions.yaml python_packages; "" for none).
 
 Example, recipes/targets/lumi-rocm.yaml (recipes/sites/lumi.yaml has `mpi: {abi: mpich}`):
@@ -48,12 +48,12 @@ print("mpi4py", mpi4py.__version__, "on", found.splitlines()[0])
 
 
 def parts(target):
-    packages = PACKAGES[target.mpi_abi]
+    packages = PACKAGES[target.mpi.abi]
     post, test = (), ()
-    if target.mpi4py_version:
+    if target.mpi.mpi4py:
         # never the sdist: a missing wheel should fail here, not start a compile
-        post = (cmd("pip", "install", "--no-cache-dir", "--only-binary=mpi4py", f"mpi4py=={target.mpi4py_version}"),)
-        test = (python_check("python", _MPI4PY_CHECK, LIBRARY_NAME[target.mpi_abi]),)
+        post = (cmd("pip", "install", "--no-cache-dir", "--only-binary=mpi4py", f"mpi4py=={target.mpi.mpi4py}"),)
+        test = (python_check("python", _MPI4PY_CHECK, LIBRARY_NAME[target.mpi.abi]),)
     return [
         Part(block="mpi", stage="build", packages=packages, post=post),
         Part(block="mpi", stage="final", packages=packages, test=test),

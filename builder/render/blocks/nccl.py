@@ -5,7 +5,7 @@ flavour): gloo (CPU images) needs no block, nccl is this one, rccl is the rccl_o
 libfabric below it).
 
 Emits: "nccl", final only (CUDA images): a %test printing the NCCL version and a %help line.
-Reads: target.comm_library (comm.library). No site fields: the network NCCL uses (InfiniBand
+Reads: target.comm.library (comm.library). No site fields: the network NCCL uses (InfiniBand
 through the verbs packages of the target's os.packages.final) is the host's.
 
 Example, recipes/targets/a100-cuda.yaml:
@@ -33,7 +33,7 @@ print("NCCL", ".".join(map(str, version)) if isinstance(version, tuple) else ver
 
 
 def parts(target):
-    if target.comm_library != "nccl":
+    if target.comm.library != "nccl":
         return []
     return [
         Part(

@@ -3,8 +3,8 @@
 Emits: "os", build and final (each only when it has packages to install), right after
 build_host, in the base layers only: apt's archive areas, then one apt-get install.
 Reads: the packages the base-layer blocks asked for (``wanted``: their Part.packages plus
-target.packages_build and packages_final, the target's os.packages.build and .final);
-target.os_components (os.components: Debian archive areas beyond main). No site fields.
+target.os.packages.build and .final, the target's os.packages.build and .final);
+target.os.components (os.components: Debian archive areas beyond main). No site fields.
 `install()` is also what the deepspeed block installs its ops' packages with, in the top layer.
 
 Example, recipes/targets/v100-cuda.yaml:
@@ -39,7 +39,7 @@ def parts(target, wanted):
                 block="os",
                 stage=stage,
                 build_env=(("DEBIAN_FRONTEND", "noninteractive"),),
-                post=areas(target.os_components) + install(packages),
+                post=areas(target.os.components) + install(packages),
             )
         )
     return out

@@ -4,9 +4,10 @@ Emits: "provenance", final only (first of the top layer): %labels (builder versi
 sites, GPU archs, recipe hash, stage images, pinned versions, promised DeepSpeed ops, the
 resolved recipe as JSON), %post lines that drop the build host's inherited labels and (GPU
 images) add the measured ones (`smoke.labels`), and %help.
-Reads: target.name, description, stages, torch_version, torch_flavour, deepspeed.version and
-.promised, mpi4py_version, python_packages, build_tools, plugin, venv, and target.resolved
-(the whole recipe); of each site, site.name and site.archs (through target.archs).
+Reads: target.name, description, stages, torch.version and .flavour, deepspeed.version and
+.promised, mpi.mpi4py, python.packages, .build_tools and .venv, comm.plugin, and
+target.resolved (the whole recipe); of each site, site.name and site.gpu.arch (through
+target.archs).
 
 Example, recipes/targets/a100-cuda.yaml (`sites: [karolina, jean-zay, mahti]`, all sm_80)
 renders (containers/a100-cuda.def, shortened):
@@ -59,19 +60,19 @@ def parts(target):
         ("recipe.sha256", recipe_hash(target)),
     ]
     labels += [(f"image.{stage.name}", f"{stage.bootstrap}:{stage.image}") for stage in target.stages]
-    pinned = [("torch", target.torch_version), ("deepspeed", target.deepspeed.version)]
-    if target.mpi4py_version:
-        pinned.append(("mpi4py", target.mpi4py_version))
-    pinned += list(target.python_packages) + list(target.build_tools)
-    if target.plugin is not None:
-        pinned.append((target.plugin.name, target.plugin.version))
+    pinned = [("torch", target.torch.version), ("deepspeed", target.deepspeed.version)]
+    if target.mpi.mpi4py:
+        pinned.append(("mpi4py", target.mpi.mpi4py))
+    pinned += list(target.python.packages) + list(target.python.build_tools)
+    if target.comm.plugin is not None:
+        pinned.append((target.comm.plugin.name, target.comm.plugin.version))
     labels += [(f"version.{name}", version) for name, version in pinned]
     # what `ds_report` must show installed, no more and no less (checked by `smoke deepspeed`)
     labels.append(("deepspeed.ops", ",".join(target.deepspeed.promised)))
     labels.append(("recipe", recipe_json(target)))
-    python = f"{target.venv}/bin/python"
+    python = f"{target.python.venv}/bin/python"
     post = (f"[ ! -f {_INHERITED_LABELS} ] || " + cmd(python, "-c", _DROP_LABELS, _INHERITED_LABELS, *_HOST_LABELS),)
-    if target.torch_flavour != "cpu":
+    if target.torch.flavour != "cpu":
         # an assignment, so that a failing measurement stops the build (no pipefail in sh)
         post += (
             f'measured="$({cmd(python, "-m", "smoke.labels", LABEL_PREFIX)})"',

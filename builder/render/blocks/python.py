@@ -3,8 +3,8 @@
 Emits: "python", build (python3 packages, the venv, pip's build tools; VIRTUAL_ENV and PATH
 for the later blocks) and final (python3, the venv copied from build, %environment, a %test,
 the %runscript and %help).
-Reads: target.venv (python.venv, default /opt/venv); target.build_tools (setuptools, wheel,
-ninja at their versions.yaml python_packages pins). No site fields.
+Reads: target.python.venv (python.venv, default /opt/venv); target.python.build_tools
+(setuptools, wheel, ninja at their versions.yaml python_packages pins). No site fields.
 
 Example, recipes/targets/cpu.yaml:
 
@@ -32,8 +32,8 @@ print("python", sys.version.split()[0], "in", sys.prefix)
 
 
 def parts(target):
-    venv = target.venv
-    pins = [f"{name}=={version}" for name, version in target.build_tools]
+    venv = target.python.venv
+    pins = [f"{name}=={version}" for name, version in target.python.build_tools]
     path = (("VIRTUAL_ENV", venv), ("PATH", f"{venv}/bin:${{PATH}}"))
     return [
         Part(

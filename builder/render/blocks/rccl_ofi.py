@@ -8,9 +8,10 @@ Emits: "rccl_ofi", build (a kept step: the pinned plugin fetched and compiled in
 %environment, the netcheck %tests, a %help line). Nothing without a plugin.
 `image_facts()` is the communication stack as the runtime block writes it into image.json,
 for every target (gloo and nccl too).
-Reads: target.comm_library (comm.library: rccl), target.plugin (comm.plugin, a versions.yaml
-source), target.libfabric (comm.libfabric: cxi, else the distribution's). No site fields: the
-sites' network settings reach the image at run time, through the wrapper.
+Reads: target.comm.library (comm.library: rccl), target.comm.plugin (comm.plugin, a
+versions.yaml source), target.comm.libfabric (comm.libfabric: cxi, else the distribution's).
+No site fields: the sites' network settings reach the image at run time, through the
+wrapper.
 
 Example, recipes/targets/lumi-rocm.yaml:
 
@@ -45,8 +46,8 @@ LD_CONF = "/etc/ld.so.conf.d/hpcml-rccl.conf"
 
 
 def parts(target):
-    if target.comm_library == "rccl" and target.plugin is not None:
-        return _rccl_with_plugin(target, target.plugin)
+    if target.comm.library == "rccl" and target.comm.plugin is not None:
+        return _rccl_with_plugin(target, target.comm.plugin)
     return []
 
 
@@ -54,13 +55,13 @@ def image_facts(target) -> dict:
     """The communication stack as image.json records it (the runtime block writes it): the
     library, and where the smoke suite's preflight finds the plugin, the RCCL it must be used
     with and the libfabric it was built against."""
-    facts = {"library": target.comm_library, "plugin": target.plugin.name if target.plugin else None}
-    if target.comm_library == "rccl" and target.plugin is not None:
+    facts = {"library": target.comm.library, "plugin": target.comm.plugin.name if target.comm.plugin else None}
+    if target.comm.library == "rccl" and target.comm.plugin is not None:
         facts.update(
             plugin_path=PLUGIN_FILE,
             rccl=ROCM_RCCL,
             libfabric_dir=libfabric.lib_dir(target),
-            provider="cxi" if target.libfabric else None,
+            provider="cxi" if target.comm.libfabric else None,
         )
     return facts
 
@@ -71,7 +72,7 @@ def _rccl_with_plugin(target, plugin):
     final = Part(
         block="rccl_ofi",
         stage="final",
-        packages=("libhwloc15", *(() if target.libfabric else ("libfabric1",))),
+        packages=("libhwloc15", *(() if target.comm.libfabric else ("libfabric1",))),
         copy_from_build=(PLUGIN_PREFIX,),
         # In the loader's cache, not on LD_LIBRARY_PATH: a site's SINGULARITYENV_LD_LIBRARY_PATH
         # (LUMI's bindings module, the wrapper's multi-node library path) replaces the image's
@@ -90,10 +91,10 @@ def _rccl_with_plugin(target, plugin):
             f"RCCL from {ROCM_PREFIX} with the {plugin.name} {plugin.version} network plugin "
             f"(NCCL_NET_PLUGIN={PLUGIN_FILE}), built against "
             + (
-                f"the image's own libfabric {target.libfabric[-1].version} with the CXI provider "
-                f"and libcxi {target.libfabric[-2].version} ({libfabric.LIBFABRIC_PREFIX}, "
+                f"the image's own libfabric {target.comm.libfabric[-1].version} with the CXI provider "
+                f"and libcxi {target.comm.libfabric[-2].version} ({libfabric.LIBFABRIC_PREFIX}, "
                 "fi_info in its bin/)."
-                if target.libfabric
+                if target.comm.libfabric
                 else "the distribution's libfabric (the CXI provider comes from the host)."
             ),
         ),
@@ -105,7 +106,7 @@ def _plugin_build(target, plugin) -> Part:
     """aws-ofi-nccl compiled from its pinned commit against the image's libfabric, kept between builds."""
     # the image's own libfabric (the libfabric block, just before), or the distribution's,
     # without CXI
-    libfabric_dir = libfabric.LIBFABRIC_PREFIX if target.libfabric else "/usr"
+    libfabric_dir = libfabric.LIBFABRIC_PREFIX if target.comm.libfabric else "/usr"
     # a folder of its own: %post may see the host's /tmp, shared with other builds
     work = '"$work"/aws-ofi-nccl'
     return Part(
@@ -118,7 +119,7 @@ def _plugin_build(target, plugin) -> Part:
             "libhwloc-dev",
             "libtool",
             "make",
-            *(() if target.libfabric else ("libfabric-dev",)),
+            *(() if target.comm.libfabric else ("libfabric-dev",)),
         ),
         kept=Kept(
             name="aws-ofi-nccl",
@@ -154,7 +155,7 @@ def _plugin_checks(target) -> list:
         cmd("python", "-m", "smoke.netcheck", "plugin", "--rccl", ROCM_RCCL, "--libfabric-dir", libfabric_lib),
         cmd("python", "-m", "smoke.netcheck", "rccl", "--prefix", ROCM_PREFIX, "--import", "torch"),
     ]
-    if target.libfabric:
+    if target.comm.libfabric:
         checks.append(
             cmd(
                 "python",

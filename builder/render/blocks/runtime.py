@@ -10,11 +10,12 @@ after `python -m builder render`, which writes it there).
 Emits: "runtime", build (the wheel as a %files entry, its sha256 check and install, image.json
 under the venv) and final (the %tests: launchenv, the smoke preflight, a small all-reduce and
 the DeepSpeed check; %help). Last of the top layer.
-Reads: target.name, target.venv, target.deepspeed (accelerator, listed and promised ops),
-target.cuda_min_driver (versions.yaml, CUDA images), the communication stack
-(rccl_ofi.image_facts: target.comm_library, plugin, libfabric); of the sites, their GPU archs
-(site.archs, through target.archs) and wavefront size (site.wavefront_size). Nothing else of
-a site: its facts reach the smoke suite at run time.
+Reads: target.name, target.python.venv, target.deepspeed (accelerator, listed and promised
+ops), target.cuda_min_driver (versions.yaml, CUDA images), the communication stack
+(rccl_ofi.image_facts: target.comm.library, .plugin, .libfabric); of the sites, their GPU
+archs (site.gpu.arch, through target.archs) and wavefront size (site.gpu.wavefront_size,
+through target.wavefront_size). Nothing else of a site: its facts reach the smoke suite at
+run time.
 
 Example, recipes/targets/lumi-rocm.yaml (`comm: {library: rccl, plugin: aws-ofi-nccl,
 libfabric: cxi}`) renders (containers/lumi-rocm.def, shortened):
@@ -74,7 +75,7 @@ def parts(target):
     wheel = runtime_wheel.current()
     staged = f"{STAGING}/{wheel.name}"
     facts = _two_levels(image_facts(target))
-    image_json = f"{target.venv}/{contract.IMAGE_FACTS}"  # smoke reads it under sys.prefix
+    image_json = f"{target.python.venv}/{contract.IMAGE_FACTS}"  # smoke reads it under sys.prefix
     post = [
         f"echo {cmd(f'{wheel.sha256}  {staged}')} | sha256sum --check --quiet -",
         cmd("pip", "install", "--no-cache-dir", "--no-deps", "--no-index", staged),

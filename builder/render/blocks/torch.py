@@ -3,9 +3,9 @@
 Emits: "torch", build (the pip install, from the flavour's index when it has one, with the
 arch variable set for the later compiles) and final (the arch variable in %environment, a
 %test of the version, flavour and collectives).
-Reads: target.torch_version (torch.version, else versions.yaml's torch_by_flavour or torch
-pin), target.torch_flavour (torch.flavour: cpu, cuda or rocm), target.torch_index
-(versions.yaml torch_index for the flavour); target.archs, every site's site.archs (its
+Reads: target.torch.version (torch.version, else versions.yaml's torch_by_flavour or torch
+pin), target.torch.flavour (torch.flavour: cpu, cuda or rocm), target.torch.index
+(versions.yaml torch_index for the flavour); target.archs, every site's site.gpu.arch (its
 `gpu: arch:`), as TORCH_CUDA_ARCH_LIST or PYTORCH_ROCM_ARCH.
 
 Example, recipes/targets/lumi-rocm.yaml (sites: [lumi]; recipes/sites/lumi.yaml has
@@ -50,10 +50,10 @@ print("torch", torch.__version__, "gloo: yes", "nccl:", dist.is_nccl_available()
 
 def arch_env(target):
     """The variable that tells torch (and DeepSpeed's op builds) which GPU archs to compile."""
-    if target.torch_flavour == "cuda":
+    if target.torch.flavour == "cuda":
         # sm_80 -> 8.0, sm_100 -> 10.0
         return (("TORCH_CUDA_ARCH_LIST", ";".join(f"{a[3:-1]}.{a[-1]}" for a in target.archs)),)
-    if target.torch_flavour == "rocm":
+    if target.torch.flavour == "rocm":
         return (("PYTORCH_ROCM_ARCH", ";".join(target.archs)),)
     return ()
 
@@ -70,22 +70,22 @@ def extra_index(url) -> list:
 
 
 def parts(target):
-    pip = cmd("pip", "install", "--no-cache-dir", f"torch=={target.torch_version}")
+    pip = cmd("pip", "install", "--no-cache-dir", f"torch=={target.torch.version}")
     # An extra index: the wheel's local tag (+cpu, +cu128, +rocm6.4) outranks the plain
     # release on the default index, and dependencies still come from the default index.
-    install = [*extra_index(target.torch_index), pip + ' "$@"'] if target.torch_index else [pip]
+    install = [*extra_index(target.torch.index), pip + ' "$@"'] if target.torch.index else [pip]
     return [
         Part(
             block="torch",
             stage="build",
             build_env=arch_env(target),
             post=tuple(install),
-            pip_indexes=(target.torch_index,) if target.torch_index else (),
+            pip_indexes=(target.torch.index,) if target.torch.index else (),
         ),
         Part(
             block="torch",
             stage="final",
             env=arch_env(target),
-            test=(python_check("python", _TORCH_CHECK, target.torch_version, target.torch_flavour),),
+            test=(python_check("python", _TORCH_CHECK, target.torch.version, target.torch.flavour),),
         ),
     ]

@@ -46,7 +46,7 @@ def test_list_and_show_take_only_what_the_build_measured(monkeypatch, tmp_path):
             "apptainer": inspect_answer({f"{LABEL_PREFIX}.{measured}": "2.27.3", f"{LABEL_PREFIX}.recipe": "{...}"})
         },
     )
-    monkeypatch.setattr(images, "ready_runtime", lambda site: "apptainer")
+    monkeypatch.setattr(images, "ready_apptainer", lambda site: "apptainer")
     target = RecipeTree(RECIPES).target("cpu")
     assert images.image_facts(target, tmp_path) == {}  # not built
     (tmp_path / "cpu.sif").write_bytes(b"an image")

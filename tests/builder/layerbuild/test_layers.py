@@ -19,7 +19,7 @@ MIRROR = "http://mirror.invalid/debian"
 @pytest.fixture
 def fake(monkeypatch, tmp_path):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    monkeypatch.setattr(layers, "find_runtime", lambda site, progress, images: ("apptainer", "apptainer (fake)"))
+    monkeypatch.setattr(layers, "find_apptainer", lambda site, progress, images: ("apptainer", "apptainer (fake)"))
     monkeypatch.setattr(hostinfo, "debian_mirror", lambda: MIRROR)
     monkeypatch.setattr(hostinfo, "needs_fakeroot", lambda: False)
     monkeypatch.setattr(indexes, "why_down", lambda url, cafile=None: None)  # asks no index

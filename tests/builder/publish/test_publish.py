@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from conftest import run_builder
+from helpers.cli_here import run_here
 from helpers.publishing import LMOD_DIR, lmod, publish, tcl_module
 
 from builder import runner
@@ -381,7 +382,7 @@ def test_a_world_writable_prefix_is_refused(smoked, tmp_path, apptainer):
 )
 def test_verify_and_default_mistakes_exit_2(tmp_path, spec, message):
     for command in ("verify", "default"):
-        result = run_builder(command, "--prefix", tmp_path, spec)
+        result = run_here(command, "--prefix", tmp_path, spec)
         assert result.returncode == 2 and message in result.stderr and result.stderr.count("\n") == 1
 
 

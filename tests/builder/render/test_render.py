@@ -8,6 +8,7 @@ import subprocess
 import pytest
 from conftest import CONTAINERS, RECIPES, ROOT, TARGETS, run_builder
 from helpers import deffile
+from helpers.cli_here import run_here
 
 from builder.recipes.tree import RecipeTree
 from builder.render import runtime_wheel
@@ -76,16 +77,16 @@ def test_render_is_byte_identical_across_runs_and_hash_seeds(tmp_path):
 
 def test_second_render_leaves_files_untouched(tmp_path):
     out = tmp_path / "out"
-    assert run_builder("render", "cpu", "--out", out).returncode == 0
+    assert run_here("render", "cpu", "--out", out).returncode == 0
     before = (out / "cpu.def").stat().st_mtime_ns
-    again = run_builder("render", "cpu", "--out", out)
+    again = run_here("render", "cpu", "--out", out)
     assert "unchanged" in again.stdout
     assert (out / "cpu.def").stat().st_mtime_ns == before
     assert sorted(p.name for p in out.iterdir()) == sorted(["cpu.base.def", "cpu.def", "cpu.devel.def", WHEEL])
 
 
 def test_check_passes_on_the_repository():
-    result = run_builder("check")
+    result = run_here("check")
     assert result.returncode == 0, result.stderr
     assert "up to date" in result.stdout
 
@@ -95,7 +96,7 @@ def test_check_fails_when_a_version_bump_is_not_rendered(tmp_path):
     shutil.copytree(RECIPES, recipes)
     versions = recipes / "versions.yaml"
     versions.write_text(versions.read_text().replace("deepspeed: 0.19.8", "deepspeed: 0.19.9"))
-    result = run_builder("check", "--recipes", recipes, "--out", CONTAINERS)
+    result = run_here("check", "--recipes", recipes, "--out", CONTAINERS)
     assert result.returncode == 1
     assert "containers/cpu.def is stale" in result.stderr
     # DeepSpeed is in the top layer: the devel and base layers (OS, torch) stay as they are
@@ -108,7 +109,7 @@ def test_check_reports_missing_and_orphaned_files(tmp_path):
     shutil.copytree(CONTAINERS, out)
     (out / "cpu.base.def").unlink()
     (out / "retired.def").write_text("old\n")
-    result = run_builder("check", "--out", out)
+    result = run_here("check", "--out", out)
     assert result.returncode == 1
     assert "cpu.base.def is missing" in result.stderr and "retired.def has no recipe" in result.stderr
 
@@ -478,7 +479,7 @@ def test_labels_carry_provenance_and_the_resolved_recipe(tree, name):
     labels = dict(line.split(" ", 1) for line in section(name, "final", "labels").splitlines() if line)
     prefix = "org.hpc-ml-containers."
     assert labels[prefix + "target"] == name
-    assert labels[prefix + "version.torch"] == tree.target(name).torch_version
+    assert labels[prefix + "version.torch"] == tree.target(name).torch.version
     assert re.fullmatch(r"[0-9a-f]{64}", labels[prefix + "recipe.sha256"])
     assert json.loads(labels[prefix + "recipe"]) == tree.target(name).resolved
 
@@ -508,4 +509,4 @@ def test_a_target_can_go_without_the_frameworks_and_the_cpu_default_is_without(t
     for name in ("lumi-rocm", "cpu"):
         texts = [plan.text for plan in plan_layers(tree, name).values()]
         assert not any("lightning" in text or "smoke.imports" in text for text in texts), name
-    assert tree.target("a100-cuda").frameworks  # a GPU target has them unless it says no
+    assert tree.target("a100-cuda").python.frameworks  # a GPU target has them unless it says no

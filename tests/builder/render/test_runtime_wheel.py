@@ -107,4 +107,4 @@ def test_the_block_writes_image_json_where_the_smoke_suite_reads_it(tree):
     assert str(config.IMAGE.relative_to(sys.prefix)) == contract.IMAGE_FACTS
     target = tree.target("cpu")
     post = next(part for part in runtime.parts(target) if part.stage == "build").post
-    assert f"cat > {target.venv}/{contract.IMAGE_FACTS} <<'IMAGE_JSON'" in post
+    assert f"cat > {target.python.venv}/{contract.IMAGE_FACTS} <<'IMAGE_JSON'" in post

@@ -13,7 +13,7 @@ from builder.run import doctor
 
 @pytest.fixture
 def found(monkeypatch):
-    monkeypatch.setattr(doctor, "installed_runtime", lambda site: "/opt/fake/bin/apptainer")
+    monkeypatch.setattr(doctor, "installed_apptainer", lambda site: "/opt/fake/bin/apptainer")
 
 
 def test_the_runtime_found_is_named_with_its_version(found, monkeypatch, tmp_path, capsys):

@@ -10,7 +10,8 @@ import shutil
 import subprocess
 
 import pytest
-from conftest import ROOT, run_builder
+from conftest import ROOT
+from helpers.cli_here import run_here
 
 from builder.errors import RecipeError
 from builder.recipes.tree import RecipeTree
@@ -344,7 +345,7 @@ def test_every_script_passes_bash_n_and_shellcheck(tree, tmp_path):
 )
 def test_a_request_the_site_cannot_serve_is_one_line_and_writes_nothing(tmp_path, args, message):
     out = tmp_path / "job.sh"
-    result = run_builder("jobscript", *args, "--out", out, "--", "train.py")
+    result = run_here("jobscript", *args, "--out", out, "--", "train.py")
     assert result.returncode == 2, result.stderr
     assert result.stderr.count("\n") == 1 and message in result.stderr, result.stderr
     assert "Traceback" not in result.stderr and result.stdout == ""
@@ -370,14 +371,14 @@ def test_a_leading_python_before_a_module_keeps_the_module(tree):
 
 
 def test_the_note_reaches_stderr_and_the_script_stays_clean():
-    result = run_builder("jobscript", "cpu", "--", "python", "train.py")
+    result = run_here("jobscript", "cpu", "--", "python", "train.py")
     assert result.returncode == 0, result.stderr
     assert "note: dropped 'python' after --: each launch starts python itself" in result.stderr
     assert "python python" not in result.stdout and "torchrun" in result.stdout
 
 
 def test_another_python_option_first_is_refused_in_one_line():
-    result = run_builder("jobscript", "cpu", "--", "python", "-O", "train.py")
+    result = run_here("jobscript", "cpu", "--", "python", "-O", "train.py")
     assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
     assert "python option -O after --: the job starts python itself" in result.stderr
 
@@ -432,7 +433,7 @@ def test_the_site_sets_the_time_a_script_asks_for_when_the_user_gives_none(tmp_p
     ],
 )
 def test_a_qos_the_site_cannot_give_is_one_line(args, message):
-    result = run_builder("jobscript", *args, "--", "train.py")
+    result = run_here("jobscript", *args, "--", "train.py")
     assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
     assert message in result.stderr and result.stdout == ""
 
@@ -459,7 +460,7 @@ def test_a_qos_the_site_cannot_give_is_one_line(args, message):
     ],
 )
 def test_an_account_the_site_would_refuse_is_one_line(tmp_path, args, message):
-    result = run_builder("jobscript", *args, "--out", tmp_path / "job.sh", "--", "train.py")
+    result = run_here("jobscript", *args, "--out", tmp_path / "job.sh", "--", "train.py")
     assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
     assert message in result.stderr and not (tmp_path / "job.sh").exists()
 
@@ -473,19 +474,19 @@ def test_an_account_the_site_would_refuse_is_one_line(tmp_path, args, message):
     ],
 )
 def test_an_account_of_the_sites_form_is_written(args, account):
-    result = run_builder("jobscript", *args, "--", "train.py")
+    result = run_here("jobscript", *args, "--", "train.py")
     assert result.returncode == 0, result.stderr
     assert f"#SBATCH --account={account}" in result.stdout.splitlines()
 
 
 def test_a_site_that_does_not_require_an_account_names_its_form_in_a_comment():
-    result = run_builder("jobscript", "h100-cuda", "--", "train.py")
+    result = run_here("jobscript", "h100-cuda", "--", "train.py")
     assert result.returncode == 0, result.stderr
     assert '# Your project: add a line "#SBATCH --account=..." (on jean-zay-h100: abc@h100).' in result.stdout
 
 
 def test_no_program_is_a_one_line_error():
-    result = run_builder("jobscript", "cpu")
+    result = run_here("jobscript", "cpu")
     assert result.returncode == 2 and "no program: give it after --" in result.stderr
 
 
@@ -504,9 +505,9 @@ def test_out_writes_the_same_script_and_the_summary_goes_to_stderr(tmp_path):
         "smoke",
         "all",
     ]
-    printed = run_builder(*args)
+    printed = run_here(*args)
     assert printed.returncode == 0, printed.stderr
-    written = run_builder(*args[:-4], "--out", tmp_path / "job.sh", *args[-4:])
+    written = run_here(*args[:-4], "--out", tmp_path / "job.sh", *args[-4:])
     assert (tmp_path / "job.sh").read_text() == printed.stdout and written.stdout == ""
     assert printed.stderr.splitlines() == [
         "note: mahti's GPU nodes were shut down on 2026-08-31",
@@ -573,7 +574,7 @@ def test_a_job_shell_without_module_is_one_line(tree, tmp_path):
 
 @pytest.mark.parametrize("image", ["images/a100-cuda.sif", "/scratch/me/a100-cuda.sif"])
 def test_an_image_outside_the_allowed_folder_is_refused_in_one_line(tmp_path, image):
-    result = run_builder(
+    result = run_here(
         "jobscript",
         "a100-cuda",
         "--site",
@@ -591,7 +592,7 @@ def test_an_image_outside_the_allowed_folder_is_refused_in_one_line(tmp_path, im
         "--image '$SINGULARITY_ALLOWED_DIR/NAME.sif'\n"
     )
     # the folder as the login node names it is the same folder
-    expanded = run_builder(
+    expanded = run_here(
         "jobscript",
         "a100-cuda",
         "--site",
@@ -653,13 +654,13 @@ def test_a_published_version_is_loaded_by_the_script(tree, tmp_path):
 )
 def test_a_published_version_of_another_image_is_one_line(tmp_path, fields, message):
     version = published_record(tmp_path / "prefix", **fields)
-    result = run_builder("jobscript", "cpu", "--published", version, "--", "train.py")
+    result = run_here("jobscript", "cpu", "--published", version, "--", "train.py")
     assert result.returncode == 2 and result.stdout == "" and result.stderr.count("\n") == 1
     assert message in result.stderr
 
 
 def test_no_publish_record_is_one_line(tmp_path):
-    result = run_builder("jobscript", "cpu", "--published", tmp_path / "nothing", "--", "train.py")
+    result = run_here("jobscript", "cpu", "--published", tmp_path / "nothing", "--", "train.py")
     assert result.returncode == 2 and result.stderr.count("\n") == 1
     assert "no publish record there; expected the folder PREFIX/NAME/VERSION" in result.stderr
 
