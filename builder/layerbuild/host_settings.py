@@ -23,7 +23,7 @@ def write(host: Path, pip_indexes: tuple, progress):
     indexes the layer's own pip lines name (LayerPlan.pip_indexes)."""
     host.mkdir()
     pip = hostinfo.pip_settings()
-    down = _indexes_down([pip["index_url"], *pip["extra_index_urls"], *pip_indexes], pip["cert"], progress)
+    down = indexes_down(pip_indexes, progress)
     lines = []
     if pip["cert"]:
         shutil.copyfile(pip["cert"], host / "ca.crt")
@@ -45,10 +45,15 @@ def write(host: Path, pip_indexes: tuple, progress):
     (host / Path(HOST_SETTINGS).name).write_text("\n".join(lines) + "\n")
 
 
-def _indexes_down(urls, cafile, progress) -> list:
+def indexes_down(pip_indexes, progress) -> list:
+    """The host's pip indexes and ``pip_indexes`` (a layer's own) that do not answer. Each is
+    asked once per process (indexes.why_down), so a build's layer keys, taken first, and its
+    %post settings agree on what was left out."""
+    pip = hostinfo.pip_settings()
+    urls = [pip["index_url"], *pip["extra_index_urls"], *pip_indexes]
     down = []
     for url in dict.fromkeys(u for u in urls if u):
-        reason = indexes.why_down(url, cafile)
+        reason = indexes.why_down(url, pip["cert"])
         if reason is None:
             continue
         down.append(url)

@@ -33,3 +33,16 @@ def why_down(url: str, cafile=None):
         return str(getattr(error.reason, "strerror", None) or error.reason)
     except (OSError, ValueError) as error:  # timeouts, resets, malformed URLs
         return str(error) or type(error).__name__
+
+
+def lists(url: str, project: str, prefix: str, cafile=None) -> bool:
+    """Whether the simple index at ``url`` lists a file of ``project`` starting with ``prefix``."""
+    context = ssl.create_default_context(cafile=cafile) if url.startswith("https:") else None
+    request = urllib.request.Request(
+        f"{url.rstrip('/')}/{project}/", headers={"User-Agent": "hpc-ml-containers index check"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=TIMEOUT_S, context=context) as page:
+            return prefix in page.read().decode("utf-8", errors="replace")
+    except (OSError, ValueError):  # HTTPError and URLError are OSErrors
+        return False

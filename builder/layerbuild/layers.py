@@ -22,7 +22,7 @@ from ..render import runtime_wheel
 from ..render.layer_sharing import plan_layers
 from ..render.parts import HOST_MOUNT
 from ..render.plan import LAYERS, MIRROR_ARG
-from . import host_settings, store
+from . import host_settings, store, torch_source
 
 UNCOMPRESSED = "-noI -noD -noF -noX"  # no compression of inodes, data, fragments, xattrs
 WORK_PREFIX = "hpcml-build-"  # a build's work folder under the build space's tmp
@@ -71,11 +71,16 @@ def build(tree, name, *, images: Path, force=None, progress, space_check=True):
     plans = plan_layers(tree, name)
     host_args = _host_args(plans)
     paths = store.layer_paths(images, plans)
-    keys = store.layer_keys(plans, host_args)
+    # asked before the keys: a layer built without one of its indexes is keyed so
+    down = host_settings.indexes_down([url for plan in plans.values() for url in plan.pip_indexes], progress)
+    keys = store.layer_keys(plans, host_args, down)
     if not forced and store.is_current(paths["image"], keys["image"]):
         cache.store(name, "image", keys["image"], paths["image"])
         print(f"{paths['image']} is up to date")
         return paths["image"]
+    if store.step(plans["devel"], forced, paths["devel"], keys["devel"]) == "build":
+        # before anything is written or pulled: the devel layer installs torch
+        torch_source.check(tree.target(plans["devel"].owner).torch, down, progress)
     images.mkdir(parents=True, exist_ok=True)
     where = space.folders(images)
     with contextlib.ExitStack() as locks:

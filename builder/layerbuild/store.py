@@ -27,11 +27,13 @@ INTERMEDIATE = ("devel", "base")
 PATH_ARGS = frozenset(PARENT_ARGS) | {runtime_wheel.BUILD_ARG}
 
 
-def build_key(text, args, parent_keys=(), shipped=False):
+def build_key(text, args, parent_keys=(), shipped=False, left_out=()):
     """What a layer is made of: its definition, its build arguments (less the paths of the
     layers it starts from) and the keys of those layers. A shipped layer's key also says that
     its parent is named by file name in its labels (images built before named it by absolute
-    path, a fact of the build machine, and must not be taken from the cache)."""
+    path, a fact of the build machine, and must not be taken from the cache). ``left_out``:
+    the layer's own pip indexes that did not answer, so pip took its packages from elsewhere;
+    the same layer built once they answer is another layer."""
     material = {
         "builder": __version__,
         "definition": text,
@@ -40,17 +42,24 @@ def build_key(text, args, parent_keys=(), shipped=False):
     }
     if shipped:
         material["from_label"] = "file name"
+    if left_out:  # only then: a layer built with every index keeps the key it had
+        material["indexes_left_out"] = sorted(left_out)
     return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
 
 
-def layer_keys(plans: dict, host_args: dict) -> dict:
+def layer_keys(plans: dict, host_args: dict, indexes_down=()) -> dict:
     """{layer: key} for {layer: LayerPlan}; host_args: the values of the build arguments this
-    host supplies (the Debian mirror). A layer's key covers the keys of its parents."""
+    host supplies (the Debian mirror); indexes_down: the pip indexes that do not answer. A
+    layer's key covers the keys of its parents."""
     keys = {}
     for layer in LAYERS:
         plan = plans[layer]
         keys[layer] = build_key(
-            plan.text, used_args(plan, host_args), [keys[p] for p in plan.parents], shipped=layer not in INTERMEDIATE
+            plan.text,
+            used_args(plan, host_args),
+            [keys[p] for p in plan.parents],
+            shipped=layer not in INTERMEDIATE,
+            left_out=[url for url in plan.pip_indexes if url in indexes_down],
         )
     return keys
 

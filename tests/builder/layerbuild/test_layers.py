@@ -2,18 +2,23 @@
 which layers are built, in what order, with what arguments, and which are skipped. The real
 builds are in test_build.py."""
 
+import re
 from pathlib import Path
 
 import pytest
 from conftest import RECIPES
 from helpers.fake_runner import FakeRunner
 
+from builder.errors import ToolError
 from builder.host import hostinfo
 from builder.host.progress import Progress
 from builder.layerbuild import indexes, layers
 from builder.recipes.tree import RecipeTree
 
 MIRROR = "http://mirror.invalid/debian"
+TREE = RecipeTree(RECIPES)
+CPU_WHEEL = f"torch-{TREE.target('cpu').torch.version}+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
+ROCM_TORCH = f"torch-{TREE.target('lumi-rocm').torch.version}+rocm6.4"
 
 
 @pytest.fixture
@@ -85,3 +90,64 @@ def test_the_build_is_given_the_plans_text_and_nothing_else(fake, tmp_path):
     build("cpu", tmp_path)
     plans = plan_layers(RecipeTree(RECIPES), "cpu")
     assert [b.definition for b in fake.builds] == [plans[layer].text for layer in ("devel", "base", "image")]
+
+
+def test_a_layer_built_with_its_index_left_out_is_not_reused_once_the_index_answers(fake, monkeypatch, tmp_path):
+    """The torch index down: pip took torch from wherever else it could (PyPI, local wheels),
+    so that devel layer must not stand for the one the recipe asks for when the index is back."""
+    torch_index = "https://download.pytorch.org/whl/cpu"
+    monkeypatch.setattr(indexes, "why_down", lambda url, cafile=None: "no answer" if url == torch_index else None)
+    wheels = tmp_path / "wheels"  # as on this project's machines: the CPU torch from a local folder
+    wheels.mkdir()
+    (wheels / CPU_WHEEL).write_text("")
+    settings = {"cert": None, "index_url": "", "extra_index_urls": [], "find_links": [str(wheels)]}
+    monkeypatch.setattr(hostinfo, "pip_settings", lambda: settings)
+    build("cpu", tmp_path)
+    fake.builds.clear()
+    build("cpu", tmp_path)
+    assert fake.builds == []  # still down: the same layers are current
+    monkeypatch.setattr(indexes, "why_down", lambda url, cafile=None: None)
+    build("cpu", tmp_path)
+    # the devel layer is built again (not taken from the cache), and so is all that starts from it
+    assert [b.layer for b in fake.builds] == ["devel", "base", "image"]
+    fake.builds.clear()
+    monkeypatch.setattr(indexes, "why_down", lambda url, cafile=None: "no answer" if url == torch_index else None)
+    build("cpu", tmp_path)
+    assert [b.layer for b in fake.builds] == []  # down again: the first build's layers, from the cache
+
+
+ROCM_INDEX = "https://download.pytorch.org/whl/rocm6.4"
+
+
+def _down(*urls):
+    return lambda url, cafile=None: "no answer" if url in urls else None
+
+
+def test_a_torch_whose_index_does_not_answer_stops_the_build_before_anything_is_written(fake, monkeypatch, tmp_path):
+    monkeypatch.setattr(indexes, "why_down", _down(ROCM_INDEX))
+    monkeypatch.setattr(indexes, "lists", lambda url, project, prefix, cafile=None: False)
+    images = tmp_path / "images"
+    expected = r"rocm6\.4 does not answer \(no answer\).* holds " + re.escape(ROCM_TORCH) + ";"
+    with pytest.raises(ToolError, match=expected):
+        build("lumi-rocm", images)
+    assert fake.builds == [] and fake.commands == [] and not images.exists()
+
+
+def test_a_local_wheel_or_a_mirror_stands_in_for_the_torch_index(fake, monkeypatch, tmp_path):
+    torch_index = "https://download.pytorch.org/whl/cpu"
+    monkeypatch.setattr(indexes, "why_down", _down(torch_index))
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    (wheels / CPU_WHEEL).write_text("")
+    settings = {"cert": None, "index_url": "", "extra_index_urls": [], "find_links": [str(wheels)]}
+    monkeypatch.setattr(hostinfo, "pip_settings", lambda: settings)
+    build("cpu", tmp_path / "a")
+    assert [b.layer for b in fake.builds] == ["devel", "base", "image"]
+    # a mirror that lists the wheel serves as well; one that does not, does not
+    mirror = "https://pypi-mirror.invalid/simple"
+    settings.update(find_links=[], extra_index_urls=[mirror])
+    monkeypatch.setattr(indexes, "lists", lambda url, project, prefix, cafile=None: url == mirror)
+    build("cpu", tmp_path / "b", force="all")
+    monkeypatch.setattr(indexes, "lists", lambda url, project, prefix, cafile=None: False)
+    with pytest.raises(ToolError, match=re.escape(CPU_WHEEL.split("-cp")[0])):
+        build("cpu", tmp_path / "c", force="all")
