@@ -10,12 +10,12 @@ from pathlib import Path
 import hpcml_contract as contract
 import launchenv
 
-from . import allreduce, bandwidth, config, ddp, dscheck, mpicheck, preflight, report, transport
+from . import allreduce, bandwidth, config, ddp, dscheck, groups, mpicheck, preflight, report, transport
 from .session import EXIT_FAILED, Session, fail
 from .sizes import SizeError, parse_sweep
 from .verdict import ERROR, FAIL, PASS, Verdict
 
-CHECKS = ("all", "preflight", "allreduce", "deepspeed", "mpi", "ddp")
+CHECKS = ("all", "preflight", "allreduce", "groups", "deepspeed", "mpi", "ddp")
 EXIT_BAD_INPUT = 2
 
 
@@ -135,6 +135,8 @@ def main(argv=None):
             checks["transport"] = transport.judge(
                 session.gather(summary), site.get("network"), session.nodes, session.backend
             )
+        if args.check in ("all", "groups"):
+            checks["groups"] = groups.run(session)
         if args.check in ("all", "deepspeed"):
             checks.update(_deepspeed(session, facts, args.op_timeout))
         if args.check in ("all", "mpi"):

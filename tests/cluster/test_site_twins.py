@@ -245,6 +245,9 @@ def test_the_unchanged_script_runs_the_smoke_checks_on_the_twin(twin, tmp_path, 
         else:
             assert result["verdict"] in ("pass", "none", "not measured"), (check, result)
     assert report["checks"]["allreduce sum"]["verdict"] == "pass"
+    # issue 33: subgroups, and on two nodes groups across them, set up and all-reduce in time
+    groups = report["checks"]["groups"]
+    assert groups["verdict"] == "pass" and (", 0 across nodes" not in groups["why"]) == (nodes > 1), groups
     # issue 30: every address the ranks meet has a name on the nodes, in the form c10d asks for
     assert C10D_NO_NAME not in output, output[-4000:]
 

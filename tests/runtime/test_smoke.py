@@ -244,6 +244,34 @@ def test_a_stuck_rank_ends_in_the_collective_timeout(env, tmp_path):
     assert "smoke: rank 0 of 2" in output and "likely cause: a rank is stuck" in output, output[-3000:]
 
 
+def test_a_rank_stuck_before_a_new_groups_first_all_reduce_is_named_with_the_group(env, tmp_path):
+    """The hang of laifs-container-recipes issue 44, played by a rank that joins, creates the
+    first new group as every rank must, and never all-reduces on it."""
+    port = _free_port()
+    stuck = _rank(
+        env,
+        1,
+        [
+            "python",
+            "-c",
+            "import time, socket, launchenv, torch.distributed as dist; launchenv.apply(); "
+            "dist.init_process_group('gloo'); names = [None, None]; "
+            "dist.all_gather_object(names, socket.gethostname().split('.')[0]); "
+            "ranks = [None, None]; dist.all_gather_object(ranks, 1); dist.new_group([0, 1]); time.sleep(600)",
+        ],
+        port=port,
+    )
+    try:
+        argv = ["python", "-m", "smoke", "groups", "--out", str(tmp_path), "--op-timeout", "10", "--timeout", "90"]
+        status, output, seconds = _finish(_rank(env, 0, argv, port=port), 120)
+    finally:
+        stuck.kill()
+        stuck.communicate()
+    assert status == 1, output
+    assert "smoke: rank 0 of 2" in output and "while the first all-reduce on new group 1 of all 2 ranks" in output
+    assert "likely cause: a rank is stuck" in output, output[-3000:]
+
+
 def test_the_whole_run_timeout_stops_a_rank_waiting_for_others(env, tmp_path):
     alone = _rank(env, 0, _smoke(tmp_path, "--op-timeout", "300", "--timeout", "15"), port=_free_port())
     status, output, seconds = _finish(alone, 90)

@@ -362,3 +362,16 @@ def test_two_ranks_on_one_gpu_are_named_from_nccls_warning():
     error = "DistBackendError: NCCL error in: NCCLUtils.cpp:93, invalid usage (run with NCCL_DEBUG=WARN for details)"
     assert diagnose.likely_cause(error, lines).startswith("ranks 0 and 1 share one GPU")
     assert diagnose.likely_cause(error, lines[-5:]).startswith("unknown")  # the last lines alone say nothing
+
+
+def test_the_subgroups_are_made_as_tensor_and_data_parallelism_make_them():
+    from smoke import groups
+
+    made = dict(groups.plan(["n1", "n1", "n2", "n2"], [0, 1, 0, 1]))
+    assert [name for name in made if name.startswith("new group")] == [
+        f"new group {i} of all 4 ranks" for i in (1, 2, 3)
+    ]
+    assert made["the ranks on n1"] == [0, 1] and made["the ranks on n2"] == [2, 3]
+    assert made["local rank 0 across nodes"] == [0, 2] and made["local rank 1 across nodes"] == [1, 3]
+    one_node = dict(groups.plan(["n1", "n1"], [0, 1]))
+    assert not [name for name in one_node if name.endswith("across nodes")]
