@@ -45,10 +45,11 @@ def write(host: Path, pip_indexes: tuple, progress):
     (host / Path(HOST_SETTINGS).name).write_text("\n".join(lines) + "\n")
 
 
-def indexes_down(pip_indexes, progress) -> list:
+def indexes_down(pip_indexes, progress=None) -> list:
     """The host's pip indexes and ``pip_indexes`` (a layer's own) that do not answer. Each is
     asked once per process (indexes.why_down), so a build's layer keys, taken first, and its
-    %post settings agree on what was left out."""
+    %post settings agree on what was left out. Said in ``progress`` when given: by the layer
+    build that leaves one out, not by a build that finds its image up to date or refuses."""
     pip = hostinfo.pip_settings()
     urls = [pip["index_url"], *pip["extra_index_urls"], *pip_indexes]
     down = []
@@ -57,5 +58,6 @@ def indexes_down(pip_indexes, progress) -> list:
         if reason is None:
             continue
         down.append(url)
-        progress.once(f"pip index {url} does not answer ({reason}); this build leaves it out")
+        if progress:
+            progress.once(f"pip index {url} does not answer ({reason}); this build leaves it out")
     return down

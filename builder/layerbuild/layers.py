@@ -72,7 +72,7 @@ def build(tree, name, *, images: Path, force=None, progress, space_check=True):
     host_args = _host_args(plans)
     paths = store.layer_paths(images, plans)
     # asked before the keys: a layer built without one of its indexes is keyed so
-    down = host_settings.indexes_down([url for plan in plans.values() for url in plan.pip_indexes], progress)
+    down = host_settings.indexes_down([url for plan in plans.values() for url in plan.pip_indexes])
     keys = store.layer_keys(plans, host_args, down)
     if not forced and store.is_current(paths["image"], keys["image"]):
         cache.store(name, "image", keys["image"], paths["image"])
@@ -80,7 +80,7 @@ def build(tree, name, *, images: Path, force=None, progress, space_check=True):
         return paths["image"]
     if store.step(plans["devel"], forced, paths["devel"], keys["devel"]) == "build":
         # before anything is written or pulled: the devel layer installs torch
-        torch_source.check(tree.target(plans["devel"].owner).torch, down, progress)
+        torch_source.check(tree.target(plans["devel"].owner).torch, down)
     images.mkdir(parents=True, exist_ok=True)
     where = space.folders(images)
     with contextlib.ExitStack() as locks:

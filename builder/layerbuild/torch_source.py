@@ -15,20 +15,19 @@ from ..host import hostinfo
 from . import indexes
 
 
-def check(torch, down, progress):
+def check(torch, down):
     """Raise ToolError when ``torch`` (a target's Torch) needs an index in ``down`` that no
-    other source stands in for; ``down``: the pip indexes that do not answer."""
+    other source stands in for; ``down``: the pip indexes that do not answer. Silent when one
+    does: the layer build says which index it leaves out."""
     if not torch.index or torch.index not in down:
         return
     wheel = f"torch-{torch.version}+{local_tag(torch.index)}"
     pip = hostinfo.pip_settings()
     for folder in pip["find_links"]:
         if any(Path(folder).glob(f"{wheel}-*.whl")):
-            progress.once(f"{torch.index} does not answer; {wheel} comes from the wheel folder {folder}")
             return
     for url in [pip["index_url"], *pip["extra_index_urls"]]:
         if url and url not in down and indexes.lists(url, "torch", f"{wheel}-", pip["cert"]):
-            progress.once(f"{torch.index} does not answer; {wheel} comes from the pip index {url}")
             return
     raise ToolError(
         f"{torch.index} does not answer ({indexes.why_down(torch.index, pip['cert'])}), and no wheel "
