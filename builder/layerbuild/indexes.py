@@ -20,12 +20,8 @@ _RETRIED = {500, 502, 503, 504, 520, 527}
 @cache
 def why_down(url: str, cafile=None):
     """None when ``url`` answers; otherwise a short reason (for the build's progress)."""
-    context = ssl.create_default_context(cafile=cafile) if url.startswith("https:") else None
-    request = urllib.request.Request(
-        url.rstrip("/") + "/", method="GET", headers={"User-Agent": "hpc-ml-containers index check"}
-    )
     try:
-        with urllib.request.urlopen(request, timeout=TIMEOUT_S, context=context):
+        with _get(url.rstrip("/") + "/", cafile):
             return None
     except urllib.error.HTTPError as error:
         return f"HTTP {error.code}" if error.code in _RETRIED else None
@@ -37,12 +33,15 @@ def why_down(url: str, cafile=None):
 
 def lists(url: str, project: str, prefix: str, cafile=None) -> bool:
     """Whether the simple index at ``url`` lists a file of ``project`` starting with ``prefix``."""
-    context = ssl.create_default_context(cafile=cafile) if url.startswith("https:") else None
-    request = urllib.request.Request(
-        f"{url.rstrip('/')}/{project}/", headers={"User-Agent": "hpc-ml-containers index check"}
-    )
     try:
-        with urllib.request.urlopen(request, timeout=TIMEOUT_S, context=context) as page:
+        with _get(f"{url.rstrip('/')}/{project}/", cafile) as page:
             return prefix in page.read().decode("utf-8", errors="replace")
     except (OSError, ValueError):  # HTTPError and URLError are OSErrors
         return False
+
+
+def _get(url, cafile):
+    """One GET with the build's timeout and the host's CA bundle."""
+    context = ssl.create_default_context(cafile=cafile) if url.startswith("https:") else None
+    request = urllib.request.Request(url, headers={"User-Agent": "hpc-ml-containers index check"})
+    return urllib.request.urlopen(request, timeout=TIMEOUT_S, context=context)
