@@ -92,6 +92,7 @@ class Modules(SitePart):
 class Scratch(SitePart):
     tmpdir: str = ""  # the job's temporary folder ("" when not said)
     node_local: str = ""  # node-local disk for staged data ("" when none)
+    make_dirs: tuple = ()  # variables of env naming folders job scripts make on every node
 
 
 @dataclass(frozen=True)
@@ -101,6 +102,7 @@ class MultiNode(SitePart):
     binds: tuple = ()
     env: tuple = ()  # ((name, value), ...) in file order
     library_path: tuple = ()  # prepended to LD_LIBRARY_PATH
+    srun_options: tuple = ()  # on every srun step of a multi-node job script
 
 
 @dataclass(frozen=True)
@@ -215,6 +217,13 @@ class Site:
     @classmethod
     def from_yaml(cls, name: str, spec: Section):
         gpu, network = Gpu.from_yaml(spec.part("gpu")), Network.from_yaml(spec.part("network"))
+        env = _frozen(spec.get("env", {}))
+        for index, variable in enumerate(spec.part("scratch").get("make_dirs", ())):
+            if variable not in dict(env):
+                raise spec.error(
+                    ("scratch", "make_dirs", index),
+                    f"{variable} is not a variable of env; expected one that names a folder",
+                )
         return cls(
             name=name,
             description=spec["description"],
@@ -224,7 +233,7 @@ class Site:
             binds=tuple(spec["binds"]),
             modules=Modules.from_yaml(spec.part("modules")),
             scratch=Scratch.from_yaml(spec.part("scratch")),
-            env=_frozen(spec.get("env", {})),
+            env=env,
             multi_node=MultiNode.from_yaml(spec.part("multi_node")),
             mpi=Mpi.from_yaml(spec.part("mpi")),
             launcher=Launcher.from_yaml(spec.part("launcher")),
@@ -239,6 +248,12 @@ class Site:
     def multi_node_binds_in_effect(self) -> tuple:
         """What multi-node jobs bind: the site's list, plus the host's libfabric when chosen."""
         return self.multi_node.binds + self.network.host_binds
+
+    @property
+    def dirs_to_make(self) -> tuple:
+        """((name, folder), ...): the env variables scratch.make_dirs names, with their values
+        (`${NAME}` still to expand), which job scripts make on every node first."""
+        return tuple((name, dict(self.env)[name]) for name in self.scratch.make_dirs)
 
     @property
     def multi_node_library_path_in_effect(self) -> tuple:

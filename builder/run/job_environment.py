@@ -1,6 +1,7 @@
 """What a job script sets up before it launches: the modules it loads (the site's, the
-runtime's, the host MPI's, a published version's), the image it runs and the wrapper that
-runs it. Fills those parts of a jobscript Plan; one clear error for a request that cannot work.
+runtime's, the host MPI's, a published version's), the image it runs, the wrapper that runs
+it, the options every srun step carries and the node-local folders made before the ranks
+start. Fills those parts of a jobscript Plan; one clear error for a request that cannot work.
 """
 
 import json
@@ -10,7 +11,7 @@ from pathlib import Path
 from .. import resources
 from ..errors import RecipeError
 from ..publish.placing import MANIFEST
-from ..shell import cmd, leading_variable
+from ..shell import cmd, env_value, leading_variable
 
 
 def _error(message):
@@ -78,6 +79,55 @@ def environment(p):
     if site.runtime.image_dir:
         p.why.append(f"image from {site.runtime.image_dir}, expanded when the job runs (runtime.image_dir)")
     p.wrapper = request.wrapper or ("singularity_wrapper" if p.record else str(resources.wrapper()))
+
+
+def steps(p):
+    """The words every srun of the job starts with (across nodes, the site's
+    multi_node.srun_options, which its multi_node.env may need), and the site's node-local
+    folders (scratch.make_dirs): expanded by the script, handed to the container as values (the
+    runtime evaluates the image's environment without the host's variables: there ${USER} and
+    ${SLURM_JOB_ID} are unset), made by a first step, one task a node, and removed when the
+    script ends."""
+    site, nodes = p.site, p.request.nodes
+    options = site.multi_node.srun_options if nodes > 1 else ()
+    if options and p.launch == "mpirun" and site.mpi.slurm_mpi == "none":
+        raise _error(
+            f"--launch mpirun on {nodes} nodes: the host's mpirun starts the ranks without "
+            f"srun {' '.join(options)}, which {site.name}'s multi-node jobs need "
+            f"(multi_node.srun_options); use --launch srun"
+        )
+    p.srun = ("srun", *options)
+    if options:
+        p.why.append(
+            f"srun {' '.join(options)} on every step: the site's multi-node settings need it (multi_node.srun_options)"
+        )
+    if site.dirs_to_make:
+        names = [name for name, _ in site.dirs_to_make]
+        p.launch_lines += [
+            "set +u  # an unset variable in a folder is empty, not an error",
+            *(f"{name}={env_value(folder)}" for name, folder in site.dirs_to_make),
+            "set -u",
+            *(f'export APPTAINERENV_{name}="${name}" SINGULARITYENV_{name}="${name}"' for name in names),
+            f"{per_node(p)} mkdir -p " + " ".join(f'"${name}"' for name in names),
+            # node-local /tmp may be memory (LUMI): the job's caches go with the job
+            "remove_node_dirs() { "
+            + f"{per_node(p)} rm -rf "
+            + " ".join(f'"${name}"' for name in names)
+            + " || true; }",
+        ]
+        p.on_exit.append("remove_node_dirs")
+        p.why += [
+            f"{', '.join(names)} (scratch.make_dirs): made on every node before the ranks start, "
+            "so that no two ranks race to make them, and removed when the script ends",
+            f"{', '.join(names)}: given to the container as this script expands them (APPTAINERENV_, "
+            "SINGULARITYENV_); the runtime clears the host's variables before the image's own run",
+        ]
+
+
+def per_node(p) -> str:
+    """srun of one task on each node of the job, as shell text (--ntasks-per-node=1 alone is
+    ignored when the job's task count, which srun inherits, is larger)."""
+    return cmd(*p.srun) + ' --ntasks="$SLURM_JOB_NUM_NODES" --ntasks-per-node=1'
 
 
 def _in_image_dir(image: str, image_dir: str) -> bool:

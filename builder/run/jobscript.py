@@ -3,8 +3,9 @@
 Everything comes from the site file: the GPU request in the site's own form (gres with a GPU
 type, or --gpus-per-node), the first partition in the site's order of preference that fits
 (test partitions only when named), cores per task from the cores per GPU, memory by the
-site's rule, its CPU masks, QoS, constraint, extra sbatch options and default --time. The
-training runs through singularity_wrapper, launched one of four ways:
+site's rule, its CPU masks, QoS, constraint, extra sbatch options and default --time, the
+srun options of its multi-node jobs and the node-local folders it makes first. The training
+runs through singularity_wrapper, launched one of four ways:
 
   torchrun   one task per node; torchrun starts a rank per GPU (c10d rendezvous on the
              first node across nodes, --standalone on one)
@@ -25,13 +26,13 @@ from .. import __version__, contract
 from ..render.templating import templates
 from ..shell import cmd, path_value, quote
 from ..suggest import did_you_mean
-from .job_environment import environment, image_hint
+from .job_environment import environment, image_hint, per_node, steps
 from .job_placement import choose_partition, command_line_error, resources, size
 
 LAUNCHES = ("torchrun", "srun", "mpirun", "deepspeed")
 # One task's failure ends the step: without it, the ranks that lost a peer exit but srun
 # waits for the tasks of a dead node until slurmctld marks it down (SlurmdTimeout, minutes).
-SRUN = ("srun", "--kill-on-bad-exit=1")
+KILL_ON_BAD_EXIT = "--kill-on-bad-exit=1"
 RDZV_PORT = 29400
 TIME = "01:00:00"  # --time where neither the user nor the site (slurm.time) says one
 # Above the launch line of `--launch deepspeed` on more than one node: what runs is srun's.
@@ -104,10 +105,12 @@ class Plan:
     sbatch: list = field(default_factory=list)  # [(option, value), ...]
     why: list = field(default_factory=list)  # the comment block: what was chosen, why
     launch_lines: list = field(default_factory=list)
+    on_exit: list = field(default_factory=list)  # shell functions the script's EXIT trap calls
     notes: list = field(default_factory=list)  # said on stderr: what was changed in the request
     module_lines: list = field(default_factory=list)  # module purge/use/load, before anything runs
     image: str = ""  # SING_IMAGE as the script sets it ("" when the module does)
     wrapper: str = ""  # the command that runs the container
+    srun: tuple = ("srun",)  # what every srun step starts with: the site's options across nodes
     record: dict = field(default_factory=dict)  # the publish record loaded, when one is
 
     @property
@@ -151,6 +154,7 @@ def plan(tree, target_name, request: Request) -> Plan:
     choose_partition(result)
     resources(result)
     environment(result)
+    steps(result)
     _launch(result)
     return result
 
@@ -173,6 +177,7 @@ def _check_archs(target, site):
 def _launch(p: Plan):
     site, request = p.site, p.request
     wrapper = [p.wrapper, "exec"]
+    step = [*p.srun, KILL_ON_BAD_EXIT]  # the srun of every launch
     program = _program(p)
     # the site's masks give each GPU's task its nearest cores; they describe a whole node
     masks = site.cpu.cpu_bind and p.gpus == site.gpu.per_node and p.tasks_per_node == p.ranks_per_node
@@ -185,15 +190,15 @@ def _launch(p: Plan):
     nodes = request.nodes
     if request.stage:
         # the copies go when the script ends, not at the next job on each node
-        p.launch_lines += [
-            "unstage() { srun --ntasks-per-node=1 " + cmd(p.wrapper, "unstage") + " || true; }",
-            "trap unstage EXIT",
-        ]
+        p.launch_lines.append("unstage() { " + per_node(p) + " " + cmd(p.wrapper, "unstage") + " || true; }")
+        p.on_exit.append("unstage")
         p.why.append("staged copies removed on each node when the script ends (trap unstage EXIT)")
+    if p.on_exit:  # one trap: a second `trap ... EXIT` would replace the first
+        p.launch_lines.append(f"trap '{'; '.join(p.on_exit)}' EXIT")
     if p.launch == "torchrun":
-        line = _torchrun_line(p, wrapper, program)
+        line = _torchrun_line(p, [*step, *wrapper], program)
     elif p.launch == "srun" or (p.launch == "deepspeed" and nodes > 1):
-        line = cmd(*SRUN, *mpi, *bind, *wrapper, *ranks)
+        line = cmd(*step, *mpi, *bind, *wrapper, *ranks)
         if p.launch == "deepspeed":
             p.why.append(
                 "launch deepspeed across nodes: the srun launch, ranks from launchenv; "
@@ -207,32 +212,32 @@ def _launch(p: Plan):
             )
     elif p.launch == "mpirun":
         if mpi:
-            line = cmd(*SRUN, *mpi, *bind, *wrapper, *ranks)
+            line = cmd(*step, *mpi, *bind, *wrapper, *ranks)
             p.why.append(f"launch mpirun: srun --mpi={site.mpi.slurm_mpi} starts the MPI ranks (hybrid model)")
         else:
             line = 'mpirun -np "$SLURM_NTASKS" ' + cmd("--map-by", f"ppr:{p.ranks_per_node}:node", *wrapper, *ranks)
             p.why.append("launch mpirun: the host's mpirun (Slurm here has no MPI plugin)")
     else:
         module = ["--module", *program[1:]] if program[0] == "-m" else program
-        line = cmd(*SRUN, *wrapper, "deepspeed", f"--num_gpus={p.ranks_per_node}", *module)
+        line = cmd(*step, *wrapper, "deepspeed", f"--num_gpus={p.ranks_per_node}", *module)
         p.why.append("launch deepspeed: its launcher in one task, a rank per GPU")
     if line.startswith("srun"):
         p.why.append("srun --kill-on-bad-exit=1: a rank that fails ends the step, none waits for a dead node")
     p.launch_lines.append(line)
 
 
-def _torchrun_line(p: Plan, wrapper, program) -> str:
-    """torchrun in one task: --standalone on one node; across nodes one task per node, with
-    c10d rendezvous on the first."""
+def _torchrun_line(p: Plan, launched, program) -> str:
+    """torchrun in one task (``launched``: the srun and the wrapper that start it): --standalone
+    on one node; across nodes one task per node, with c10d rendezvous on the first."""
     if p.request.nodes == 1:
         p.why.append("launch torchrun: one task, --standalone, a rank per GPU")
         return cmd(
-            *SRUN, *wrapper, "torchrun", "--standalone", "--nnodes=1", f"--nproc-per-node={p.ranks_per_node}", *program
+            *launched, "torchrun", "--standalone", "--nnodes=1", f"--nproc-per-node={p.ranks_per_node}", *program
         )
     p.launch_lines.append('rdzv_host="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"')
     p.why.append("launch torchrun: one task per node, c10d rendezvous on the first node")
     return (
-        cmd(*SRUN, *wrapper, "torchrun")
+        cmd(*launched, "torchrun")
         + ' --nnodes="$SLURM_JOB_NUM_NODES" '
         + cmd(f"--nproc-per-node={p.ranks_per_node}")
         + ' --rdzv-id="$SLURM_JOB_ID" '

@@ -224,18 +224,44 @@ def test_the_gpu_flag_is_passed_once_when_a_module_also_put_it_in_sing_flags(tmp
 
 
 def test_multi_node_jobs_get_the_sites_network_settings_and_one_node_jobs_do_not(env):
-    # the real LUMI settings: the image's own libfabric, so only NCCL_NET comes in, and only
-    # on jobs of more than one node (on one node it would stop RCCL from using xGMI alone)
+    # the real LUMI settings: the image's own libfabric, so only NCCL_NET and HPE's rendezvous
+    # settings come in, and only on jobs of more than one node (on one node NCCL_NET would stop
+    # RCCL from using xGMI alone; alt_read goes with the srun option of multi-node scripts only)
     env = dict(env, HPCML_SITE="lumi")
-    show = 'echo "${NCCL_NET:-unset}|${LD_LIBRARY_PATH:-}"; python -c "import torch"'
+    show = (
+        'echo "${NCCL_NET:-unset}|${LD_LIBRARY_PATH:-}|${FI_CXI_RDZV_PROTO:-unset}|${FI_CXI_RDZV_EAGER_SIZE:-unset}'
+        '|${FI_CXI_RDZV_THRESHOLD:-unset}|${FI_CXI_RDZV_GET_MIN:-unset}"; python -c "import torch"'
+    )
     two = wrap("exec", "sh", "-c", show, env=dict(env, SLURM_JOB_NUM_NODES="2"))
     assert two.returncode == 0, two.stderr
-    net, library_path = two.stdout.decode().strip().split("|")
-    assert net == "AWS Libfabric"
+    net, library_path, *rdzv = two.stdout.decode().strip().split("|")
+    assert net == "AWS Libfabric" and rdzv == ["alt_read", "0", "0", "0"]
     assert "cray" not in library_path and "/usr/lib64" not in library_path
     one = wrap("exec", "sh", "-c", show, env=dict(env, SLURM_JOB_NUM_NODES="1"))
-    net, library_path = one.stdout.decode().strip().split("|")
-    assert net == "unset" and "cray" not in library_path
+    net, library_path, *rdzv = one.stdout.decode().strip().split("|")
+    assert net == "unset" and "cray" not in library_path and rdzv == ["unset"] * 4
+
+
+def test_the_images_environment_sees_no_host_variable_and_handed_values_replace_it(env, tmp_path):
+    """Why LUMI's job scripts hand MIOpen's folders to the container as APPTAINERENV_ and
+    SINGULARITYENV_ values (issue 33): the runtime evaluates the image's environment with the
+    host's variables cleared (HOME kept), so a baked /tmp/${USER}-${SLURM_JOB_ID:-nojob}-miopen-db
+    reads /tmp/-nojob-miopen-db in a job too, and a plain export on the host does not replace a
+    value the image sets; the handed one does. A file bound beside the image's own environment
+    script stands in for LUMI's %environment."""
+    baked = tmp_path / "91-miopen.sh"
+    baked.write_text('export MIOPEN_USER_DB_PATH="/tmp/${USER}-${SLURM_JOB_ID:-nojob}-miopen-db"\n')
+    env = dict(env, SING_BIND=f"{baked}:/.singularity.d/env/91-miopen.sh", USER="alice", SLURM_JOB_ID="4242")
+    show = ("exec", "sh", "-c", 'printf "%s" "$MIOPEN_USER_DB_PATH"')
+    assert wrap(*show, env=env).stdout.decode() == "/tmp/-nojob-miopen-db"
+    exported = dict(env, MIOPEN_USER_DB_PATH="/tmp/alice-4242-miopen-db")
+    assert wrap(*show, env=exported).stdout.decode() == "/tmp/-nojob-miopen-db"
+    handed = dict(
+        env,
+        APPTAINERENV_MIOPEN_USER_DB_PATH="/tmp/alice-4242-miopen-db",
+        SINGULARITYENV_MIOPEN_USER_DB_PATH="/tmp/alice-4242-miopen-db",
+    )
+    assert wrap(*show, env=handed).stdout.decode() == "/tmp/alice-4242-miopen-db"
 
 
 def test_a_site_on_the_hosts_libfabric_binds_it_on_multi_node_jobs_only(env, tmp_path):

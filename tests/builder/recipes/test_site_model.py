@@ -3,12 +3,16 @@ in YAML is `site.gpu.per_node` in code), and code reads the model, never the raw
 exception: `show`, which prints the file as written)."""
 
 import re
+import shutil
 from dataclasses import fields, is_dataclass
 
+import pytest
 import yaml
 from conftest import ROOT
 
+from builder.errors import RecipeError
 from builder.recipes.site_model import Site
+from builder.recipes.tree import RecipeTree
 
 
 def schema_keys():
@@ -77,6 +81,29 @@ def test_the_job_script_facts_are_there_for_lumi(tree):
     assert [p.name for p in lumi.slurm.partitions] == ["dev-g", "standard-g", "small-g"]  # preference
     assert (lumi.slurm.gpu_request, lumi.slurm.mem) == ("gpus-per-node", "per_gpu")
     assert (lumi.slurm.account.example, lumi.slurm.account.required) == ("project_465000000", True)
+
+
+def test_lumis_multi_node_srun_options_and_the_folders_its_jobs_make(tree):
+    lumi = tree.sites["lumi"]
+    assert lumi.multi_node.srun_options == ("--network=disable_rdzv_get",)
+    assert lumi.scratch.make_dirs == ("MIOPEN_USER_DB_PATH", "MIOPEN_CUSTOM_CACHE_DIR")
+    assert all("${SLURM_JOB_ID:-nojob}" in folder for _, folder in lumi.dirs_to_make)  # one pair per job
+    local = tree.sites["local"]
+    assert (local.multi_node.srun_options, local.scratch.make_dirs, local.dirs_to_make) == ((), (), ())
+
+
+def test_make_dirs_names_variables_of_env_only(tmp_path):
+    recipes = tmp_path / "recipes"
+    shutil.copytree(ROOT / "recipes", recipes)
+    lumi = recipes / "sites" / "lumi.yaml"
+    text = lumi.read_text().replace("MIOPEN_CUSTOM_CACHE_DIR]", "MIOPEN_CACHE]")
+    lumi.write_text(text)
+    line = text[: text.index("MIOPEN_CACHE]")].count("\n") + 1
+    with pytest.raises(RecipeError) as raised:
+        RecipeTree(recipes).site("lumi")
+    assert str(raised.value) == (
+        f"{lumi}:{line}: scratch.make_dirs.1: MIOPEN_CACHE is not a variable of env; expected one that names a folder"
+    )
 
 
 def test_no_code_outside_the_recipe_loader_reads_the_raw_site_file():
