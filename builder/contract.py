@@ -6,6 +6,9 @@ live there, and the builder loads that very file from where it keeps the runtime
 checkout's runtime/, or builder/_data/runtime/ in an installed copy (resources.py). Use it as
 a module: `from .. import contract` then `contract.SITE_FACTS`, or
 `from ..contract import SMOKE_REPORT`.
+
+One name is the builder's own, shared by the lines it renders and the build that runs them:
+FAILURE_MARKER.
 """
 
 import importlib.util
@@ -23,6 +26,11 @@ def _load():
 
 
 _CONTRACT = _load()
+
+# A %post or %test line that starts with this is the reason a layer build failed, for users:
+# the build reports that line alone instead of the log's last lines (layerbuild/layers.py).
+# echo "hpcml-error: the frameworks need other versions of ..." >&2; exit 1
+FAILURE_MARKER = "hpcml-error: "
 
 
 def __getattr__(name):

@@ -27,7 +27,7 @@ def cmd_list(args):
     print("targets:")
     for name, target in sorted(tree.targets.items()):
         print(
-            f"  {name:<13} torch {target.torch.version} {target.torch.flavour:<4} "
+            f"  {name:<13} torch {target.torch.version:<6} {target.torch.flavour:<4} "
             f"arch {','.join(target.archs) or '-':<11} sites {','.join(s.name for s in target.sites)}"
         )
         measured = image_facts(target, Path(args.images))

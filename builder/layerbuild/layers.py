@@ -193,7 +193,7 @@ def _argv(job, args, host, tmp_sif, definition) -> list:
 
 
 def _run_apptainer(job, argv, work, tmp_sif, where, progress):
-    """The build, in the images folder; a full disk named as such."""
+    """The build, in the images folder; a full disk, or the reason a block gave, in one line."""
     where.apptainer_cache.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, **where.env(work / "apptainer"))
     env[contract.TOOLBOX_BINDS] = ":".join(map(str, (job.sif.parent.resolve(), work, where.apptainer_cache)))
@@ -210,13 +210,25 @@ def _run_apptainer(job, argv, work, tmp_sif, where, progress):
             on_line=_progress_lines(progress),
         )
     except ToolError as error:
-        full = space.full_folder(runner.tail(job.log, 40), where)
-        if full is None:
+        last = runner.tail(job.log, 40)
+        full = space.full_folder(last, where)
+        if full is not None:
+            raise ToolError(
+                f"apptainer build {space.ran_out(*full)}; the previous image, if any, "
+                f"is unchanged and the partial files are removed; log: {job.log}"
+            ) from error
+        reason = failure_line(last)
+        if reason is None:
             raise
-        raise ToolError(
-            f"apptainer build {space.ran_out(*full)}; the previous image, if any, "
-            f"is unchanged and the partial files are removed; log: {job.log}"
-        ) from error
+        raise ToolError(f"{reason}; the previous image, if any, is unchanged; log: {job.log}") from error
+
+
+def failure_line(log_text: str):
+    """The reason a block's lines gave for failing the build, for users: the last line that
+    starts with contract.FAILURE_MARKER, less the marker (sh -x's "+ echo ..." of it does
+    not start with it); None when there is none."""
+    marked = [line for line in log_text.splitlines() if line.startswith(contract.FAILURE_MARKER)]
+    return marked[-1][len(contract.FAILURE_MARKER) :].strip() if marked else None
 
 
 def _remove_stale_temps(images, where, name):

@@ -68,6 +68,11 @@ class Source:
     def label(self) -> dict:
         return {"name": self.name, "version": self.version, "git": self.git, "commit": self.commit}
 
+    @property
+    def project(self) -> str:
+        """The repository's name: aws-ofi-nccl for the sources aws-ofi-nccl and aws-ofi-nccl-1.18."""
+        return self.git.rstrip("/").rsplit("/", 1)[-1].removesuffix(".git")
+
 
 @dataclass(frozen=True)
 class CudaToolkit:

@@ -69,20 +69,26 @@ class Python:
 
 @dataclass(frozen=True)
 class Torch:
-    """The PyTorch wheel: torch, such as `{flavour: rocm}` (its version and index from versions.yaml)."""
+    """The PyTorch wheel: torch, such as `{flavour: rocm, version: 2.10.0, index: rocm7.0}`."""
 
     flavour: str  # cpu | cuda | rocm
-    version: str
-    index: str  # extra index URL, or "" for the default index
+    version: str  # torch.version, else versions.yaml's torch pin
+    index: str  # the URL of versions.yaml's torch_index entry torch.index names, or "" for PyPI
 
     @classmethod
     def from_yaml(cls, spec: Section, versions: Versions):
         flavour = spec["flavour"]
         # a target may pin its own torch: the release whose wheels carry its GPUs' archs
-        version = str(
-            spec.get("version") or versions.get("torch_by_flavour", {}).get(flavour) or versions.pin(spec, (), "torch")
-        )
-        return cls(flavour, version, versions["torch_index"].get(flavour, ""))
+        version = str(spec.get("version") or versions.pin(spec, (), "torch"))
+        indexes = versions["torch_index"]
+        name = spec.get("index")
+        if name is None:  # the flavour's own index, if versions.yaml names one (CUDA: PyPI)
+            return cls(flavour, version, indexes.get(flavour, ""))
+        if name not in indexes:
+            raise spec.error(
+                ("index",), f"no torch_index {name!r} in versions.yaml; expected one of: {', '.join(indexes)}"
+            )
+        return cls(flavour, version, indexes[name])
 
 
 @dataclass(frozen=True)

@@ -252,10 +252,10 @@ CASES = [
         "source-as-tarball",
         "versions.yaml",
         replace(
-            "git: https://github.com/aws/aws-ofi-nccl.git",
-            "url: https://github.com/aws/aws-ofi-nccl/archive/v1.18.0.tar.gz",
+            "git: https://github.com/ofiwg/libfabric.git",
+            "url: https://github.com/ofiwg/libfabric/archive/v2.1.0.tar.gz",
         ),
-        line_with("  aws-ofi-nccl:"),
+        line_with("  libfabric:"),
         "missing required key 'git'",
     ),
     Case(

@@ -18,7 +18,8 @@ def test_list_names_every_target_alias_and_site_with_torch_and_arch(tmp_path):
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     for target, torch, arch in [
-        ("lumi-rocm", "torch 2.9.1 rocm", "gfx90a"),
+        ("lumi-rocm", "torch 2.10.0 rocm", "gfx90a"),
+        ("lumi-rocm64", "torch 2.9.1  rocm", "gfx90a"),
         ("v100-cuda", "torch 2.10.0 cuda", "sm_70"),
         ("a100-cuda", "torch 2.13.0 cuda", "sm_80"),
         ("h100-cuda", "torch 2.13.0 cuda", "sm_90"),
@@ -45,12 +46,23 @@ def test_show_prints_the_resolved_recipe_as_yaml():
     assert shown["gpu_archs"] == ["gfx90a"]
     assert shown["torch"] == {
         "flavour": "rocm",
-        "version": "2.9.1",
-        "index": "https://download.pytorch.org/whl/rocm6.4",
+        "version": "2.10.0",
+        "index": "https://download.pytorch.org/whl/rocm7.0",
     }
-    assert shown["comm"]["plugin"]["version"] == "1.18.0"
+    assert shown["comm"]["plugin"]["version"] == "1.20.0"
+    assert "ROCm 7.0.2" in shown["description"] and "lumi-rocm64" in shown["description"]
     assert "/pfs" in shown["site_facts"]["lumi"]["binds"]
     assert shown["environment"]["NCCL_SOCKET_IFNAME"] == "hsn0,hsn1,hsn2,hsn3"
+
+
+def test_show_of_the_rocm_6_4_stack_says_it_is_the_multi_node_choice():
+    shown = yaml.safe_load(run_here("show", "lumi-rocm64").stdout)
+    assert shown["torch"]["version"] == "2.9.1"
+    assert shown["torch"]["index"] == "https://download.pytorch.org/whl/rocm6.4"
+    assert shown["comm"]["plugin"]["name"] == "aws-ofi-nccl-1.18"
+    assert shown["comm"]["plugin"]["version"] == "1.18.0"
+    assert shown["stages"]["build"]["image"].endswith(":6.4.4-complete")
+    assert "multi-node" in shown["description"]
 
 
 def test_show_of_a_two_site_image_lists_both_sites_and_both_archs():

@@ -4,47 +4,107 @@ them rebuilds neither the OS nor torch). Each sets itself up for distributed tra
 the launcher's variables (torchrun's, Slurm's, or launchenv's), so the image needs nothing
 else for them.
 
-Emits: "frameworks", build (one pip install) and final (a %test that each imports at its pin,
-a %help line); nothing when the target goes without.
+Pins never move: before the install, every package the venv holds (torch, DeepSpeed,
+mpi4py, numpy, pip itself...) is written as `name==version` to a constraints file kept in
+the image (CONSTRAINTS, under the venv beside image.json), and pip installs the frameworks
+with `-c` that file. A framework that needs another version of one of them fails the layer
+with one line that starts with contract.FAILURE_MARKER and names the pins pip refused to
+move (from pip's `--log`); the builder reports that line (layerbuild/layers.py).
+
+Emits: "frameworks", build (the constraints file, then one pip install under it) and final
+(a %test that each imports at its pin, `pip check`, and that every pin of the constraints
+file still holds; a %help line); nothing when the target goes without.
 Reads: target.python.frameworks (python.frameworks: true by default for GPU targets, false
-for cpu; the versions come from versions.yaml `frameworks`). No site fields.
+for cpu; the versions come from versions.yaml `frameworks`), target.python.venv. No site
+fields.
 
 Example, recipes/targets/cpu.yaml:
 
     python:
       frameworks: true                # off by default for cpu; on here, where the tests run them
 
-renders (containers/cpu.def):
+renders (containers/cpu.def, shortened; C stands for /opt/venv/share/hpc-ml-runtime/constraints.txt):
 
     echo '--- build: frameworks'
-    pip install --no-cache-dir lightning==2.6.6 transformers==5.23.0 accelerate==1.15.0 datasets==5.2.0
+    mkdir -p /opt/venv/share/hpc-ml-runtime
+    pip list --format=freeze | grep -E '^[A-Za-z0-9._-]+==[^[:space:]]+$' > C
+    pip_log="$(mktemp /tmp/hpcml-frameworks-XXXXXX)"
+    if ! pip install --no-cache-dir --log "$pip_log" -c C lightning==2.6.6 transformers==5.23.0 ...; then
+        pinned="$(sed -n 's/^.*The user requested (constraint) //p' "$pip_log" | sort -u | tr '\\n' ' ')"
+        if [ -n "$pinned" ]; then echo "hpcml-error: the frameworks need other versions of ..." >&2; fi
+        rm -f "$pip_log"
+        exit 1
+    fi
+    rm -f "$pip_log"
     ...
     echo '--- test: frameworks'
     python -m smoke.imports lightning==2.6.6 transformers==5.23.0 accelerate==1.15.0 datasets==5.2.0
+    pip check
+    python -m smoke.pins /opt/venv/share/hpc-ml-runtime/constraints.txt
 
 `frameworks: false` leaves the block out.
 """
 
+from ... import contract
 from ...shell import cmd
 from ..parts import Part
+
+# what the venv held before the frameworks, as pip constraints; under the venv, beside image.json
+CONSTRAINTS = contract.IMAGE_FACTS.rsplit("/", 1)[0] + "/constraints.txt"
+# exact pins only: not `name @ file://...` nor `-e ...`
+_PIN_LINE = "^[A-Za-z0-9._-]+==[^[:space:]]+$"
+# how pip names a pin a conflict hit, "The user requested (constraint) numpy==2.4.6" (pip 23.0
+# in the images; the tests run 23.2, and 26 says it so too)
+_REFUSED = "s/^.*The user requested (constraint) //p"
+
+
+def constraints_path(target) -> str:
+    return f"{target.python.venv}/{CONSTRAINTS}"
 
 
 def parts(target):
     if not target.python.frameworks:
         return []
     pins = [f"{name}=={version}" for name, version in target.python.frameworks]
+    constraints = constraints_path(target)
     return [
-        Part(block="frameworks", stage="build", post=(cmd("pip", "install", "--no-cache-dir", *pins),)),
+        Part(block="frameworks", stage="build", post=tuple(_install_lines(pins, constraints))),
         Part(
             block="frameworks",
             stage="final",
-            # each imports and is the pinned release; torch is still the image's (the torch
-            # block's %test checks its version), so pip kept it while resolving their needs
-            test=(cmd("python", "-m", "smoke.imports", *pins),),
+            # each imports and is the pinned release; what the layers below hold (torch,
+            # DeepSpeed, numpy...) is as they left it, and every requirement is met
+            test=(
+                cmd("python", "-m", "smoke.imports", *pins),
+                cmd("pip", "check"),
+                cmd("python", "-m", "smoke.pins", constraints),
+            ),
             help=(
                 "Frameworks: "
                 + ", ".join(f"{name} {version}" for name, version in target.python.frameworks)
                 + " (examples/ in the project shows each under torchrun and srun).",
             ),
         ),
+    ]
+
+
+def _install_lines(pins, constraints) -> list:
+    """The constraints file of what the venv holds, then pip under it; one marked line and
+    exit 1 when pip would have to move a pin."""
+    refused = (
+        f"{contract.FAILURE_MARKER}the frameworks need other versions of packages the layers below "
+        "pinned (${pinned% }); pip refused to move them; its reasons precede this line in the log"
+    )
+    install = cmd("pip", "install", "--no-cache-dir", "--log") + ' "$pip_log" ' + cmd("-c", constraints, *pins)
+    return [
+        cmd("mkdir", "-p", constraints.rsplit("/", 1)[0]),
+        "pip list --format=freeze | " + cmd("grep", "-E", _PIN_LINE) + " > " + cmd(constraints),
+        'pip_log="$(mktemp /tmp/hpcml-frameworks-XXXXXX)"',
+        f"if ! {install}; then",
+        f"    pinned=\"$(sed -n {cmd(_REFUSED)} \"$pip_log\" | sort -u | tr '\\n' ' ')\"",
+        f'    if [ -n "$pinned" ]; then echo "{refused}" >&2; fi',
+        '    rm -f "$pip_log"',
+        "    exit 1",
+        "fi",
+        'rm -f "$pip_log"',
     ]

@@ -9,7 +9,8 @@ Emits: "rccl_ofi", build (a kept step: the pinned plugin fetched and compiled in
 `image_facts()` is the communication stack as the runtime block writes it into image.json,
 for every target (gloo and nccl too).
 Reads: target.comm.library (comm.library: rccl), target.comm.plugin (comm.plugin, a
-versions.yaml source), target.comm.libfabric (comm.libfabric: cxi, else the distribution's).
+versions.yaml source: aws-ofi-nccl, or aws-ofi-nccl-1.18 for the ROCm 6.4 stack),
+target.comm.libfabric (comm.libfabric: cxi, else the distribution's).
 No site fields: the sites' network settings reach the image at run time, through the
 wrapper.
 
@@ -55,7 +56,7 @@ def image_facts(target) -> dict:
     """The communication stack as image.json records it (the runtime block writes it): the
     library, and where the smoke suite's preflight finds the plugin, the RCCL it must be used
     with and the libfabric it was built against."""
-    facts = {"library": target.comm.library, "plugin": target.comm.plugin.name if target.comm.plugin else None}
+    facts = {"library": target.comm.library, "plugin": target.comm.plugin.project if target.comm.plugin else None}
     if target.comm.library == "rccl" and target.comm.plugin is not None:
         facts.update(
             plugin_path=PLUGIN_FILE,
@@ -88,7 +89,7 @@ def _rccl_with_plugin(target, plugin):
         # each check in a process of its own: they read which libraries the loader mapped
         test=tuple(checks),
         help=(
-            f"RCCL from {ROCM_PREFIX} with the {plugin.name} {plugin.version} network plugin "
+            f"RCCL from {ROCM_PREFIX} with the {plugin.project} {plugin.version} network plugin "
             f"(NCCL_NET_PLUGIN={PLUGIN_FILE}), built against "
             + (
                 f"the image's own libfabric {target.comm.libfabric[-1].version} with the CXI provider "

@@ -1,51 +1,62 @@
 """PyTorch from its wheel index, built for the archs of the target's sites.
 
-Emits: "torch", build (the pip install, from the flavour's index when it has one, with the
-arch variable set for the later compiles) and final (the arch variable in %environment, a
-%test of the version, flavour and collectives).
-Reads: target.torch.version (torch.version, else versions.yaml's torch_by_flavour or torch
-pin), target.torch.flavour (torch.flavour: cpu, cuda or rocm), target.torch.index
-(versions.yaml torch_index for the flavour); target.archs, every site's site.gpu.arch (its
-`gpu: arch:`), as TORCH_CUDA_ARCH_LIST or PYTORCH_ROCM_ARCH.
+Emits: "torch", build (the pip install, from the index the target names when it names one,
+with the arch variable set for the later compiles, then the check below in the same layer, so
+a wrong torch fails the layer that installed it) and final (the arch variable in
+%environment, the same %test of the version, flavour and collectives).
+Reads: target.torch.version (torch.version, else versions.yaml's torch pin),
+target.torch.flavour (torch.flavour: cpu, cuda or rocm), target.torch.index (the
+versions.yaml torch_index entry torch.index names, else the one named as the flavour);
+target.archs, every site's site.gpu.arch (its `gpu: arch:`), as TORCH_CUDA_ARCH_LIST or
+PYTORCH_ROCM_ARCH.
 
 Example, recipes/targets/lumi-rocm.yaml (sites: [lumi]; recipes/sites/lumi.yaml has
 `gpu: {arch: [gfx90a]}`):
 
     torch:
       flavour: rocm
+      version: 2.10.0
+      index: rocm7.0
 
-renders (containers/lumi-rocm.devel.def, the case line shortened):
+renders (containers/lumi-rocm.devel.def, the case line and the check shortened):
 
     echo '--- devel: torch'
     export PYTORCH_ROCM_ARCH=gfx90a
-    set -- --extra-index-url https://download.pytorch.org/whl/rocm6.4
+    set -- --extra-index-url https://download.pytorch.org/whl/rocm7.0
     case " ${HPCML_PIP_INDEXES_DOWN:-} " in *" $2 "*) ... set -- ;; esac
-    pip install --no-cache-dir torch==2.9.1 "$@"
+    pip install --no-cache-dir torch==2.10.0 "$@"
+    python -c '...' 2.10.0 rocm
 """
 
 from ... import contract
 from ...shell import cmd, python_check
 from ..parts import Part
 
+# Run where torch is installed and again in %test: a wrong torch (the CUDA build from PyPI
+# where the CPU or ROCm index was left out) fails that very layer, in one marked line.
 _TORCH_CHECK = """
 import sys
 import torch
 import torch.distributed as dist
 version, flavour = sys.argv[1:3]
-found = torch.__version__.split("+")[0]
-assert found == version, f"torch {found}, expected {version}"
-assert dist.is_available() and dist.is_gloo_available(), "torch.distributed without gloo"
-if flavour == "cuda":
-    assert torch.version.cuda, "torch was not built with CUDA"
-    assert dist.is_nccl_available(), "torch.distributed without NCCL"
-if flavour == "rocm":
-    assert torch.version.hip, "torch was not built with ROCm"
-    assert dist.is_nccl_available(), "torch.distributed without RCCL"
-if flavour == "cpu":
-    # the plain release on PyPI is a CUDA build: it comes in when the CPU index is left out
-    assert not (torch.version.cuda or torch.version.hip), "a GPU build of torch, not the CPU one"
-print("torch", torch.__version__, "gloo: yes", "nccl:", dist.is_nccl_available())
-"""
+built = torch.__version__
+wrong = []
+if built.split("+")[0] != version:
+    wrong.append(f"torch {built} is installed")
+if not (dist.is_available() and dist.is_gloo_available()):
+    wrong.append("torch.distributed has no gloo")
+if flavour == "cuda" and not (torch.version.cuda and dist.is_nccl_available()):
+    wrong.append(f"torch {built} was not built with CUDA and NCCL")
+if flavour == "rocm" and not (torch.version.hip and dist.is_nccl_available()):
+    wrong.append(f"torch {built} was not built with ROCm and RCCL")
+# the plain release on PyPI is a CUDA build: it comes in when the CPU index is left out
+if flavour == "cpu" and (torch.version.cuda or torch.version.hip):
+    wrong.append(f"torch {built} is a GPU build")
+if wrong:
+    reasons = "; ".join(wrong)
+    sys.exit(f"MARKER{reasons}; expected torch {version} built for {flavour}")
+print("torch", built, "gloo: yes", "nccl:", dist.is_nccl_available())
+""".replace("MARKER", contract.FAILURE_MARKER)
 
 
 def arch_env(target):
@@ -74,18 +85,19 @@ def parts(target):
     # An extra index: the wheel's local tag (+cpu, +cu128, +rocm6.4) outranks the plain
     # release on the default index, and dependencies still come from the default index.
     install = [*extra_index(target.torch.index), pip + ' "$@"'] if target.torch.index else [pip]
+    check = python_check("python", _TORCH_CHECK, target.torch.version, target.torch.flavour)
     return [
         Part(
             block="torch",
             stage="build",
             build_env=arch_env(target),
-            post=tuple(install),
+            post=(*install, check),
             pip_indexes=(target.torch.index,) if target.torch.index else (),
         ),
         Part(
             block="torch",
             stage="final",
             env=arch_env(target),
-            test=(python_check("python", _TORCH_CHECK, target.torch.version, target.torch.flavour),),
+            test=(check,),
         ),
     ]

@@ -14,15 +14,15 @@ def test_build_stops_in_one_line_when_the_torch_index_does_not_answer(tmp_path):
     shutil.copytree(RECIPES, recipes)
     versions = recipes / "versions.yaml"
     text = versions.read_text()
-    assert "https://download.pytorch.org/whl/rocm6.4" in text
-    versions.write_text(text.replace("https://download.pytorch.org/whl/rocm6.4", "https://127.0.0.1:9/whl/rocm6.4"))
+    assert "https://download.pytorch.org/whl/rocm7.0" in text
+    versions.write_text(text.replace("https://download.pytorch.org/whl/rocm7.0", "https://127.0.0.1:9/whl/rocm7.0"))
     images = tmp_path / "images"
     before = sorted(p.name for p in tmp_path.iterdir())
     # the timeout is the bound: stopping later means it went on to pull the base image
     result = run_builder("build", "lumi-rocm", "--recipes", recipes, "--images", images, timeout=120)
     lines = result.stderr.splitlines()
     assert result.returncode == 1, result.stderr
-    assert lines[-1].startswith("error: https://127.0.0.1:9/whl/rocm6.4 does not answer ("), result.stderr
-    assert f"holds torch-{RecipeTree(RECIPES).target('lumi-rocm').torch.version}+rocm6.4;" in lines[-1]
+    assert lines[-1].startswith("error: https://127.0.0.1:9/whl/rocm7.0 does not answer ("), result.stderr
+    assert f"holds torch-{RecipeTree(RECIPES).target('lumi-rocm').torch.version}+rocm7.0;" in lines[-1]
     assert "Traceback" not in result.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == before  # no images folder, no layer, no temp file

@@ -9,6 +9,7 @@ import pytest
 from conftest import RECIPES
 from helpers.fake_runner import FakeRunner
 
+from builder import contract, runner
 from builder.errors import ToolError
 from builder.host import hostinfo
 from builder.host.progress import Progress
@@ -18,7 +19,8 @@ from builder.recipes.tree import RecipeTree
 MIRROR = "http://mirror.invalid/debian"
 TREE = RecipeTree(RECIPES)
 CPU_WHEEL = f"torch-{TREE.target('cpu').torch.version}+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
-ROCM_TORCH = f"torch-{TREE.target('lumi-rocm').torch.version}+rocm6.4"
+ROCM_TORCH = f"torch-{TREE.target('lumi-rocm').torch.version}+rocm7.0"
+REAL_RUN_LOGGED = runner.run_logged  # before the fake runner's fixture swaps it
 
 
 @pytest.fixture
@@ -116,7 +118,7 @@ def test_a_layer_built_with_its_index_left_out_is_not_reused_once_the_index_answ
     assert [b.layer for b in fake.builds] == []  # down again: the first build's layers, from the cache
 
 
-ROCM_INDEX = "https://download.pytorch.org/whl/rocm6.4"
+ROCM_INDEX = "https://download.pytorch.org/whl/rocm7.0"
 
 
 def _down(*urls):
@@ -127,7 +129,7 @@ def test_a_torch_whose_index_does_not_answer_stops_the_build_before_anything_is_
     monkeypatch.setattr(indexes, "why_down", _down(ROCM_INDEX))
     monkeypatch.setattr(indexes, "lists", lambda url, project, prefix, cafile=None: False)
     images = tmp_path / "images"
-    expected = r"rocm6\.4 does not answer \(no answer\).* holds " + re.escape(ROCM_TORCH) + ";"
+    expected = r"rocm7\.0 does not answer \(no answer\).* holds " + re.escape(ROCM_TORCH) + ";"
     with pytest.raises(ToolError, match=expected):
         build("lumi-rocm", images)
     assert fake.builds == [] and fake.commands == [] and not images.exists()
@@ -151,3 +153,39 @@ def test_a_local_wheel_or_a_mirror_stands_in_for_the_torch_index(fake, monkeypat
     monkeypatch.setattr(indexes, "lists", lambda url, project, prefix, cafile=None: False)
     with pytest.raises(ToolError, match=re.escape(CPU_WHEEL.split("-cp")[0])):
         build("cpu", tmp_path / "c", force="all")
+
+
+# --- a failed layer build: the reason a block gave, in one line ------------------------------
+
+REASON = "the frameworks need other versions of packages the layers below pinned (numpy==2.4.6)"
+# what Apptainer writes when %post fails, sh -x tracing it (apptainer build: "+ " lines)
+FAILED_POST = f"""+ echo '--- build: frameworks'
+--- build: frameworks
+ERROR: Cannot install lightning==2.6.6 because these package versions have conflicting dependencies.
++ echo '{contract.FAILURE_MARKER}{REASON}'
+{contract.FAILURE_MARKER}{REASON}
++ exit 1
+FATAL:   While performing build: while running engine: exit status 1
+"""
+
+
+@pytest.mark.parametrize("marked", [True, False], ids=["marked", "unmarked"])
+def test_a_failed_layer_build_reports_the_marked_line_alone(fake, monkeypatch, tmp_path, marked):
+    """The real run_logged runs a stand-in apptainer that fails as a %post does; with a marked
+    line in its log, that line is the whole error; without one, the log's last lines as ever."""
+    log_text = FAILED_POST if marked else FAILED_POST.replace(contract.FAILURE_MARKER, "")
+    apptainer = tmp_path / "apptainer"
+    apptainer.write_text(f"#!/bin/sh\ncat <<'EOF'\n{log_text}EOF\nexit 255\n")
+    apptainer.chmod(0o755)
+    monkeypatch.setattr(layers, "find_apptainer", lambda site, progress, images: (str(apptainer), "apptainer (fake)"))
+    monkeypatch.setattr(runner, "run_logged", REAL_RUN_LOGGED)
+    images = tmp_path / "images"
+    with pytest.raises(ToolError) as caught:
+        build("cpu", images)
+    log = images / "cpu.devel.build.log"
+    if marked:
+        assert str(caught.value) == f"{REASON}; the previous image, if any, is unchanged; log: {log}"
+    else:
+        message = str(caught.value)
+        assert message.startswith("apptainer build failed (exit status 255)") and "FATAL:" in message
+    assert not list(images.glob("*.sif"))

@@ -10,6 +10,7 @@ from conftest import CONTAINERS, RECIPES, ROOT, TARGETS, run_builder
 from helpers import deffile
 from helpers.cli_here import run_here
 
+from builder import contract
 from builder.recipes.tree import RecipeTree
 from builder.render import runtime_wheel
 from builder.render.definition import LAYERS
@@ -120,7 +121,7 @@ def test_check_reports_missing_and_orphaned_files(tmp_path):
 def test_lumi_builds_the_network_plugin_and_libfabric_from_pinned_commits():
     post = section("lumi-rocm", "devel", "post")
     for repo, commit in (
-        ("aws/aws-ofi-nccl", "86ebeaf59a2348b22780023effdb682503747de7"),
+        ("aws/aws-ofi-nccl", "a2a6d08ea98296f99596b5c18b30b8a20d74f609"),  # v1.20.0
         ("ofiwg/libfabric", "e9cf535a7857c9570090fddb7cc297177e90888f"),
         ("HewlettPackard/shs-libcxi", "ebd57a9cad38d314e3ac69521f15ddefa4d9adb2"),
     ):
@@ -169,7 +170,9 @@ def test_lumi_environment_follows_hpe_and_sets_nccl_net_on_multi_node_jobs_only(
     # PHB hangs ROCm 7 images; NCCL_NET on one node breaks single-node runs
     assert "NCCL_NET_GDR_LEVEL" not in env and "NCCL_NET=" not in env
     site = (ROOT / "wrappers" / "sites" / "lumi.sh").read_text()
-    assert "HPCML_MULTI_NODE_ENV=('NCCL_NET=AWS Libfabric')" in site
+    # HPE's rendezvous settings go with srun --network=disable_rdzv_get, which only the job
+    # scripts of multi-node jobs carry (tests/builder/run/test_jobscript.py)
+    assert "HPCML_MULTI_NODE_ENV=('NCCL_NET=AWS Libfabric' FI_CXI_RDZV_PROTO=alt_read" in site
     # the image's libfabric is LUMI's choice: no host libfabric bound in
     assert "HPCML_MULTI_NODE_BINDS=(/var/spool/slurmd)" in site
     assert "HPCML_MULTI_NODE_LIBRARY_PATH=()" in site
@@ -207,9 +210,11 @@ def test_lumi_carries_the_deepspeed_op_build_and_site_environment():
         "export CXI_FORK_SAFE=1",
         "export CXI_FORK_SAFE_HP=1",
         "export FI_CXI_DISABLE_CQ_HUGETLB=1",
-        'export MIOPEN_USER_DB_PATH="/tmp/${USER}-miopen-db"',
     ):
         assert line in env
+    # per job, made by the job script, which hands the values in (the image's own environment
+    # is evaluated without the host's variables)
+    assert "MIOPEN_USER_DB_PATH" in env
     assert "python -m smoke deepspeed" in section("lumi-rocm", "final", "test")
     labels = section("lumi-rocm", "final", "labels")
     assert "org.hpc-ml-containers.deepspeed.ops cpu_adagrad,cpu_adam,cpu_lion,fused_adam," in labels
@@ -367,7 +372,7 @@ def test_a_kept_output_follows_its_inputs_and_nothing_else(tmp_path):
     first = kept_folders(recipes, "lumi-rocm")
     assert set(first) == {"libfabric-cxi", "aws-ofi-nccl", "deepspeed-wheel"}
     # torch feeds the op compile (headers, ABI) but not the network stack
-    edit(recipes / "versions.yaml", "rocm: 2.9.1", "rocm: 2.9.2")
+    edit(recipes / "targets" / "lumi-rocm.yaml", "version: 2.10.0", "version: 2.10.1")
     torch_bump = kept_folders(recipes, "lumi-rocm")
     assert torch_bump["aws-ofi-nccl"] == first["aws-ofi-nccl"]
     assert torch_bump["libfabric-cxi"] == first["libfabric-cxi"]
@@ -487,17 +492,54 @@ def test_labels_carry_provenance_and_the_resolved_recipe(tree, name):
 # --- frameworks: Lightning and Hugging Face in the top layer ------------------------------------
 
 FRAMEWORK_PINS = "lightning==2.6.6 transformers==5.23.0 accelerate==1.15.0 datasets==5.2.0"
+FRAMEWORK_TARGETS = ["cpu", "a100-cuda", "v100-cuda", "h100-cuda", "csc-cuda", "lumi-rocm"]
+CONSTRAINTS = "/opt/venv/share/hpc-ml-runtime/constraints.txt"
 
 
-@pytest.mark.parametrize("name", ["cpu", "a100-cuda", "v100-cuda", "h100-cuda", "csc-cuda", "lumi-rocm"])
+def rendered_section(name, stage, kind):
+    """A section of a target's stage as render makes it now (section() reads the committed files)."""
+    for plan in plan_layers(_TREE, name).values():
+        for found in deffile.split(plan.text):
+            if found.header["Stage"] == stage and found.section(kind) is not None:
+                return found.section(kind).body
+    raise AssertionError(f"{name}: no stage {stage} with a %{kind}")
+
+
+@pytest.mark.parametrize("name", FRAMEWORK_TARGETS)
 def test_the_frameworks_are_installed_in_the_top_layer_and_checked(name):
-    post = section(name, "build", "post")
-    assert f"pip install --no-cache-dir {FRAMEWORK_PINS}" in post
+    post = rendered_section(name, "build", "post")
+    assert f" -c {CONSTRAINTS} {FRAMEWORK_PINS}; then" in post
     # after DeepSpeed's wheel, so that pip resolves the frameworks around the pinned DeepSpeed
     assert post.index('pip install --no-cache-dir "$ds_tmp"/wheel/deepspeed-') < post.index(FRAMEWORK_PINS)
-    assert f"python -m smoke.imports {FRAMEWORK_PINS}" in section(name, "final", "test").splitlines()
-    for layer, file in LAYER_FILES[name].items():  # never below: a bump rebuilds neither the OS nor torch
-        assert ("lightning" in (CONTAINERS / file).read_text()) == (layer == "image"), (name, layer)
+    assert f"python -m smoke.imports {FRAMEWORK_PINS}" in rendered_section(name, "final", "test").splitlines()
+    for layer, plan in plan_layers(_TREE, name).items():  # never below: a bump rebuilds neither the OS nor torch
+        assert ("lightning" in plan.text) == (layer == "image"), (name, layer)
+
+
+@pytest.mark.parametrize("name", FRAMEWORK_TARGETS)
+def test_the_frameworks_install_under_the_pins_of_the_layers_below_and_fail_in_one_line(name):
+    post = rendered_section(name, "build", "post")
+    # after every block before it (DeepSpeed, the extras): the venv as they leave it is pinned
+    lines = post[post.index("echo '--- build: frameworks'") : post.index("echo '--- build: runtime'")].splitlines()
+    frozen = f"pip list --format=freeze | grep -E '^[A-Za-z0-9._-]+==[^[:space:]]+$' > {CONSTRAINTS}"
+    installs = [line for line in lines if "pip install" in line]  # one, under the constraints
+    assert len(installs) == 1 and lines.index(frozen) < lines.index(installs[0])
+    assert installs[0].startswith("if ! pip install --no-cache-dir --log ")
+    assert installs[0].endswith(f" -c {CONSTRAINTS} {FRAMEWORK_PINS}; then")
+    # pip refusing: one marked line naming the pins, and the layer stops
+    failed = lines[lines.index(installs[0]) + 1 : lines.index("fi")]
+    marked = [line for line in failed if contract.FAILURE_MARKER in line]
+    assert len(marked) == 1 and f'then echo "{contract.FAILURE_MARKER}the frameworks need other versions' in marked[0]
+    assert "(${pinned% })" in marked[0] and failed[-1].strip() == "exit 1"
+
+
+@pytest.mark.parametrize("name", FRAMEWORK_TARGETS)
+def test_the_images_test_runs_pip_check_and_compares_every_pin(name):
+    test = rendered_section(name, "final", "test")
+    block = test[test.index("--- test: frameworks") :].split("echo '--- test:", 1)[0]
+    assert "\npip check\n" in block
+    assert block.index(f"python -m smoke.imports {FRAMEWORK_PINS}") < block.index("pip check")
+    assert block.index("pip check") < block.index(f"python -m smoke.pins {CONSTRAINTS}\n")
 
 
 def test_a_target_can_go_without_the_frameworks_and_the_cpu_default_is_without(tmp_path):

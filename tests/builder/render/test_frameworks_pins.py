@@ -1,0 +1,135 @@
+"""The frameworks block's pins, with the real pip and no image: the very lines the block
+renders run under sh in a fresh venv, on tiny wheels written here, pip never reaching an index
+(PIP_NO_INDEX, PIP_FIND_LINKS). A framework that needs another version of a package the layers
+below pinned fails in one marked line, which the layer build reports (layers.failure_line),
+and moves nothing; one content with the pins installs, and the image's %test lines pass, until a pin moves.
+A few seconds each, most of it `python -m venv`."""
+
+import base64
+import dataclasses
+import hashlib
+import os
+import subprocess
+import sys
+import zipfile
+
+import pytest
+from conftest import RECIPES, ROOT
+
+from builder import contract
+from builder.layerbuild.layers import failure_line
+from builder.recipes.tree import RecipeTree
+from builder.render.blocks import frameworks
+
+PIP_TIMEOUT_S = 120
+
+
+def write_wheel(folder, name, version, requires=()):
+    """A pure-Python wheel of one empty module, as pip wants it (METADATA, WHEEL, RECORD)."""
+    dist = f"{name}-{version}.dist-info"
+    files = {
+        f"{name}/__init__.py": f"__version__ = {version!r}\n",
+        f"{dist}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
+        + "".join(f"Requires-Dist: {requirement}\n" for requirement in requires),
+        f"{dist}/WHEEL": "Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    record = []
+    with zipfile.ZipFile(folder / f"{name}-{version}-py3-none-any.whl", "w") as wheel:
+        for path, text in files.items():
+            data = text.encode()
+            wheel.writestr(path, data)
+            digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+            record.append(f"{path},sha256={digest},{len(data)}")
+        wheel.writestr(f"{dist}/RECORD", "\n".join([*record, f"{dist}/RECORD,,"]) + "\n")
+
+
+@pytest.fixture
+def lower(tmp_path):
+    """(venv, environment): a fresh venv holding fakenum 1.0, as the layers below left it,
+    and the environment its lines run in: its bin first on PATH, pip on the wheels here only."""
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    write_wheel(wheels, "fakenum", "1.0")
+    write_wheel(wheels, "fakenum", "2.0")
+    write_wheel(wheels, "fakeframe", "1.0", ["fakenum>=2"])  # would move the pin
+    write_wheel(wheels, "fakeok", "1.0", ["fakenum>=1"])  # content with it
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", venv], check=True, timeout=PIP_TIMEOUT_S)
+    env = {name: value for name, value in os.environ.items() if not name.startswith(("PIP_", "PYTHON"))}
+    env.update(
+        PATH=f"{venv}/bin:{env['PATH']}",
+        VIRTUAL_ENV=str(venv),
+        PIP_NO_INDEX="1",
+        PIP_FIND_LINKS=str(wheels),
+        PIP_DISABLE_PIP_VERSION_CHECK="1",
+        PYTHONPATH=str(ROOT / "runtime"),  # the image's runtime wheel, for smoke.pins
+    )
+    pip(env, "install", "fakenum==1.0")
+    return venv, env
+
+
+def pip(env, *args):
+    return subprocess.run(["pip", *args], env=env, check=True, capture_output=True, text=True, timeout=PIP_TIMEOUT_S)
+
+
+def block_parts(venv, framework):
+    """The frameworks block's Parts for a cpu target whose one framework is ``framework``
+    1.0, with its venv here."""
+    target = RecipeTree(RECIPES).target("cpu")
+    python = dataclasses.replace(target.python, frameworks=((framework, "1.0"),), venv=str(venv))
+    build, final = frameworks.parts(dataclasses.replace(target, python=python))
+    return build, final
+
+
+def run_lines(lines, env):
+    """Lines as %post runs them: sh with -x (Apptainer traces them), after `set -eu`."""
+    script = "set -eu\n" + "\n".join(lines) + "\n"
+    return subprocess.run(
+        ["sh", "-xc", script], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300
+    )
+
+
+def installed(env):
+    return dict(line.split("==", 1) for line in pip(env, "list", "--format=freeze").stdout.split())
+
+
+def image_checks(final):
+    """The %test lines of the block that need no image: pip check and the pins held."""
+    return [line for line in final.test if "smoke.imports" not in line]
+
+
+def test_a_framework_that_would_move_a_pin_fails_in_one_marked_line_and_moves_nothing(lower):
+    venv, env = lower
+    build, _ = block_parts(venv, "fakeframe")
+    result = run_lines(build.post, env)
+    assert result.returncode != 0, result.stdout
+    assert "The user requested (constraint) fakenum==1.0" in result.stdout  # pip's reasons, above
+    marked = [line for line in result.stdout.splitlines() if line.startswith(contract.FAILURE_MARKER)]
+    assert len(marked) == 1, result.stdout
+    reason = failure_line(result.stdout)  # as the layer build reads its log
+    assert reason == marked[0][len(contract.FAILURE_MARKER) :]
+    assert "(fakenum==1.0)" in reason and "pip refused to move them" in reason
+    assert installed(env)["fakenum"] == "1.0" and "fakeframe" not in installed(env)
+    assert (venv / frameworks.CONSTRAINTS).read_text().splitlines().count("fakenum==1.0") == 1
+
+
+def test_a_framework_content_with_the_pins_installs_and_the_images_checks_pass(lower):
+    venv, env = lower
+    build, final = block_parts(venv, "fakeok")
+    result = run_lines(build.post, env)
+    assert result.returncode == 0, result.stdout
+    assert failure_line(result.stdout) is None
+    assert installed(env)["fakeok"] == "1.0"
+    constraints = (venv / frameworks.CONSTRAINTS).read_text().splitlines()
+    # what the venv held before, pip and setuptools too, each an exact pin
+    assert "fakenum==1.0" in constraints and any(line.startswith("pip==") for line in constraints)
+    assert all("==" in line and " " not in line for line in constraints)
+    checks = run_lines(image_checks(final), env)
+    assert checks.returncode == 0, checks.stdout
+    assert "No broken requirements found." in checks.stdout
+    assert f"pins: {len(constraints)} pins of the layers below unmoved" in checks.stdout
+    # a later step that ignored the constraints: the pin check names what moved, and fails
+    pip(env, "install", "fakenum==2.0")
+    held = run_lines([line for line in final.test if frameworks.CONSTRAINTS in line], env)
+    assert held.returncode == 1, held.stdout
+    assert "pins: fakenum: pinned 1.0 by the layers below, found 2.0" in held.stdout.splitlines()
