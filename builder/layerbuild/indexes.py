@@ -19,9 +19,10 @@ _RETRIED = {500, 502, 503, 504, 520, 527}
 
 @cache
 def why_down(url: str, cafile=None):
-    """None when ``url`` answers; otherwise a short reason (for the build's progress)."""
+    """None when ``url`` answers; otherwise a short reason (for the build's progress). A URL
+    with a query (a git server's info/refs?service=...) is asked as it is, others as a folder."""
     try:
-        with _get(url.rstrip("/") + "/", cafile):
+        with _get(url if "?" in url else url.rstrip("/") + "/", cafile):
             return None
     except urllib.error.HTTPError as error:
         return f"HTTP {error.code}" if error.code in _RETRIED else None

@@ -22,7 +22,7 @@ from ..render import runtime_wheel
 from ..render.layer_sharing import plan_layers
 from ..render.parts import HOST_MOUNT
 from ..render.plan import LAYERS, MIRROR_ARG
-from . import host_settings, store, torch_source
+from . import host_settings, sources, store, torch_source
 
 UNCOMPRESSED = "-noI -noD -noF -noX"  # no compression of inodes, data, fragments, xattrs
 WORK_PREFIX = "hpcml-build-"  # a build's work folder under the build space's tmp
@@ -78,9 +78,11 @@ def build(tree, name, *, images: Path, force=None, progress, space_check=True):
         cache.store(name, "image", keys["image"], paths["image"])
         print(f"{paths['image']} is up to date")
         return paths["image"]
-    if store.step(plans["devel"], forced, paths["devel"], keys["devel"]) == "build":
-        # before anything is written or pulled: the devel layer installs torch
+    # before anything is written or pulled: what the layers to build fetch answers
+    planned = [layer for layer in LAYERS if store.step(plans[layer], forced, paths[layer], keys[layer]) == "build"]
+    if "devel" in planned:  # the devel layer installs torch
         torch_source.check(tree.target(plans["devel"].owner).torch, down)
+    sources.check([plans[layer] for layer in planned], name)  # base images' registries, git sources
     images.mkdir(parents=True, exist_ok=True)
     where = space.folders(images)
     with contextlib.ExitStack() as locks:

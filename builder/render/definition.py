@@ -42,6 +42,7 @@ class StageText:
     args: set = field(default_factory=set)  # build arguments the stage uses
     kept: list = field(default_factory=list)  # its kept steps' folder names
     pip_indexes: list = field(default_factory=list)  # web indexes its pip lines name
+    git_sources: list = field(default_factory=list)  # git URLs its lines fetch
 
     def __post_init__(self):
         if self.bootstrap == "debootstrap":
@@ -57,6 +58,7 @@ class StageText:
         """The build facts of a part rendered into this stage."""
         self.args.update(part.build_args)
         self.pip_indexes += [url for url in part.pip_indexes if url not in self.pip_indexes]
+        self.git_sources += [url for url in part.git_sources if url not in self.git_sources]
 
 
 def lower_layer_parts(target) -> tuple:
@@ -142,6 +144,8 @@ def _render(target, layer, stages) -> LayerPlan:
         parents=tuple(parent for arg, parent in PARENT_ARGS.items() if arg in args),
         kept=tuple(dict.fromkeys(k for stage in stages[layer] for k in stage.kept)),
         pip_indexes=tuple(dict.fromkeys(u for stage in stages[layer] for u in stage.pip_indexes)),
+        base_images=tuple(dict.fromkeys(s.image for s in stages[layer] if s.bootstrap == "docker")),
+        git_sources=tuple(dict.fromkeys(u for stage in stages[layer] for u in stage.git_sources)),
     )
 
 

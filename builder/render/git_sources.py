@@ -3,10 +3,12 @@
 A helper of the building blocks that compile from source (libfabric, rccl_ofi), not a block
 itself: it returns shell lines, never Parts.
 
-Example, in a block's build lines:
+Example, in a block's build lines, and the part that holds them names what it fetches:
 
     'work="$(mktemp -d /tmp/hpcml-plugin-XXXXXX)"',
     *git_sources.checkout(target.comm.plugin, '"$work"/src'), 'cd "$work"/src', "./configure"
+    ...
+    Part(..., git_sources=git_sources.urls(target.comm.plugin))
 """
 
 from ..shell import cmd
@@ -28,3 +30,9 @@ def checkout(source, dest) -> tuple:
         f"|| {{ echo {cmd(f'{source.name}: not commit {source.commit}')} >&2; exit 1; }}",
         f"echo {cmd(f'{source.name} {source.version} at {source.commit}')}",
     )
+
+
+def urls(*sources) -> tuple:
+    """The git URLs of ``sources``, once each, for Part.git_sources: the build asks each one
+    answers before it starts (layerbuild.sources)."""
+    return tuple(dict.fromkeys(source.git for source in sources))

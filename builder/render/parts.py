@@ -50,3 +50,4 @@ class Part:
     help: tuple = ()  # lines for %help
     build_args: tuple = ()  # names of the build arguments its lines use (build_arg)
     pip_indexes: tuple = ()  # web indexes its pip lines name (the build checks each answers)
+    git_sources: tuple = ()  # https git URLs its lines fetch (git_sources.urls; the build asks each)

@@ -2,7 +2,8 @@
 
 A plan carries the definition text and every fact the build needs about it, gathered while
 the text was made (render.definition): the build arguments it uses, the layers it starts
-from, its kept steps and the pip indexes it names. The build never reads the text back.
+from, its kept steps, the pip indexes it names, the docker images it bootstraps from and the
+git URLs it fetches. The build never reads the text back.
 """
 
 from dataclasses import dataclass
@@ -22,7 +23,9 @@ def file_name(target_name, layer):
 class LayerPlan:
     """One layer to build. Example, cpu's image layer: layer "image", owner "cpu",
     build_args ("BASE", "DEVEL", "RUNTIME_WHEEL"), parents ("devel", "base"),
-    kept ("deepspeed-wheel-840e81212beeb261",), pip_indexes ()."""
+    kept ("deepspeed-wheel-840e81212beeb261",), pip_indexes (), base_images (), git_sources ().
+    lumi-rocm's devel layer: base_images ("rocm/dev-ubuntu-24.04:7.0.2-complete",) and
+    git_sources ("https://github.com/aws/aws-ofi-nccl.git", ...)."""
 
     layer: str  # devel | base | image
     owner: str  # the target whose layer it is (another's when shared)
@@ -31,6 +34,8 @@ class LayerPlan:
     parents: tuple = ()  # the layers it starts from, in the order their keys count
     kept: tuple = ()  # folder names of its kept steps (name-inputs hash)
     pip_indexes: tuple = ()  # web indexes its pip lines name, in order
+    base_images: tuple = ()  # docker references its stages bootstrap from (Bootstrap: docker)
+    git_sources: tuple = ()  # https git URLs its lines fetch, in order
 
     @property
     def file_name(self) -> str:

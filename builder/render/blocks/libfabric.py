@@ -104,6 +104,7 @@ def _libfabric_cxi(stack):
             ),
             # the plugin's link finds libcxi (libfabric's own need) through the loader's cache
             post=register,
+            git_sources=git_sources.urls(*stack),
         ),
         Part(
             block="libfabric",

@@ -146,6 +146,7 @@ def _plugin_build(target, plugin) -> Part:
             save=(f'cp -a {PLUGIN_PREFIX}/. "$kept/plugin"',),
             restore=(f'cp -a "$kept/plugin" {PLUGIN_PREFIX}',),
         ),
+        git_sources=git_sources.urls(plugin),
     )
 
 

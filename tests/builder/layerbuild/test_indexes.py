@@ -8,11 +8,14 @@ import pytest
 
 from builder.layerbuild import indexes
 
+ASKED = []  # the paths the servers were asked for
+
 
 class _Index(http.server.BaseHTTPRequestHandler):
     status = 200
 
     def do_GET(self):
+        ASKED.append(self.path)
         self.send_response(self.status)
         self.end_headers()
         self.wfile.write(b"<html></html>")
@@ -53,3 +56,11 @@ def test_an_index_that_fails_says_why(serve):
     assert indexes.why_down(serve(503)) == "HTTP 503"
     reason = indexes.why_down(f"http://127.0.0.1:{closed_port()}/simple")
     assert "refused" in reason.lower()
+
+
+def test_a_url_with_a_query_is_asked_as_it_is(serve):
+    """A git server's info/refs (layerbuild.sources); a 401, as from a registry, is an answer."""
+    git = serve(401).removesuffix("/simple") + "/org/repo.git/info/refs?service=git-upload-pack"
+    assert indexes.why_down(git) is None
+    assert indexes.why_down(serve(401) + "/v2") is None
+    assert ASKED[-2:] == ["/org/repo.git/info/refs?service=git-upload-pack", "/simple/v2/"]

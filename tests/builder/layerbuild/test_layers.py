@@ -189,3 +189,44 @@ def test_a_failed_layer_build_reports_the_marked_line_alone(fake, monkeypatch, t
         message = str(caught.value)
         assert message.startswith("apptainer build failed (exit status 255)") and "FATAL:" in message
     assert not list(images.glob("*.sif"))
+
+
+def _silent(*prefixes):
+    """A why_down where the URLs starting with one of ``prefixes`` do not answer."""
+    return lambda url, cafile=None: "no route to host" if url.startswith(prefixes) else None
+
+
+def test_a_build_whose_base_registry_does_not_answer_stops_before_it_writes(fake, monkeypatch, tmp_path):
+    monkeypatch.setattr(indexes, "why_down", _silent("https://registry-1.docker.io/"))
+    images = tmp_path / "images"
+    with pytest.raises(ToolError) as error:
+        build("lumi-rocm", images)
+    message = str(error.value)
+    assert message.startswith("registry-1.docker.io does not answer (no route to host): the devel layer of lumi-rocm ")
+    assert "docker://rocm/dev-ubuntu-24.04:7.0.2-complete;" in message and "\n" not in message
+    assert fake.builds == [] and not images.exists()
+
+
+def test_a_build_whose_git_source_does_not_answer_stops_before_it_writes(fake, monkeypatch, tmp_path):
+    monkeypatch.setattr(indexes, "why_down", _silent("https://github.com/aws/"))  # the registry answers
+    images = tmp_path / "images"
+    with pytest.raises(ToolError) as error:
+        build("lumi-rocm", images)
+    message = str(error.value)
+    assert message.startswith("https://github.com/aws/aws-ofi-nccl.git does not answer (no route to host): ")
+    assert "the devel layer of lumi-rocm fetches aws-ofi-nccl's pinned commit" in message and "\n" not in message
+    assert fake.builds == [] and not images.exists()
+
+
+def test_a_build_asks_only_for_the_sources_of_the_layers_it_builds(fake, monkeypatch, tmp_path):
+    asked = []
+    monkeypatch.setattr(indexes, "why_down", lambda url, cafile=None: asked.append(url))
+    build("lumi-rocm", tmp_path)
+    assert "https://registry-1.docker.io/v2/" in asked
+    assert "https://github.com/aws/aws-ofi-nccl.git/info/refs?service=git-upload-pack" in asked
+    fake.builds.clear()
+    (tmp_path / "lumi-rocm.sif").unlink()
+    # only the image layer to make again: it starts from base and fetches nothing
+    monkeypatch.setattr(indexes, "why_down", _silent("https://registry-1.docker.io/", "https://github.com/"))
+    build("lumi-rocm", tmp_path, force="top")
+    assert [b.layer for b in fake.builds] == ["image"]

@@ -16,6 +16,8 @@ TARGETS = sorted(TREE.targets)
 BUILD_ARG = re.compile(r"\{\{ ([A-Z_]+) \}\}")
 KEPT = re.compile(r"^kept=/mnt/kept/(\S+)$", re.M)
 PIP_INDEX = re.compile(r"--(?:extra-)?index-url[= ]+(https?://[^\s'\"]+)")
+DOCKER_FROM = re.compile(r"^Bootstrap: docker\nFrom: (\S+)$", re.M)
+GIT_FETCH = re.compile(r" fetch -q --depth 1 (https://\S+) ")
 
 
 @pytest.mark.parametrize("name", TARGETS)
@@ -25,6 +27,8 @@ def test_the_plan_names_what_the_text_uses(name):
         assert plan.build_args == tuple(sorted(set(BUILD_ARG.findall(plan.text)))), (name, layer)
         assert plan.kept == tuple(dict.fromkeys(KEPT.findall(plan.text))), (name, layer)
         assert plan.pip_indexes == tuple(dict.fromkeys(PIP_INDEX.findall(plan.text))), (name, layer)
+        assert plan.base_images == tuple(dict.fromkeys(DOCKER_FROM.findall(plan.text))), (name, layer)
+        assert plan.git_sources == tuple(dict.fromkeys(GIT_FETCH.findall(plan.text))), (name, layer)
         assert {f"From: {{{{ {arg} }}}}" for arg in plan.parent_args()} <= set(plan.text.splitlines())
 
 
@@ -40,6 +44,22 @@ def test_a_target_with_its_own_torch_index_names_it():
     plans = plan_layers(TREE, "lumi-rocm")
     assert plans["devel"].pip_indexes and all("rocm" in url for url in plans["devel"].pip_indexes)
     assert not plans["image"].pip_indexes
+
+
+def test_a_plan_names_the_base_images_and_git_sources_its_layer_fetches():
+    plans = plan_layers(TREE, "lumi-rocm")
+    assert plans["devel"].base_images == ("rocm/dev-ubuntu-24.04:7.0.2-complete",)
+    assert plans["base"].base_images == ("rocm/dev-ubuntu-24.04:7.0.2",)
+    assert sorted(plans["devel"].git_sources) == [
+        "https://github.com/HewlettPackard/shs-cassini-headers.git",
+        "https://github.com/HewlettPackard/shs-cxi-driver.git",
+        "https://github.com/HewlettPackard/shs-libcxi.git",
+        "https://github.com/aws/aws-ofi-nccl.git",
+        "https://github.com/ofiwg/libfabric.git",
+    ]
+    assert not plans["base"].git_sources and not plans["image"].base_images + plans["image"].git_sources
+    # cpu bootstraps from Debian and compiles nothing from git
+    assert all(not plan.base_images and not plan.git_sources for plan in plan_layers(TREE, "cpu").values())
 
 
 def test_the_build_reads_no_definition_text():

@@ -1,0 +1,65 @@
+"""Before a build writes anything: do the base images' registries and the git servers of the
+layers it will build answer from this host?
+
+A layer that starts from a docker image pulls it from its registry, and a kept step that
+compiles a pinned source fetches it with git (render.git_sources). Either failing shows late,
+in Apptainer's or git's words, after minutes of a build. So the build asks each registry
+(`https://<registry>/v2/`, where a 401 is an answer) and each git URL
+(`<url>/info/refs?service=git-upload-pack`) once per process, with the pip indexes' check
+(indexes.why_down), and stops at the first that does not answer, in one line.
+"""
+
+from ..errors import ToolError
+from ..host import hostinfo
+from . import indexes
+
+DOCKER_HUB = "registry-1.docker.io"  # the registry of a reference that names none
+
+
+def check(plans, target_name):
+    """Raise ToolError for the first registry, then the first git URL, of ``plans`` (the
+    LayerPlans the build will build, in order) that does not answer. ``target_name``: the
+    target being built, named in the error."""
+    cafile = hostinfo.pip_settings()["cert"]
+    for plan in plans:
+        for image in plan.base_images:
+            host = registry(image)
+            why = indexes.why_down(f"https://{host}/v2/", cafile)
+            if why:
+                raise ToolError(
+                    f"{host} does not answer ({why}): {_needed_by(plan, target_name)} starts from "
+                    f"docker://{image}; build where the registry answers, or pull that image where "
+                    "it does (apptainer pull) and give the target's stage `bootstrap: localimage` "
+                    "with the .sif as its image, or set up a registry mirror"
+                )
+    for plan in plans:
+        for url in plan.git_sources:
+            why = indexes.why_down(f"{url.rstrip('/')}/info/refs?service=git-upload-pack", cafile)
+            if why:
+                raise ToolError(
+                    f"{url} does not answer ({why}): {_needed_by(plan, target_name)} fetches "
+                    f"{_project(url)}'s pinned commit from it; build where it answers, or point that "
+                    "source's git: in recipes/versions.yaml at a mirror of it holding the same commit"
+                )
+
+
+def registry(image: str) -> str:
+    """The registry host of a docker reference: its first path component when that names a
+    host ("." or ":" in it, or localhost), else Docker Hub's.
+    registry("rocm/dev-ubuntu-24.04:7.0.2") -> "registry-1.docker.io";
+    registry("ghcr.io/org/image:tag") -> "ghcr.io"."""
+    first, _, rest = image.partition("/")
+    if rest and ("." in first or ":" in first or first == "localhost"):
+        return first
+    return DOCKER_HUB
+
+
+def _needed_by(plan, target_name) -> str:
+    shared = "" if plan.owner == target_name else f", which {target_name} builds on,"
+    return f"the {plan.layer} layer of {plan.owner}{shared}"
+
+
+def _project(url: str) -> str:
+    """https://github.com/aws/aws-ofi-nccl.git -> aws-ofi-nccl."""
+    name = url.rstrip("/").rsplit("/", 1)[-1]
+    return name.removesuffix(".git")
