@@ -11,6 +11,7 @@ in Apptainer's or git's words, after minutes of a build. So the build asks each 
 
 from ..errors import ToolError
 from ..host import hostinfo
+from ..recipes.target_parts import repository_name
 from . import indexes
 
 DOCKER_HUB = "registry-1.docker.io"  # the registry of a reference that names none
@@ -38,7 +39,7 @@ def check(plans, target_name):
             if why:
                 raise ToolError(
                     f"{url} does not answer ({why}): {_needed_by(plan, target_name)} fetches "
-                    f"{_project(url)}'s pinned commit from it; build where it answers, or point that "
+                    f"{repository_name(url)}'s pinned commit from it; build where it answers, or point that "
                     "source's git: in recipes/versions.yaml at a mirror of it holding the same commit"
                 )
 
@@ -57,9 +58,3 @@ def registry(image: str) -> str:
 def _needed_by(plan, target_name) -> str:
     shared = "" if plan.owner == target_name else f", which {target_name} builds on,"
     return f"the {plan.layer} layer of {plan.owner}{shared}"
-
-
-def _project(url: str) -> str:
-    """https://github.com/aws/aws-ofi-nccl.git -> aws-ofi-nccl."""
-    name = url.rstrip("/").rsplit("/", 1)[-1]
-    return name.removesuffix(".git")

@@ -71,7 +71,12 @@ class Source:
     @property
     def project(self) -> str:
         """The repository's name: aws-ofi-nccl for the sources aws-ofi-nccl and aws-ofi-nccl-1.18."""
-        return self.git.rstrip("/").rsplit("/", 1)[-1].removesuffix(".git")
+        return repository_name(self.git)
+
+
+def repository_name(git_url: str) -> str:
+    """https://github.com/aws/aws-ofi-nccl.git -> aws-ofi-nccl."""
+    return git_url.rstrip("/").rsplit("/", 1)[-1].removesuffix(".git")
 
 
 @dataclass(frozen=True)

@@ -103,17 +103,15 @@ def steps(p):
         )
     if site.dirs_to_make:
         names = [name for name, _ in site.dirs_to_make]
+        folders = " ".join(f'"${name}"' for name in names)
         p.launch_lines += [
             "set +u  # an unset variable in a folder is empty, not an error",
             *(f"{name}={env_value(folder)}" for name, folder in site.dirs_to_make),
             "set -u",
             *(f'export APPTAINERENV_{name}="${name}" SINGULARITYENV_{name}="${name}"' for name in names),
-            f"{per_node(p)} mkdir -p " + " ".join(f'"${name}"' for name in names),
+            f"{per_node(p)} mkdir -p {folders}",
             # node-local /tmp may be memory (LUMI): the job's caches go with the job
-            "remove_node_dirs() { "
-            + f"{per_node(p)} rm -rf "
-            + " ".join(f'"${name}"' for name in names)
-            + " || true; }",
+            f"remove_node_dirs() {{ {per_node(p)} rm -rf {folders} || true; }}",
         ]
         p.on_exit.append("remove_node_dirs")
         p.why += [

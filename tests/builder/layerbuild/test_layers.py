@@ -98,7 +98,7 @@ def test_a_layer_built_with_its_index_left_out_is_not_reused_once_the_index_answ
     """The torch index down: pip took torch from wherever else it could (PyPI, local wheels),
     so that devel layer must not stand for the one the recipe asks for when the index is back."""
     torch_index = "https://download.pytorch.org/whl/cpu"
-    monkeypatch.setattr(indexes, "why_down", lambda url, cafile=None: "no answer" if url == torch_index else None)
+    monkeypatch.setattr(indexes, "why_down", _down(torch_index))
     wheels = tmp_path / "wheels"  # as on this project's machines: the CPU torch from a local folder
     wheels.mkdir()
     (wheels / CPU_WHEEL).write_text("")
@@ -113,7 +113,7 @@ def test_a_layer_built_with_its_index_left_out_is_not_reused_once_the_index_answ
     # the devel layer is built again (not taken from the cache), and so is all that starts from it
     assert [b.layer for b in fake.builds] == ["devel", "base", "image"]
     fake.builds.clear()
-    monkeypatch.setattr(indexes, "why_down", lambda url, cafile=None: "no answer" if url == torch_index else None)
+    monkeypatch.setattr(indexes, "why_down", _down(torch_index))
     build("cpu", tmp_path)
     assert [b.layer for b in fake.builds] == []  # down again: the first build's layers, from the cache
 
@@ -121,8 +121,9 @@ def test_a_layer_built_with_its_index_left_out_is_not_reused_once_the_index_answ
 ROCM_INDEX = "https://download.pytorch.org/whl/rocm7.0"
 
 
-def _down(*urls):
-    return lambda url, cafile=None: "no answer" if url in urls else None
+def _down(*prefixes, reason="no answer"):
+    """A why_down where the URLs starting with one of ``prefixes`` do not answer."""
+    return lambda url, cafile=None: reason if url.startswith(prefixes) else None
 
 
 def test_a_torch_whose_index_does_not_answer_stops_the_build_before_anything_is_written(fake, monkeypatch, tmp_path):
@@ -191,31 +192,28 @@ def test_a_failed_layer_build_reports_the_marked_line_alone(fake, monkeypatch, t
     assert not list(images.glob("*.sif"))
 
 
-def _silent(*prefixes):
-    """A why_down where the URLs starting with one of ``prefixes`` do not answer."""
-    return lambda url, cafile=None: "no route to host" if url.startswith(prefixes) else None
+def _refused_lumi_build(fake, monkeypatch, tmp_path, *silent):
+    """The one-line error of a lumi-rocm build where the URLs starting with ``silent`` do not
+    answer, having checked that it built and wrote nothing."""
+    monkeypatch.setattr(indexes, "why_down", _down(*silent, reason="no route to host"))
+    images = tmp_path / "images"
+    with pytest.raises(ToolError) as error:
+        build("lumi-rocm", images)
+    assert fake.builds == [] and not images.exists()
+    return str(error.value)
 
 
 def test_a_build_whose_base_registry_does_not_answer_stops_before_it_writes(fake, monkeypatch, tmp_path):
-    monkeypatch.setattr(indexes, "why_down", _silent("https://registry-1.docker.io/"))
-    images = tmp_path / "images"
-    with pytest.raises(ToolError) as error:
-        build("lumi-rocm", images)
-    message = str(error.value)
+    message = _refused_lumi_build(fake, monkeypatch, tmp_path, "https://registry-1.docker.io/")
     assert message.startswith("registry-1.docker.io does not answer (no route to host): the devel layer of lumi-rocm ")
     assert "docker://rocm/dev-ubuntu-24.04:7.0.2-complete;" in message and "\n" not in message
-    assert fake.builds == [] and not images.exists()
 
 
 def test_a_build_whose_git_source_does_not_answer_stops_before_it_writes(fake, monkeypatch, tmp_path):
-    monkeypatch.setattr(indexes, "why_down", _silent("https://github.com/aws/"))  # the registry answers
-    images = tmp_path / "images"
-    with pytest.raises(ToolError) as error:
-        build("lumi-rocm", images)
-    message = str(error.value)
+    # the registry answers
+    message = _refused_lumi_build(fake, monkeypatch, tmp_path, "https://github.com/aws/")
     assert message.startswith("https://github.com/aws/aws-ofi-nccl.git does not answer (no route to host): ")
     assert "the devel layer of lumi-rocm fetches aws-ofi-nccl's pinned commit" in message and "\n" not in message
-    assert fake.builds == [] and not images.exists()
 
 
 def test_a_build_asks_only_for_the_sources_of_the_layers_it_builds(fake, monkeypatch, tmp_path):
@@ -227,6 +225,6 @@ def test_a_build_asks_only_for_the_sources_of_the_layers_it_builds(fake, monkeyp
     fake.builds.clear()
     (tmp_path / "lumi-rocm.sif").unlink()
     # only the image layer to make again: it starts from base and fetches nothing
-    monkeypatch.setattr(indexes, "why_down", _silent("https://registry-1.docker.io/", "https://github.com/"))
+    monkeypatch.setattr(indexes, "why_down", _down("https://registry-1.docker.io/", "https://github.com/"))
     build("lumi-rocm", tmp_path, force="top")
     assert [b.layer for b in fake.builds] == ["image"]
