@@ -90,6 +90,20 @@ def wait_until(predicate, seconds, step=0.2):
     return predicate()
 
 
+def flocks(path: Path) -> list:
+    """The flock() locks on this file as /proc/locks lists them, each "READ" or "WRITE" for
+    one held, "-> READ"/"-> WRITE" for one a process is blocked waiting for. Reading them
+    never takes a lock, so a probe cannot make a lock attempt of the code under test fail."""
+    inode = os.stat(path).st_ino
+    found = []
+    for line in Path("/proc/locks").read_text().splitlines():
+        fields = line.split()
+        if "FLOCK" in fields and any(f.endswith(f":{inode}") and f.count(":") == 2 for f in fields):
+            mode = fields[fields.index("FLOCK") + 2]
+            found.append(f"-> {mode}" if "->" in fields else mode)
+    return found
+
+
 def compare_golden(path: Path, text: str, update: bool):
     if update:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -12,7 +12,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, run_builder, tmpfs, wait_until
+from conftest import ROOT, flocks, run_builder, tmpfs, wait_until
 
 from builder.host import cache
 
@@ -44,8 +44,9 @@ def start(*args, env=None):
 
 
 def held(lock: Path) -> bool:
-    """Someone holds the image's lock (flock -n fails when it cannot take it alone)."""
-    return lock.exists() and subprocess.run(["flock", "-n", "-x", str(lock), "true"]).returncode != 0
+    """Someone holds the image's lock. Read from /proc/locks: a probe that took the lock
+    itself, even for an instant, could make the command under test stop as if a build held it."""
+    return lock.exists() and any(not mode.startswith("->") for mode in flocks(lock))
 
 
 @pytest.fixture
@@ -78,7 +79,8 @@ def test_a_build_stops_at_once_while_smoke_and_publish_read_the_image(images, ap
     before = state(images, cache.slot("cpu", "image"))
     smoke = start("smoke", "cpu", "--images", images, env={"HPCML_APPTAINER": apptainer})
     try:
-        assert wait_until(lambda: held(images / ".cpu.lock"), 120), "smoke never took the lock"
+        taken = wait_until(lambda: held(images / ".cpu.lock") or smoke.poll() is not None, 120)
+        assert taken and smoke.poll() is None, f"smoke never took the lock: {smoke.stderr.read() if taken else ''}"
         build = run_builder("build", "cpu", "--images", images, "--force", timeout=120)
         assert build.returncode == 1
         assert build.stderr.strip() == (

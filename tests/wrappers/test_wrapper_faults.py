@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, SIF_HEADER, wait_until
+from conftest import ROOT, SIF_HEADER, flocks, wait_until
 from conftest import tmpfs as small_disk  # the fixture below is named tmpfs
 from helpers.slurm_jobs import wait_for
 
@@ -124,14 +124,8 @@ def wait_or_fail(ready, seconds, what):
 
 
 def waiters(lock):
-    """How many processes are blocked in flock() on this file (/proc/locks: '-> FLOCK ...')."""
-    inode = os.stat(lock).st_ino
-    blocked = 0
-    for line in Path("/proc/locks").read_text().splitlines():
-        fields = line.split()
-        if "->" in fields and any(re.fullmatch(rf"[0-9a-f]+:[0-9a-f]+:{inode}", f) for f in fields):
-            blocked += 1
-    return blocked
+    """How many processes are blocked in flock() on this file."""
+    return sum(mode.startswith("->") for mode in flocks(lock))
 
 
 @NEEDS_ROOT
