@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import contract, runner
-from ..errors import ToolError
+from ..errors import RecipeError, ToolError
 from ..host import cache, hostinfo, space
 from ..host.images import find_apptainer, image_lock
 from ..render import runtime_wheel
@@ -69,6 +69,8 @@ def build(tree, name, *, images: Path, force=None, progress, space_check=True):
     name = target.name  # an alias builds its target's image
     # devel and base may be another target's (layer_sharing): built, cached and locked as its
     plans = plan_layers(tree, name)
+    if target.site_image:  # before anything is asked or written: the site's image is here
+        _check_site_image(target.site_image)
     host_args = _host_args(plans)
     paths = store.layer_paths(images, plans)
     # asked before the keys: a layer built without one of its indexes is keyed so
@@ -79,7 +81,8 @@ def build(tree, name, *, images: Path, force=None, progress, space_check=True):
         print(f"{paths['image']} is up to date")
         return paths["image"]
     # before anything is written or pulled: what the layers to build fetch answers
-    planned = [layer for layer in LAYERS if store.step(plans[layer], forced, paths[layer], keys[layer]) == "build"]
+    order = [layer for layer in LAYERS if layer in plans]  # a site-image target has one layer
+    planned = [layer for layer in order if store.step(plans[layer], forced, paths[layer], keys[layer]) == "build"]
     if "devel" in planned:  # the devel layer installs torch
         torch_source.check(tree.target(plans["devel"].owner).torch, down)
     sources.check([plans[layer] for layer in planned], name)  # base images' registries, git sources
@@ -90,16 +93,16 @@ def build(tree, name, *, images: Path, force=None, progress, space_check=True):
             locks.enter_context(image_lock(images, owner))
             _remove_stale_temps(images, where, owner)
         # made under the lock, so it holds for the loop below (no other build of these layers)
-        steps = {layer: store.step(plans[layer], forced, paths[layer], keys[layer]) for layer in LAYERS}
+        steps = {layer: store.step(plans[layer], forced, paths[layer], keys[layer]) for layer in order}
         if space_check:
             _check_space(tree, name, plans, paths, steps, where)
         apptainer, label = find_apptainer(target.sites[0], progress, images)
-        if plans["devel"].owner != name:
+        if "devel" in plans and plans["devel"].owner != name:
             progress.step(
                 f"{name} builds on the devel and base layers of {plans['devel'].owner} "
                 "(they differ only in the GPU archs, which the image layer compiles for)"
             )
-        for layer in LAYERS:
+        for layer in order:
             plan, sif = plans[layer], paths[layer]
             if _reused(plan, steps[layer], sif, keys[layer], where, progress):
                 continue
@@ -115,6 +118,29 @@ def build(tree, name, *, images: Path, force=None, progress, space_check=True):
     stat = paths["image"].stat()
     progress.step(f"built {paths['image']} ({stat.st_size / 1e6:.0f} MB); its %test passed")
     return paths["image"]
+
+
+def _check_site_image(image):
+    """The site's image is a file this build can read; one line naming the site file's key
+    when it is not (exit 2: the site file names it)."""
+    path = Path(image.path)
+    why = (
+        "no such file here"
+        if not path.exists()
+        else "not a file"
+        if not path.is_file()
+        else "not readable by this user"
+        if not os.access(path, os.R_OK)
+        else ""
+    )
+    if why:
+        raise RecipeError(
+            f"{path}: {why}; expected the site's own image file (build on the site, or point "
+            "site_image.path at a copy of it)",
+            file=image.origin[0],
+            line=image.origin[1],
+            path=("site_image", "path"),
+        )
 
 
 def _host_args(plans) -> dict:

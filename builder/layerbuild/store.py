@@ -27,13 +27,14 @@ INTERMEDIATE = ("devel", "base")
 PATH_ARGS = frozenset(PARENT_ARGS) | {runtime_wheel.BUILD_ARG}
 
 
-def build_key(text, args, parent_keys=(), shipped=False, left_out=()):
+def build_key(text, args, parent_keys=(), shipped=False, left_out=(), site_image=None):
     """What a layer is made of: its definition, its build arguments (less the paths of the
     layers it starts from) and the keys of those layers. A shipped layer's key also says that
     its parent is named by file name in its labels (images built before named it by absolute
     path, a fact of the build machine, and must not be taken from the cache). ``left_out``:
     the layer's own pip indexes that did not answer, so pip took its packages from elsewhere;
-    the same layer built once they answer is another layer."""
+    the same layer built once they answer is another layer. ``site_image``: what the site's
+    image it starts from is (site_image_facts), so a new image at the same path rebuilds it."""
     material = {
         "builder": __version__,
         "definition": text,
@@ -44,15 +45,17 @@ def build_key(text, args, parent_keys=(), shipped=False, left_out=()):
         material["from_label"] = "file name"
     if left_out:  # only then: a layer built with every index keeps the key it had
         material["indexes_left_out"] = sorted(left_out)
+    if site_image:
+        material["site_image"] = site_image
     return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
 
 
 def layer_keys(plans: dict, host_args: dict, indexes_down=()) -> dict:
     """{layer: key} for {layer: LayerPlan}; host_args: the values of the build arguments this
     host supplies (the Debian mirror); indexes_down: the pip indexes that do not answer. A
-    layer's key covers the keys of its parents."""
+    layer's key covers the keys of its parents, and the site's image it starts from."""
     keys = {}
-    for layer in LAYERS:
+    for layer in (layer for layer in LAYERS if layer in plans):
         plan = plans[layer]
         keys[layer] = build_key(
             plan.text,
@@ -60,8 +63,18 @@ def layer_keys(plans: dict, host_args: dict, indexes_down=()) -> dict:
             [keys[p] for p in plan.parents],
             shipped=layer not in INTERMEDIATE,
             left_out=[url for url in plan.pip_indexes if url in indexes_down],
+            site_image=site_image_facts(plan.site_image) if plan.site_image else None,
         )
     return keys
+
+
+def site_image_facts(path) -> dict:
+    """The site's image file as the key knows it: the file a link names, its size and time
+    (reading a site's image of tens of GB whole for a checksum would cost every build
+    minutes; the site puts a new image in a new file, or at least a new time)."""
+    real = Path(path).resolve()
+    stat = real.stat()
+    return {"file": str(real), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
 
 
 def used_args(plan, args: dict) -> dict:

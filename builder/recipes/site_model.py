@@ -4,6 +4,7 @@ file, each field named as the file names its key, so `gpu.per_node` in YAML is
 schema cannot. Paths may start with a variable ($TMPDIR, $LOCAL_SCRATCH) that the wrapper
 looks up when it runs."""
 
+import dataclasses
 from dataclasses import dataclass, fields
 
 from .section import Section
@@ -86,6 +87,26 @@ class Runtime(SitePart):
 class Modules(SitePart):
     purge: bool = False  # job scripts start with `module purge`
     load: tuple = ()  # modules job scripts load (before the runtime's)
+
+
+@dataclass(frozen=True)
+class SiteImage(SitePart):
+    """The site's own image, which site-image targets start from: site_image, such as
+    `{path: /appl/local/laifs/containers/lumi-multitorch-latest.sif, module_use:
+    [/appl/local/laifs/modules], module_load: [lumi-aif-singularity-bindings]}`."""
+
+    path: str  # the image file, on the site's file system
+    venv: str = "/opt/venv"  # where its Python and torch live
+    module_use: tuple = ()  # module folders a job adds (module use) ...
+    module_load: tuple = ()  # ... and the modules it loads to run the image (bindings)
+    origin: tuple = ()  # (file, line) of site_image.path, for the build's error when it is missing
+
+    @classmethod
+    def from_yaml(cls, spec: Section):
+        if not spec.data:
+            return None
+        where = spec.error(("path",), "")
+        return dataclasses.replace(super().from_yaml(spec), origin=(where.file, where.line))
 
 
 @dataclass(frozen=True)
@@ -213,6 +234,7 @@ class Site:
     allreduce: tuple  # (Allreduce, ...)
     notes: tuple
     retired: str  # the date its GPU nodes were shut down; "" while in service
+    site_image: SiteImage = None  # None when the site names no image of its own
 
     @classmethod
     def from_yaml(cls, name: str, spec: Section):
@@ -242,6 +264,7 @@ class Site:
             allreduce=tuple(Allreduce(**item) for item in spec.get("allreduce", ())),
             notes=tuple(spec.get("notes", ())),
             retired=spec.get("retired", ""),
+            site_image=SiteImage.from_yaml(spec.part("site_image")),
         )
 
     @property

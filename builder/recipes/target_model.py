@@ -28,29 +28,34 @@ class Target:
     comm: Comm
     mpi: Mpi
     build_space: tuple = ()  # (("devel", GB), ("base", GB), ("image", GB)) or ()
+    site_image: object = None  # the first site's SiteImage when the recipe says site_image: true
 
     @classmethod
     def from_yaml(cls, name: str, spec: Section, sites: tuple, versions: Versions, ops):
         """``spec``: the recipe merged with what it extends; ``sites``: the Sites it names."""
         flavour = spec["torch"]["flavour"]
         _check_sites(spec, flavour, sites)
-        comm = Comm.from_yaml(name, spec.part("comm"), flavour, sites, versions)
-        stages = tuple(
-            Stage.from_yaml(stage, spec.part("stages").part(stage), versions) for stage in ("build", "final")
-        )
-        python = Python.from_yaml(spec.part("python"), flavour, versions)
+        site_image = _site_image(spec, sites)
+        comm = Comm.from_yaml(name, spec.part("comm"), flavour, sites, versions, site_image)
+        if site_image:  # both stages start from it: the ops compile in it, the image is it plus ours
+            stages = tuple(Stage(stage, "localimage", site_image.path) for stage in ("build", "final"))
+        else:
+            stages = tuple(
+                Stage.from_yaml(stage, spec.part("stages").part(stage), versions) for stage in ("build", "final")
+            )
+        python = Python.from_yaml(spec.part("python"), flavour, versions, site_image)
         deepspeed = DeepSpeed.from_yaml(
             spec.part("deepspeed"), flavour, _archs(sites), ops, versions.pin(spec, ("deepspeed",), "deepspeed")
         )
-        mpi = Mpi.from_yaml(spec.part("mpi"), versions)
-        torch = Torch.from_yaml(spec.part("torch"), versions)
-        toolkit = CudaToolkit.from_yaml(spec, flavour)
+        mpi = Mpi.from_yaml(spec.part("mpi"), versions, site_image)
+        torch = Torch.from_yaml(spec.part("torch"), versions, site_image)
+        toolkit = None if site_image else CudaToolkit.from_yaml(spec, flavour)
         return cls(
             name=name,
             description=spec["description"],
             sites=sites,
             stages=stages,
-            os=Os.from_yaml(spec.part("os")),
+            os=Os() if site_image else Os.from_yaml(spec.part("os")),
             python=python,
             torch=torch,
             cuda_min_driver=tuple(sorted(versions.get("cuda_min_driver", {}).items())) if flavour == "cuda" else (),
@@ -59,6 +64,7 @@ class Target:
             comm=comm,
             mpi=mpi,
             build_space=tuple(sorted(spec.get("build_space", {}).items())),
+            site_image=site_image,
         )
 
     @property
@@ -118,6 +124,10 @@ class Target:
             "mpi": {"abi": self.mpi.abi, "mpi4py": self.mpi.mpi4py or None},
             "environment": dict(self.common_env),
         }
+        if self.site_image:  # its OS and torch are the image's, read when it is built
+            del resolved["os"]
+            resolved["torch"].update(version=None, index=None)
+            resolved["site_image"] = {"path": self.site_image.path, "venv": self.site_image.venv}
         if self.os.components != ("main",):
             resolved["os"]["components"] = list(self.os.components)
         if comm.libfabric:
@@ -128,6 +138,30 @@ class Target:
             kit = self.cuda_toolkit
             resolved["cuda_toolkit"] = {"from": kit.source, "version": kit.version or None, "gcc": kit.gcc or None}
         return resolved
+
+
+# what a site-image target takes from the site's image instead of its recipe
+_FROM_SITE_IMAGE = ("stages", "os", "cuda_toolkit", "build_space")
+
+
+def _site_image(spec: Section, sites: tuple):
+    """The first site's SiteImage for a recipe that says site_image: true, else None; one line
+    when the recipe also says what the site's image is made of, or says neither."""
+    if not spec.get("site_image"):
+        for key in ("stages", "os"):
+            if key not in spec:
+                raise spec.error((), f"missing required key {key!r} (or site_image: true)")
+        return None
+    for key in _FROM_SITE_IMAGE:
+        if key in spec:
+            raise spec.error((key,), "a site-image target starts from the site's image; expected no " + key)
+    image = sites[0].site_image
+    if image is None:
+        raise spec.error(
+            ("site_image",),
+            f"site {sites[0].name!r} names no image of its own; expected a site_image section in its file",
+        )
+    return image
 
 
 def _archs(sites) -> tuple:

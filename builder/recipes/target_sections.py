@@ -30,7 +30,7 @@ class Packages:
 class Os:
     """The distribution the image is built on: os, such as `{family: debian, components: [main, non-free]}`."""
 
-    family: str  # debian | ubuntu
+    family: str = ""  # debian | ubuntu; "" for a site-image target (its base's)
     components: tuple = ("main",)  # Debian archive areas apt uses, ("main",) unless the recipe says
     packages: Packages = Packages()
 
@@ -52,7 +52,11 @@ class Python:
     build_tools: tuple  # (("setuptools", "80.9.0"), ...) pip needs to build wheels (not a key)
 
     @classmethod
-    def from_yaml(cls, spec: Section, flavour: str, versions: Versions):
+    def from_yaml(cls, spec: Section, flavour: str, versions: Versions, site_image=None):
+        """``site_image``: the SiteImage a site-image target starts from: its venv is the image's."""
+        if site_image and ("venv" in spec or "packages" in spec):
+            key = "venv" if "venv" in spec else "packages"
+            raise spec.error((key,), f"a site-image target uses the site image's venv and packages; expected no {key}")
         packages = tuple(
             (package, versions.pin(spec, ("packages", index), package))
             for index, package in enumerate(spec.get("packages", []))
@@ -60,7 +64,7 @@ class Python:
         build_tools = tuple((tool, versions.pin(spec, (), tool)) for tool in BUILD_TOOLS)
         wanted = spec.get("frameworks", flavour != "cpu")  # GPU images have them unless they say no
         return cls(
-            venv=spec.get("venv", "/opt/venv"),
+            venv=site_image.venv if site_image else spec.get("venv", "/opt/venv"),
             packages=packages,
             frameworks=tuple((n, str(v)) for n, v in versions["frameworks"].items()) if wanted else (),
             build_tools=build_tools,
@@ -72,12 +76,17 @@ class Torch:
     """The PyTorch wheel: torch, such as `{flavour: rocm, version: 2.10.0, index: rocm7.0}`."""
 
     flavour: str  # cpu | cuda | rocm
-    version: str  # torch.version, else versions.yaml's torch pin
+    version: str  # torch.version, else versions.yaml's torch pin; "" on a site image (its own)
     index: str  # the URL of versions.yaml's torch_index entry torch.index names, or "" for PyPI
 
     @classmethod
-    def from_yaml(cls, spec: Section, versions: Versions):
+    def from_yaml(cls, spec: Section, versions: Versions, site_image=None):
         flavour = spec["flavour"]
+        if site_image:  # the base's torch, whatever release it is; the build checks its flavour
+            for key in ("version", "index"):
+                if key in spec:
+                    raise spec.error((key,), f"a site-image target uses the site image's torch; expected no {key}")
+            return cls(flavour, "", "")
         # a target may pin its own torch: the release whose wheels carry its GPUs' archs
         version = str(spec.get("version") or versions.pin(spec, (), "torch"))
         indexes = versions["torch_index"]
@@ -100,11 +109,18 @@ class Comm:
     libfabric: tuple = ()  # (Source, ...) of the image's own libfabric with CXI (libfabric: cxi), or ()
 
     @classmethod
-    def from_yaml(cls, target: str, spec: Section, flavour: str, sites: tuple, versions: Versions):
+    def from_yaml(cls, target: str, spec: Section, flavour: str, sites: tuple, versions: Versions, site_image=None):
         """``target``: the target's name; ``sites``: its Sites, whose networks may need the
-        image's own libfabric."""
+        image's own libfabric; ``site_image``: the base whose network stack is its own."""
         if spec["library"] != FLAVOUR_COMM[flavour]:
             raise spec.error(("library",), f"a {flavour} image uses {FLAVOUR_COMM[flavour]}; found {spec['library']}")
+        if site_image:
+            for key in ("plugin", "libfabric"):
+                if key in spec:
+                    raise spec.error(
+                        (key,), f"a site-image target uses the site image's network stack; expected no {key}"
+                    )
+            return cls(spec["library"])
         plugin, libfabric = None, ()
         if spec.get("plugin", "none") != "none":
             if flavour == "cpu":
@@ -135,6 +151,10 @@ class Mpi:
     mpi4py: str  # the pinned version, "" when mpi4py is not wanted
 
     @classmethod
-    def from_yaml(cls, spec: Section, versions: Versions):
+    def from_yaml(cls, spec: Section, versions: Versions, site_image=None):
+        if site_image:  # the base's MPI and mpi4py, if it has one: nothing is installed
+            if spec.get("mpi4py"):
+                raise spec.error(("mpi4py",), "a site-image target installs no mpi4py; expected mpi4py: false")
+            return cls(spec["abi"], "")
         mpi4py = versions.pin(spec, ("mpi4py",), "mpi4py") if spec.get("mpi4py", True) else ""
         return cls(spec["abi"], mpi4py)

@@ -9,7 +9,9 @@ A target renders as three layered files, built in this order, each from the one 
                  environment, %test, runscript, labels and help of every block
 
 Each stage gets at most one section of each kind, with an echoed banner per block. A target
-may build on another's devel and base layers (layer_sharing.py).
+may build on another's devel and base layers (layer_sharing.py). A site-image target is one
+file, <t>.def, both of whose stages start from the site's own image (its path is a site fact,
+so it is written as it is).
 """
 
 import dataclasses
@@ -82,9 +84,16 @@ def lower_layer_parts(target) -> tuple:
 
 def render_all(target, devel_text=None) -> dict:
     """{layer: LayerPlan} for the three layers of a target. devel_text: the devel layer the
-    image layer builds on when it is another target's (layer_sharing)."""
+    image layer builds on when it is another target's (layer_sharing). A site-image target
+    has one layer, whose two stages start from the site's image."""
     layers = parts_by_layer(target)
     base_parts, top_parts = layers["base"], layers["top"]
+    if target.site_image:
+        path = target.site_image.path
+        top_build = StageText("build", "localimage", path)
+        image = StageText("final", "localimage", path, files_from="build")
+        _image_stages(target, base_parts, top_parts, top_build, image, f"localimage {path}")
+        return {"image": _render(target, "image", {"image": [top_build, image]}, site_image=path)}
     build, final = target.stage("build"), target.stage("final")
 
     devel = StageText("devel", build.bootstrap, build.image)
@@ -98,14 +107,23 @@ def render_all(target, devel_text=None) -> dict:
     # %post exports do not persist in an image: repeat the devel layer's (venv PATH, archs)
     inherited = [export(k, v) for p in base_parts if p.stage == "build" for k, v in p.build_env]
     top_build.post = ["echo '--- build: devel environment'", *inherited]
+    stages = {"devel": [devel]}
+    own_devel = _render(target, "devel", stages).text
+    image = StageText.from_layer("final", "base", files_from="build")
+    _image_stages(target, base_parts, top_parts, top_build, image, devel_text or own_devel)
+    stages.update(base=[StageText.from_layer("devel", "devel"), base], image=[top_build, image])
+    return {layer: _render(target, layer, stages) for layer in LAYERS}
+
+
+def _image_stages(target, base_parts, top_parts, top_build, image, starts_from):
+    """Fill the image layer's two stages: the top blocks' build steps on the devel layer (or
+    the site's image), their venv swapped whole into the final stage, and the environment,
+    %test, runscript, labels and help of every block."""
     for part in top_parts:
         if part.stage == "build" and part.files:
             top_build.files += part.files
             top_build.take(part)
-    stages = {"devel": [devel]}
-    own_devel = _render(target, "devel", stages).text
-    _add_post(top_build, top_parts, "build", starts_from=devel_text or own_devel)
-    image = StageText.from_layer("final", "base", files_from="build")
+    _add_post(top_build, top_parts, "build", starts_from=starts_from)
     # the venv gains DeepSpeed and the extras in the build stage; swap it in whole
     venv = target.python.venv
     image.files = [(venv, f"{venv}.new")]
@@ -122,11 +140,8 @@ def render_all(target, devel_text=None) -> dict:
         image.labels += [f"{key} {value}" for key, value in part.labels]
         image.help += part.help
 
-    stages.update(base=[StageText.from_layer("devel", "devel"), base], image=[top_build, image])
-    return {layer: _render(target, layer, stages) for layer in LAYERS}
 
-
-def _render(target, layer, stages) -> LayerPlan:
+def _render(target, layer, stages, site_image="") -> LayerPlan:
     text = templates.get_template("apptainer.def.j2").render(
         version=__version__,
         target=target,
@@ -146,6 +161,7 @@ def _render(target, layer, stages) -> LayerPlan:
         pip_indexes=tuple(dict.fromkeys(u for stage in stages[layer] for u in stage.pip_indexes)),
         base_images=tuple(dict.fromkeys(s.image for s in stages[layer] if s.bootstrap == "docker")),
         git_sources=tuple(dict.fromkeys(u for stage in stages[layer] for u in stage.git_sources)),
+        site_image=site_image,
     )
 
 

@@ -36,6 +36,7 @@ class LayerPlan:
     pip_indexes: tuple = ()  # web indexes its pip lines name, in order
     base_images: tuple = ()  # docker references its stages bootstrap from (Bootstrap: docker)
     git_sources: tuple = ()  # https git URLs its lines fetch, in order
+    site_image: str = ""  # the site's image file both stages start from (a site-image target's one layer)
 
     @property
     def file_name(self) -> str:

@@ -61,6 +61,14 @@ def environment(p):
         p.why.append(f"module {site.mpi.host_module}: the host's mpirun (mpi.host_module)")
     if loads:
         p.module_lines.append(cmd("module", "load", *loads))
+    image = p.target.site_image
+    if image and image.module_load:  # what the site's own image runs with (LUMI: its bindings)
+        p.module_lines += [cmd("module", "use", folder) for folder in image.module_use]
+        p.module_lines.append(cmd("module", "load", *image.module_load))
+        p.why.append(
+            f"module {' '.join(image.module_load)}: {p.target.name} is built on {site.name}'s own "
+            "image, which runs with it (site_image.module_load)"
+        )
     if p.record:
         module = f"{p.record['name']}/{p.record['version']}"
         p.module_lines += [cmd("module", "use", f"{p.record['prefix']}/modulefiles"), cmd("module", "load", module)]

@@ -226,6 +226,49 @@ CASES = [
     Case("site-missing-mpi", "sites/local.yaml", drop_block("mpi:"), 1, "missing required key 'mpi'"),
     Case("target-missing-comm", "targets/cpu.yaml", drop_block("comm:"), 1, "missing required key 'comm'"),
     Case("extended-target-missing-mpi", "targets/v100-cuda.yaml", drop_block("mpi:"), 1, "missing required key 'mpi'"),
+    Case(
+        "target-missing-stages",
+        "targets/cpu.yaml",
+        drop_block("stages:"),
+        1,
+        "missing required key 'stages' (or site_image: true)",
+    ),
+    # The site-image route: the base is the site's image, so the recipe names none of its own
+    Case(
+        "site-image-with-stages",
+        "targets/lumi-laif.yaml",
+        replace(
+            "site_image: true\n",
+            "site_image: true\nstages:\n  build: {bootstrap: docker, image: rocm7-devel}\n"
+            "  final: {bootstrap: docker, image: rocm7-runtime}\n",
+        ),
+        line_with("stages:"),
+        "stages: a site-image target starts from the site's image; expected no stages",
+    ),
+    Case(
+        "site-image-with-a-torch-pin",
+        "targets/lumi-laif.yaml",
+        replace("  flavour: rocm\n", "  flavour: rocm\n  version: 2.10.0\n"),
+        line_with("version: 2.10.0"),
+        "torch.version: a site-image target uses the site image's torch; expected no version",
+    ),
+    Case(
+        "site-image-on-a-site-without-one",
+        "targets/local-image.yaml",
+        content(
+            b"description: on local's image\nsites: [local]\nsite_image: true\npython: {}\n"
+            b"torch: {flavour: cpu}\ndeepspeed: {accelerator: cpu}\ncomm: {library: gloo}\nmpi: {abi: openmpi}\n"
+        ),
+        line_with("site_image: true"),
+        "site_image: site 'local' names no image of its own; expected a site_image section in its file",
+    ),
+    Case(
+        "site-image-path-relative",
+        "sites/lumi.yaml",
+        replace("  path: /appl/local/laifs/", "  path: appl/local/laifs/"),
+        line_with("path: appl/local"),
+        "the absolute path of the site's image file",
+    ),
     # Enums and patterns.
     Case(
         "flavour-enum",

@@ -26,6 +26,7 @@ from . import (
     python,
     rccl_ofi,
     runtime,
+    site_image,
     torch,
 )
 
@@ -33,11 +34,16 @@ from . import (
 # top layer holds what changes often, so changing it rebuilds neither the OS nor torch.
 BASE_BLOCKS = (python, torch, cuda_toolkit, nccl, libfabric, rccl_ofi, mpi)
 TOP_BLOCKS = (provenance, extras, deepspeed, frameworks, runtime)
+# A site-image target has one layer on the site's image: what the base holds is read first.
+SITE_IMAGE_BLOCKS = (site_image, *TOP_BLOCKS)
 
 
 def parts_by_layer(target) -> dict:
     """{"base": Parts of the devel and base layers, "top": Parts of the image layer}, each in
-    %post order; the build-host settings open both, the os block comes right after them."""
+    %post order; the build-host settings open both, the os block comes right after them. A
+    site-image target's base is the site's image: its "base" is empty."""
+    if target.site_image:
+        return {"base": [], "top": build_host.parts(target) + [p for b in SITE_IMAGE_BLOCKS for p in b.parts(target)]}
     base = [part for block in BASE_BLOCKS for part in block.parts(target)]
     top = [part for block in TOP_BLOCKS for part in block.parts(target)]
     asked = [part.block for part in top if part.packages]

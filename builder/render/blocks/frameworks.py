@@ -67,15 +67,21 @@ def parts(target):
         return []
     pins = [f"{name}=={version}" for name, version in target.python.frameworks]
     constraints = constraints_path(target)
+    # a site's image may hold some already: those stay as it has them, checked as they are
+    tested = [pin.split("==")[0] for pin in pins] if target.site_image else pins
     return [
-        Part(block="frameworks", stage="build", post=tuple(_install_lines(pins, constraints))),
+        Part(
+            block="frameworks",
+            stage="build",
+            post=tuple(_install_lines(pins, constraints, only_missing=bool(target.site_image))),
+        ),
         Part(
             block="frameworks",
             stage="final",
             # each imports and is the pinned release; what the layers below hold (torch,
             # DeepSpeed, numpy...) is as they left it, and every requirement is met
             test=(
-                cmd("python", "-m", "smoke.imports", *pins),
+                cmd("python", "-m", "smoke.imports", *tested),
                 cmd("pip", "check"),
                 cmd("python", "-m", "smoke.pins", constraints),
             ),
@@ -88,15 +94,25 @@ def parts(target):
     ]
 
 
-def _install_lines(pins, constraints) -> list:
+def _install_lines(pins, constraints, only_missing=False) -> list:
     """The constraints file of what the venv holds, then pip under it; one marked line and
-    exit 1 when pip would have to move a pin."""
+    exit 1 when pip would have to move a pin. only_missing: those the venv lacks (a site's image)."""
     refused = (
         f"{contract.FAILURE_MARKER}the frameworks need other versions of packages the layers below "
         "pinned (${pinned% }); pip refused to move them; its reasons precede this line in the log"
     )
     install = cmd("pip", "install", "--no-cache-dir", "--log") + ' "$pip_log" ' + cmd("-c", constraints, *pins)
+    choose = []
+    if only_missing:
+        install = cmd("pip", "install", "--no-cache-dir", "--log") + ' "$pip_log" ' + cmd("-c", constraints) + ' "$@"'
+        choose = [
+            "set --",
+            f'for pin in {cmd(*pins)}; do pip show "${{pin%%==*}}" >/dev/null 2>&1 || set -- "$@" "$pin"; done',
+            'echo "frameworks the image lacks: ${*:-none}"',
+        ]
+        install = f'{{ [ "$#" -eq 0 ] || {install}; }}'
     return [
+        *choose,
         cmd("mkdir", "-p", constraints.rsplit("/", 1)[0]),
         "pip list --format=freeze | " + cmd("grep", "-E", _PIN_LINE) + " > " + cmd(constraints),
         'pip_log="$(mktemp /tmp/hpcml-frameworks-XXXXXX)"',

@@ -30,7 +30,7 @@ from ...shell import cmd
 from ..parts import Part
 
 # `apptainer build` names the file in APPTAINER_LABELS, SingularityCE in SINGULARITY_LABELS
-_LABELS_FILE = '"${APPTAINER_LABELS:-${SINGULARITY_LABELS:-/dev/null}}"'
+LABELS_FILE = '"${APPTAINER_LABELS:-${SINGULARITY_LABELS:-/dev/null}}"'
 # The labels a layer inherits from the one below; a debootstrap layer's name the build host's
 # Debian mirror (a fact of the build machine, a site's own mirror on a site), so the shipped
 # image drops it.
@@ -60,10 +60,12 @@ def parts(target):
         ("recipe.sha256", recipe_hash(target)),
     ]
     labels += [(f"image.{stage.name}", f"{stage.bootstrap}:{stage.image}") for stage in target.stages]
-    pinned = [("torch", target.torch.version), ("deepspeed", target.deepspeed.version)]
+    # a site's image has its own torch and build tools: the site_image block measures them
+    pinned = [("torch", target.torch.version)] if target.torch.version else []
+    pinned.append(("deepspeed", target.deepspeed.version))
     if target.mpi.mpi4py:
         pinned.append(("mpi4py", target.mpi.mpi4py))
-    pinned += list(target.python.packages) + list(target.python.build_tools)
+    pinned += list(target.python.packages) + ([] if target.site_image else list(target.python.build_tools))
     if target.comm.plugin is not None:
         pinned.append((target.comm.plugin.name, target.comm.plugin.version))
     labels += [(f"version.{name}", version) for name, version in pinned]
@@ -76,7 +78,7 @@ def parts(target):
         # an assignment, so that a failing measurement stops the build (no pipefail in sh)
         post += (
             f'measured="$({cmd(python, "-m", "smoke.labels", LABEL_PREFIX)})"',
-            f"printf '%s\\n' \"$measured\" | tee -a {_LABELS_FILE}",
+            f"printf '%s\\n' \"$measured\" | tee -a {LABELS_FILE}",
         )
     return [
         Part(
