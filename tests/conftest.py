@@ -90,6 +90,18 @@ def wait_until(predicate, seconds, step=0.2):
     return predicate()
 
 
+def run_runtime_module(module, *args, env=None, timeout=120):
+    """``python -m MODULE ARGS`` of the in-image runtime package, from its source folder."""
+    return subprocess.run(
+        [sys.executable, "-m", module, *map(str, args)],
+        cwd=ROOT / "runtime",
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+    )
+
+
 def flocks(path: Path) -> list:
     """The flock() locks on this file as /proc/locks lists them, each "READ" or "WRITE" for
     one held, "-> READ"/"-> WRITE" for one a process is blocked waiting for. Reading them

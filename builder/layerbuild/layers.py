@@ -21,7 +21,7 @@ from ..host.images import find_apptainer, image_lock
 from ..render import runtime_wheel
 from ..render.layer_sharing import plan_layers
 from ..render.parts import HOST_MOUNT
-from ..render.plan import LAYERS, MIRROR_ARG
+from ..render.plan import LAYERS, MIRROR_ARG, in_order
 from . import host_settings, sources, store, torch_source
 
 UNCOMPRESSED = "-noI -noD -noF -noX"  # no compression of inodes, data, fragments, xattrs
@@ -81,7 +81,7 @@ def build(tree, name, *, images: Path, force=None, progress, space_check=True):
         print(f"{paths['image']} is up to date")
         return paths["image"]
     # before anything is written or pulled: what the layers to build fetch answers
-    order = [layer for layer in LAYERS if layer in plans]  # a site-image target has one layer
+    order = in_order(plans)
     planned = [layer for layer in order if store.step(plans[layer], forced, paths[layer], keys[layer]) == "build"]
     if "devel" in planned:  # the devel layer installs torch
         torch_source.check(tree.target(plans["devel"].owner).torch, down)
@@ -124,23 +124,21 @@ def _check_site_image(image):
     """The site's image is a file this build can read; one line naming the site file's key
     when it is not (exit 2: the site file names it)."""
     path = Path(image.path)
-    why = (
-        "no such file here"
-        if not path.exists()
-        else "not a file"
-        if not path.is_file()
-        else "not readable by this user"
-        if not os.access(path, os.R_OK)
-        else ""
+    if not path.exists():
+        why = "no such file here"
+    elif not path.is_file():
+        why = "not a file"
+    elif not os.access(path, os.R_OK):
+        why = "not readable by this user"
+    else:
+        return
+    raise RecipeError(
+        f"{path}: {why}; expected the site's own image file (build on the site, or point "
+        "site_image.path at a copy of it)",
+        file=image.origin[0],
+        line=image.origin[1],
+        path=("site_image", "path"),
     )
-    if why:
-        raise RecipeError(
-            f"{path}: {why}; expected the site's own image file (build on the site, or point "
-            "site_image.path at a copy of it)",
-            file=image.origin[0],
-            line=image.origin[1],
-            path=("site_image", "path"),
-        )
 
 
 def _host_args(plans) -> dict:

@@ -17,7 +17,7 @@ from ..fileio import write_atomic
 from ..host import cache
 from ..render import runtime_wheel
 from ..render.parts import KEPT_DIR
-from ..render.plan import LAYERS, PARENT_ARGS
+from ..render.plan import PARENT_ARGS, in_order
 
 # Layers that never leave this machine: the next layer unpacks them again, so compressing
 # them is time spent twice for nothing. Same content either way, so not part of the key.
@@ -55,7 +55,7 @@ def layer_keys(plans: dict, host_args: dict, indexes_down=()) -> dict:
     host supplies (the Debian mirror); indexes_down: the pip indexes that do not answer. A
     layer's key covers the keys of its parents, and the site's image it starts from."""
     keys = {}
-    for layer in (layer for layer in LAYERS if layer in plans):
+    for layer in in_order(plans):
         plan = plans[layer]
         keys[layer] = build_key(
             plan.text,

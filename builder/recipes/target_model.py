@@ -140,8 +140,13 @@ class Target:
         return resolved
 
 
-# what a site-image target takes from the site's image instead of its recipe
-_FROM_SITE_IMAGE = ("stages", "os", "cuda_toolkit", "build_space")
+# What a site-image recipe may not say, because the site's image holds it: {key path: why}
+_FROM_SITE_IMAGE = {
+    **{(key,): "starts from the site's image" for key in ("stages", "os", "cuda_toolkit", "build_space")},
+    **{("torch", key): "uses the site image's torch" for key in ("version", "index")},
+    **{("comm", key): "uses the site image's network stack" for key in ("plugin", "libfabric")},
+    **{("python", key): "uses the site image's venv and packages" for key in ("venv", "packages")},
+}
 
 
 def _site_image(spec: Section, sites: tuple):
@@ -152,9 +157,12 @@ def _site_image(spec: Section, sites: tuple):
             if key not in spec:
                 raise spec.error((), f"missing required key {key!r} (or site_image: true)")
         return None
-    for key in _FROM_SITE_IMAGE:
-        if key in spec:
-            raise spec.error((key,), "a site-image target starts from the site's image; expected no " + key)
+    for path, why in _FROM_SITE_IMAGE.items():
+        *section, key = path
+        if key in (spec.part(section[0]) if section else spec):
+            raise spec.error(path, f"a site-image target {why}; expected no {key}")
+    if spec.part("mpi").get("mpi4py"):
+        raise spec.error(("mpi", "mpi4py"), "a site-image target installs no mpi4py; expected mpi4py: false")
     image = sites[0].site_image
     if image is None:
         raise spec.error(

@@ -15,6 +15,11 @@ PARENT_ARGS = {"DEVEL": "devel", "BASE": "base"}
 MIRROR_ARG = "MIRROR"  # a debootstrap stage's Debian mirror, a host fact
 
 
+def in_order(plans: dict) -> list:
+    """The layers of {layer: LayerPlan} in build order (a site-image target has the image's alone)."""
+    return [layer for layer in LAYERS if layer in plans]
+
+
 def file_name(target_name, layer):
     return target_name + FILE_SUFFIX[layer]
 

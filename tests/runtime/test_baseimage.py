@@ -2,11 +2,10 @@
 are its readings of stand-in torch modules (the builder's venv has no torch); the real one
 runs in the stand-in site image's build (tests/builder/layerbuild/test_site_image.py)."""
 
-import subprocess
 import sys
 from types import SimpleNamespace
 
-from conftest import ROOT
+from conftest import ROOT, run_runtime_module
 
 sys.path.insert(0, str(ROOT / "runtime"))
 from smoke import baseimage  # noqa: E402
@@ -40,13 +39,7 @@ def test_a_base_whose_torch_is_not_the_targets_flavour_is_named():
 
 
 def run(*args):
-    return subprocess.run(
-        [sys.executable, "-m", "smoke.baseimage", *args],
-        cwd=ROOT / "runtime",
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    return run_runtime_module("smoke.baseimage", *args, timeout=60)
 
 
 def test_a_python_without_torch_fails_in_one_marked_line():

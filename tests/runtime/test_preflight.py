@@ -6,11 +6,10 @@ itself runs on this machine (no GPU, no driver) and through the command line.
 
 import json
 import os
-import subprocess
 import sys
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, run_runtime_module
 
 sys.path.insert(0, str(ROOT / "runtime"))
 from helpers.elf_files import elf, entry, fat_binary  # noqa: E402
@@ -262,14 +261,7 @@ def test_the_driver_version_is_read_from_proc(tmp_path, monkeypatch):
 
 
 def run_smoke(*args, env=None):
-    return subprocess.run(
-        [sys.executable, "-m", "smoke", *args],
-        cwd=ROOT / "runtime",
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-    )
+    return run_runtime_module("smoke", *args, env=env)
 
 
 def test_the_command_line_on_a_node_without_a_gpu(tmp_path):

@@ -101,16 +101,15 @@ def _install_lines(pins, constraints, only_missing=False) -> list:
         f"{contract.FAILURE_MARKER}the frameworks need other versions of packages the layers below "
         "pinned (${pinned% }); pip refused to move them; its reasons precede this line in the log"
     )
-    install = cmd("pip", "install", "--no-cache-dir", "--log") + ' "$pip_log" ' + cmd("-c", constraints, *pins)
-    choose = []
-    if only_missing:
-        install = cmd("pip", "install", "--no-cache-dir", "--log") + ' "$pip_log" ' + cmd("-c", constraints) + ' "$@"'
+    pip = cmd("pip", "install", "--no-cache-dir", "--log") + ' "$pip_log" ' + cmd("-c", constraints)
+    install, choose = f"{pip} {cmd(*pins)}", []
+    if only_missing:  # "$@": the pins whose package the venv lacks, maybe none
+        install = f'{{ [ "$#" -eq 0 ] || {pip} "$@"; }}'
         choose = [
             "set --",
             f'for pin in {cmd(*pins)}; do pip show "${{pin%%==*}}" >/dev/null 2>&1 || set -- "$@" "$pin"; done',
             'echo "frameworks the image lacks: ${*:-none}"',
         ]
-        install = f'{{ [ "$#" -eq 0 ] || {install}; }}'
     return [
         *choose,
         cmd("mkdir", "-p", constraints.rsplit("/", 1)[0]),

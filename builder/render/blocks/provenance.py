@@ -30,7 +30,7 @@ from ...shell import cmd
 from ..parts import Part
 
 # `apptainer build` names the file in APPTAINER_LABELS, SingularityCE in SINGULARITY_LABELS
-LABELS_FILE = '"${APPTAINER_LABELS:-${SINGULARITY_LABELS:-/dev/null}}"'
+_LABELS_FILE = '"${APPTAINER_LABELS:-${SINGULARITY_LABELS:-/dev/null}}"'
 # The labels a layer inherits from the one below; a debootstrap layer's name the build host's
 # Debian mirror (a fact of the build machine, a site's own mirror on a site), so the shipped
 # image drops it.
@@ -41,6 +41,12 @@ _DROP_LABELS = (
     "[labels.pop(key, None) for key in sys.argv[2:]]; "
     'json.dump(labels, open(path, "w"), indent=1, sort_keys=True)'
 )
+
+
+def measured_labels(command: str) -> tuple:
+    """%post lines that add the label lines ``command`` prints to the image's labels; an
+    assignment first, so that a failing measurement stops the build (no pipefail in sh)."""
+    return (f'measured="$({command})"', f"printf '%s\\n' \"$measured\" | tee -a {_LABELS_FILE}")
 
 
 def recipe_json(target) -> str:
@@ -76,10 +82,7 @@ def parts(target):
     post = (f"[ ! -f {_INHERITED_LABELS} ] || " + cmd(python, "-c", _DROP_LABELS, _INHERITED_LABELS, *_HOST_LABELS),)
     if target.torch.flavour != "cpu":
         # an assignment, so that a failing measurement stops the build (no pipefail in sh)
-        post += (
-            f'measured="$({cmd(python, "-m", "smoke.labels", LABEL_PREFIX)})"',
-            f"printf '%s\\n' \"$measured\" | tee -a {LABELS_FILE}",
-        )
+        post += measured_labels(cmd(python, "-m", "smoke.labels", LABEL_PREFIX))
     return [
         Part(
             block="provenance",

@@ -31,10 +31,15 @@ print("python", sys.version.split()[0], "in", sys.prefix)
 """
 
 
+def venv_env(venv) -> tuple:
+    """The variables that put a venv first: ((VIRTUAL_ENV, venv), (PATH, venv/bin:$PATH))."""
+    return (("VIRTUAL_ENV", venv), ("PATH", f"{venv}/bin:${{PATH}}"))
+
+
 def parts(target):
     venv = target.python.venv
     pins = [f"{name}=={version}" for name, version in target.python.build_tools]
-    path = (("VIRTUAL_ENV", venv), ("PATH", f"{venv}/bin:${{PATH}}"))
+    path = venv_env(venv)
     return [
         Part(
             block="python",

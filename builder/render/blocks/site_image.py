@@ -34,7 +34,8 @@ from ...shell import cmd
 from .. import runtime_wheel
 from ..parts import Part
 from . import runtime
-from .provenance import LABELS_FILE
+from .provenance import measured_labels
+from .python import venv_env
 from .torch import arch_env
 
 # Apptainer writes an image's %environment to this file after %post, over the base's; sourced
@@ -55,7 +56,7 @@ def parts(target):
     staged = f"{runtime.STAGING}/{runtime_wheel.current().name}"
     # on PATH while building and when the image runs, as our own images have it; the base's
     # runscript stays its own
-    path = (("VIRTUAL_ENV", image.venv), ("PATH", f"{image.venv}/bin:${{PATH}}"))
+    path = venv_env(image.venv)
     tools = [
         f"pip show {name} >/dev/null 2>&1 || " + cmd("pip", "install", "--no-cache-dir", f"{name}=={version}")
         for name, version in target.python.build_tools
@@ -74,9 +75,7 @@ def parts(target):
             post=(
                 # the image's %environment replaces the base's file; keep the base's before it
                 f"if [ -f {_BASE_ENV} ]; then cp {_BASE_ENV} {_KEPT_ENV}; fi",
-                # an assignment, so that a failing check stops the build (no pipefail in sh)
-                f'measured="$({in_final_post})"',
-                f"printf '%s\\n' \"$measured\" | tee -a {LABELS_FILE}",
+                *measured_labels(in_final_post),
             ),
             test=(check,),
             help=(
