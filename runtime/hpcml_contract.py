@@ -49,6 +49,11 @@ GPU_FLAG = _variable("HPCML_GPU_FLAG", "`--nv`, `--rocm` or empty")
 REQUIRES_JOB = _variable("HPCML_REQUIRES_JOB", "`1`: refuse to run outside a Slurm job")
 BINDS = _variable("HPCML_BINDS", "the site's binds (bash array; the ones missing on the host are skipped)")
 STAGE_ROOTS = _variable("HPCML_STAGE_ROOTS", "the site's node-local disk and tmpdir, for `SING_STAGE`")
+JOB_DIRS = _variable(
+    "HPCML_JOB_DIRS",
+    "the site's per-job folders (`NAME=folder` items, `${USER}` and `${SLURM_JOB_ID:-nojob}` "
+    "expanded by the wrapper): made and handed to the container when a job script has not",
+)
 MULTI_NODE_BINDS = _variable("HPCML_MULTI_NODE_BINDS", "extra binds on jobs of more than one node")
 MULTI_NODE_ENV = _variable(
     "HPCML_MULTI_NODE_ENV", "extra environment on jobs of more than one node (`NAME=value` items)"

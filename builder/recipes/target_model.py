@@ -47,7 +47,7 @@ class Target:
         deepspeed = DeepSpeed.from_yaml(
             spec.part("deepspeed"), flavour, _archs(sites), ops, versions.pin(spec, ("deepspeed",), "deepspeed")
         )
-        mpi = Mpi.from_yaml(spec.part("mpi"), versions, site_image)
+        mpi = Mpi.from_yaml(name, spec.part("mpi"), versions, comm, site_image)
         torch = Torch.from_yaml(spec.part("torch"), versions, site_image)
         toolkit = None if site_image else CudaToolkit.from_yaml(spec, flavour)
         return cls(
@@ -132,6 +132,8 @@ class Target:
             resolved["os"]["components"] = list(self.os.components)
         if comm.libfabric:
             resolved["comm"]["libfabric"] = [source.label() for source in comm.libfabric]
+        if self.mpi.source:
+            resolved["mpi"]["source"] = self.mpi.source.label()
         if self.wavefront_size:
             resolved["gpu_wavefront_size"] = self.wavefront_size
         if self.cuda_toolkit:
@@ -146,6 +148,7 @@ _FROM_SITE_IMAGE = {
     **{("torch", key): "uses the site image's torch" for key in ("version", "index")},
     **{("comm", key): "uses the site image's network stack" for key in ("plugin", "libfabric")},
     **{("python", key): "uses the site image's venv and packages" for key in ("venv", "packages")},
+    ("mpi", "source"): "uses the site image's MPI",
 }
 
 

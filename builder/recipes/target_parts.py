@@ -31,7 +31,8 @@ class Versions:
         source = self["sources"].get(name)
         if source is None:
             raise self.doc.error(("sources",), f"missing source '{name}' that target {target!r} uses")
-        return Source(name, str(source["version"]), source["git"], source["commit"])
+        submodules = tuple(sorted(source.get("submodules", {}).items()))
+        return Source(name, str(source["version"]), source["git"], source["commit"], submodules)
 
 
 @dataclass(frozen=True)
@@ -64,9 +65,13 @@ class Source:
     version: str
     git: str  # https URL of the repository
     commit: str  # 40 hex digits: the build checks out exactly this
+    submodules: tuple = ()  # ((path, https URL), ...): at the commits this commit records
 
     def label(self) -> dict:
-        return {"name": self.name, "version": self.version, "git": self.git, "commit": self.commit}
+        label = {"name": self.name, "version": self.version, "git": self.git, "commit": self.commit}
+        if self.submodules:
+            label["submodules"] = dict(self.submodules)
+        return label
 
     @property
     def project(self) -> str:

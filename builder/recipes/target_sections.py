@@ -138,10 +138,27 @@ class Mpi:
 
     abi: str  # openmpi | mpich, as every site's
     mpi4py: str  # the pinned version, "" when mpi4py is not wanted
+    source: object = None  # Source of an MPICH built on the image's libfabric, or None: the distribution's
 
     @classmethod
-    def from_yaml(cls, spec: Section, versions: Versions, site_image=None):
+    def from_yaml(cls, target: str, spec: Section, versions: Versions, comm: Comm, site_image=None):
+        """``comm``: the target's Comm, whose own libfabric an MPI built from source runs on."""
         if site_image:  # the base's MPI and mpi4py, if it has one: nothing is installed
             return cls(spec["abi"], "")
         mpi4py = versions.pin(spec, ("mpi4py",), "mpi4py") if spec.get("mpi4py", True) else ""
-        return cls(spec["abi"], mpi4py)
+        source = None
+        if "source" in spec:
+            if spec["abi"] != "mpich" or not comm.libfabric:
+                raise spec.error(
+                    ("source",),
+                    "an MPI from source is MPICH on the image's own libfabric; "
+                    "expected abi: mpich and comm.libfabric: cxi",
+                )
+            if spec["source"] not in versions["sources"]:
+                raise spec.error(
+                    ("source",),
+                    f"unknown source {spec['source']!r}; expected one of the sources in "
+                    f"{versions.file}: {', '.join(sorted(versions['sources']))}",
+                )
+            source = versions.source(target, spec["source"])
+        return cls(spec["abi"], mpi4py, source)

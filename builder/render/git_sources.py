@@ -29,10 +29,24 @@ def checkout(source, dest) -> tuple:
         f'test "$(git -C {dest} rev-parse HEAD)" = {source.commit} '
         f"|| {{ echo {cmd(f'{source.name}: not commit {source.commit}')} >&2; exit 1; }}",
         f"echo {cmd(f'{source.name} {source.version} at {source.commit}')}",
+        *_submodules(source, dest),
+    )
+
+
+def _submodules(source, dest) -> tuple:
+    """The submodules ``source`` needs, from the URLs versions.yaml names (the ones the build
+    checks answer) at the commits its own commit records, which git checks as above."""
+    if not source.submodules:
+        return ()
+    paths = [path for path, _ in source.submodules]
+    return (
+        f"git -C {dest} submodule init -- {cmd(*paths)}",
+        *(f"git -C {dest} config {cmd(f'submodule.{path}.url', url)}" for path, url in source.submodules),
+        f"git -C {dest} submodule update -q --depth 1 -- {cmd(*paths)}",
     )
 
 
 def urls(*sources) -> tuple:
     """The git URLs of ``sources``, once each, for Part.git_sources: the build asks each one
     answers before it starts (layerbuild.sources)."""
-    return tuple(dict.fromkeys(source.git for source in sources))
+    return tuple(dict.fromkeys(url for source in sources for url in (source.git, *dict(source.submodules).values())))

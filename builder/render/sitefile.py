@@ -28,6 +28,8 @@ def render_site(site) -> str:
         _array(contract.BINDS, site.binds),
         "# staged data (SING_STAGE) goes to the first of these that is set and exists",
         _array(contract.STAGE_ROOTS, filter(None, (site.scratch.node_local, site.scratch.tmpdir))),
+        "# folders of each job (scratch.make_dirs), made and handed over when no job script did",
+        _array(contract.JOB_DIRS, (f"{name}={folder}" for name, folder in site.dirs_to_make)),
         "# on jobs of more than one node only",
         _array(contract.MULTI_NODE_BINDS, site.multi_node_binds_in_effect),
         _array(contract.MULTI_NODE_ENV, (f"{name}={value}" for name, value in site.multi_node.env)),

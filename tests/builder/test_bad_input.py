@@ -253,6 +253,28 @@ CASES = [
         "torch.version: a site-image target uses the site image's torch; expected no version",
     ),
     Case(
+        "site-image-with-an-mpi-source",
+        "targets/lumi-laif.yaml",
+        replace("  abi: mpich\n", "  abi: mpich\n  source: mpich\n"),
+        line_with("source: mpich"),
+        "mpi.source: a site-image target uses the site image's MPI; expected no source",
+    ),
+    Case(
+        "mpich-from-source-without-the-images-libfabric",
+        "targets/cpu.yaml",
+        replace("  mpi4py: true\n", "  mpi4py: true\n  source: mpich\n"),
+        line_with("source: mpich"),
+        "mpi.source: an MPI from source is MPICH on the image's own libfabric; "
+        "expected abi: mpich and comm.libfabric: cxi",
+    ),
+    Case(
+        "mpi-source-not-in-versions",
+        "targets/lumi-rocm.yaml",
+        replace("  source: mpich ", "  source: mpich-9 "),
+        line_with("source: mpich-9"),
+        "mpi.source: unknown source 'mpich-9'; expected one of the sources in ",
+    ),
+    Case(
         "site-image-on-a-site-without-one",
         "targets/local-image.yaml",
         content(

@@ -100,6 +100,26 @@ def test_site_binds_and_user_data_are_visible(env, tmp_path):
     assert "skipping bind /no/such/path" in result.stderr.decode()  # a warning, not an error
 
 
+@pytest.mark.parametrize("variable", ["APPTAINER_BIND", "SINGULARITY_BIND"])
+def test_places_a_site_module_binds_already_are_not_bound_twice(env, tmp_path, variable):
+    """LUMI's bindings modules put their binds in SINGULARITY_BIND; the site's binds that
+    repeat them are left to the runtime (which only warned about the duplicate before)."""
+    mine, theirs = tmp_path / "mine", tmp_path / "theirs"
+    for folder in (mine, theirs):
+        folder.mkdir()
+        (folder / "x.txt").write_text(f"{folder.name}\n")
+    env = {k: v for k, v in env.items() if k not in ("APPTAINER_BIND", "SINGULARITY_BIND")}
+    env.update(SING_BIND=f"{mine},{theirs}", **{variable: f"{tmp_path}/tmpdir,{theirs}:{theirs}:ro"})
+    result = wrap("-v", "exec", "cat", mine / "x.txt", theirs / "x.txt", env=env)
+    stderr = result.stderr.decode()
+    assert result.stdout.decode() == "mine\ntheirs\n", stderr
+    assert (
+        f"skipping bind {theirs}: APPTAINER_BIND or SINGULARITY_BIND (a site module) binds {theirs} already" in stderr
+    )
+    assert f"skipping bind {mine}" not in stderr
+    assert "already in the mount point list" not in stderr
+
+
 def test_staged_data_is_copied_to_node_local_disk_once_and_bound_over_the_original(env, tmp_path):
     data = tmp_path / "dataset"
     data.mkdir()
@@ -262,6 +282,27 @@ def test_the_images_environment_sees_no_host_variable_and_handed_values_replace_
         SINGULARITYENV_MIOPEN_USER_DB_PATH="/tmp/alice-4242-miopen-db",
     )
     assert wrap(*show, env=handed).stdout.decode() == "/tmp/alice-4242-miopen-db"
+
+
+def test_a_run_no_job_script_started_gets_the_sites_job_folders_made_and_handed_over(env, tmp_path):
+    """scratch.make_dirs for hand-written `srun singularity_wrapper exec ...` runs (LUMI's
+    MIOpen caches): the wrapper expands ${USER} and ${SLURM_JOB_ID:-nojob} as the job script
+    would, makes the folder and hands it over; a value a job script handed is left alone."""
+    site_file = tmp_path / "site.sh"
+    template = f"{tmp_path}/$" + "{USER}-$" + "{SLURM_JOB_ID:-nojob}-miopen-db"
+    site_file.write_text(
+        (WRAPPER.parent / "sites" / "local.sh").read_text() + f"HPCML_JOB_DIRS=('MIOPEN_USER_DB_PATH={template}')\n"
+    )
+    env = dict(env, HPCML_SITE_FILE=str(site_file), USER="alice")
+    show = ("exec", "sh", "-c", 'printf "%s" "$MIOPEN_USER_DB_PATH"; test -d "$MIOPEN_USER_DB_PATH"')
+    in_job = wrap(*show, env=dict(env, SLURM_JOB_ID="4242"))
+    assert in_job.returncode == 0, in_job.stderr
+    assert in_job.stdout.decode() == f"{tmp_path}/alice-4242-miopen-db"
+    env.pop("SLURM_JOB_ID", None)
+    assert wrap(*show, env=env).stdout.decode() == f"{tmp_path}/alice-nojob-miopen-db"
+    handed = dict(env, APPTAINERENV_MIOPEN_USER_DB_PATH="/tmp", SINGULARITYENV_MIOPEN_USER_DB_PATH="/tmp")
+    assert wrap(*show, env=handed).stdout.decode() == "/tmp"
+    assert sorted(p.name for p in tmp_path.glob("*-miopen-db")) == ["alice-4242-miopen-db", "alice-nojob-miopen-db"]
 
 
 def test_a_site_on_the_hosts_libfabric_binds_it_on_multi_node_jobs_only(env, tmp_path):

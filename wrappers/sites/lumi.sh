@@ -10,6 +10,8 @@ HPCML_REQUIRES_JOB=0
 HPCML_BINDS=(/pfs /scratch /projappl /project /flash /appl)
 # staged data (SING_STAGE) goes to the first of these that is set and exists
 HPCML_STAGE_ROOTS=(/tmp)
+# folders of each job (scratch.make_dirs), made and handed over when no job script did
+HPCML_JOB_DIRS=('MIOPEN_USER_DB_PATH=/tmp/${USER}-${SLURM_JOB_ID:-nojob}-miopen-db' 'MIOPEN_CUSTOM_CACHE_DIR=/tmp/${USER}-${SLURM_JOB_ID:-nojob}-miopen-cache')
 # on jobs of more than one node only
 HPCML_MULTI_NODE_BINDS=(/var/spool/slurmd)
 HPCML_MULTI_NODE_ENV=('NCCL_NET=AWS Libfabric' FI_CXI_RDZV_PROTO=alt_read FI_CXI_RDZV_EAGER_SIZE=0 FI_CXI_RDZV_THRESHOLD=0 FI_CXI_RDZV_GET_MIN=0)

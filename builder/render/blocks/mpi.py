@@ -5,32 +5,50 @@ the one that matches the libmpi the loader finds at import: the image's, or the 
 that the wrapper binds in for multi-node jobs. Compiling mpi4py from source took five minutes
 of a fresh build and bought nothing the wheel lacks.
 
-Emits: "mpi", build (the MPI packages for the os block; mpi4py's wheel) and final (the MPI
-packages; a %test that mpi4py loads the expected MPI).
+An image with its own libfabric (comm.libfabric: cxi) may build MPICH from source on it
+instead (mpi.source names a versions.yaml source): ch4:ofi, so that MPI traffic takes
+Slingshot's CXI provider, as LUMI AI Factory's images do. The distribution's mpich is built
+on UCX, which has no Slingshot transport.
+
+Emits: "mpi", build (the MPI packages for the os block, or a kept step that compiles MPICH
+into /opt/mpich; mpi4py's wheel) and final (the MPI packages or /opt/mpich; a %test that
+mpi4py loads the expected MPI, and for MPICH from source, its version).
 Reads: target.mpi.abi (mpi.abi: openmpi or mpich, which must be every site's site.mpi.abi,
 its `mpi: abi:`; the recipe tree checks), target.mpi.mpi4py (mpi.mpi4py: true, pinned in
-versions.yaml python_packages; "" for none).
+versions.yaml python_packages; "" for none), target.mpi.source (mpi.source: mpich, a Source
+with its submodules), target.torch.flavour (rocm: MPICH's HIP support).
 
 Example, recipes/targets/lumi-rocm.yaml (recipes/sites/lumi.yaml has `mpi: {abi: mpich}`):
 
     mpi:
       abi: mpich
       mpi4py: true
+      source: mpich       # versions.yaml sources: MPICH 5.0.1 with its hwloc and json-c
 
-renders mpich into the os block's install lines and (containers/lumi-rocm.devel.def,
-containers/lumi-rocm.def):
+renders (containers/lumi-rocm.devel.def, the kept step shortened; containers/lumi-rocm.def);
+without `source:`, as in recipes/targets/cpu.yaml, the distribution's package instead:
 
     echo '--- devel: mpi'
+    kept=/mnt/kept/mpich-...
+    ...
+        ./configure --prefix=/opt/mpich ... --with-device=ch4:ofi --with-libfabric=/opt/libfabric ...
+    ...
+    printf '%s\\n' /opt/mpich/lib > /etc/ld.so.conf.d/hpcml-mpich.conf
+    ldconfig
     pip install --no-cache-dir --only-binary=mpi4py mpi4py==4.1.2
     ...
     echo '--- test: mpi'
     python -c 'import sys
     ...
-    ' MPICH
+    ' 'MPICH Version:      5.0.1'
 """
 
+import re
+
 from ...shell import cmd, python_check
-from ..parts import Part
+from .. import git_sources
+from ..parts import Kept, Part
+from . import libfabric
 
 PACKAGES = {"openmpi": ("openmpi-bin",), "mpich": ("mpich",)}
 LIBRARY_NAME = {"openmpi": "Open MPI", "mpich": "MPICH"}
@@ -47,14 +65,89 @@ print("mpi4py", mpi4py.__version__, "on", found.splitlines()[0])
 """
 
 
+MPICH_PREFIX = "/opt/mpich"
+MPICH_LD_CONF = "/etc/ld.so.conf.d/hpcml-mpich.conf"
+# what MPICH's autogen.sh and its compile need, besides the sources' own
+MPICH_BUILD_PACKAGES = ("autoconf", "automake", "libtool", "make", "g++", "perl", "python3")
+# MPICH's GPU support for the image's GPUs (LAIF configures --with-hip=/opt/rocm)
+MPICH_GPU_OPTIONS = {"rocm": ("--with-hip=/opt/rocm", "--without-cuda")}
+
+
 def parts(target):
-    packages = PACKAGES[target.mpi.abi]
+    source = target.mpi.source
     post, test = (), ()
     if target.mpi.mpi4py:
         # never the sdist: a missing wheel should fail here, not start a compile
         post = (cmd("pip", "install", "--no-cache-dir", "--only-binary=mpi4py", f"mpi4py=={target.mpi.mpi4py}"),)
-        test = (python_check("python", _MPI4PY_CHECK, LIBRARY_NAME[target.mpi.abi]),)
+        # the version line of MPICH's MPI_Get_library_version (src/mpi/init/initinfo.c)
+        expected = f"MPICH Version:      {source.version}" if source else LIBRARY_NAME[target.mpi.abi]
+        test = (python_check("python", _MPI4PY_CHECK, expected),)
+    if source is None:
+        packages = PACKAGES[target.mpi.abi]
+        return [
+            Part(block="mpi", stage="build", packages=packages, post=post),
+            Part(block="mpi", stage="final", packages=packages, test=test),
+        ]
+    register = (f"printf '%s\\n' {MPICH_PREFIX}/lib > {MPICH_LD_CONF}", "ldconfig")
+    kept = Kept(
+        name="mpich",
+        build=_mpich_lines(source, MPICH_GPU_OPTIONS.get(target.torch.flavour, ())),
+        save=(f'cp -a {MPICH_PREFIX}/. "$kept/mpich"',),
+        restore=(f'cp -a "$kept/mpich" {MPICH_PREFIX}',),
+    )
     return [
-        Part(block="mpi", stage="build", packages=packages, post=post),
-        Part(block="mpi", stage="final", packages=packages, test=test),
+        Part(
+            block="mpi",
+            stage="build",
+            packages=(*git_sources.PACKAGES, *MPICH_BUILD_PACKAGES),
+            kept=kept,
+            post=register + post,
+            git_sources=git_sources.urls(source),
+        ),
+        Part(block="mpi", stage="final", copy_from_build=(MPICH_PREFIX,), post=register, test=test),
     ]
+
+
+def _mpich_lines(source, gpu_options) -> tuple:
+    """MPICH's compile on the image's libfabric (libfabric block), in a work folder removed after."""
+    work = '"$work"'
+    return (
+        'work="$(mktemp -d /tmp/hpcml-mpich-XXXXXX)"',
+        *git_sources.checkout(source, f"{work}/mpich"),
+        f"cd {work}/mpich",
+        *_release_so_version(source.version),
+        # neither the bundled UCX nor the bundled libfabric is built; the image has its own
+        "./autogen.sh -without-ucx -without-ofi -without-fortran",
+        # LAIF's options (containerfiles/mpich/Ubuntu_Rocm_Slingshot), but the prefix, and
+        # xpmem, which these images do not carry
+        cmd(
+            "./configure",
+            f"--prefix={MPICH_PREFIX}",
+            "--disable-fortran",
+            "--enable-fast=O3",
+            "--enable-threads=multiple",
+            "--with-device=ch4:ofi",
+            f"--with-libfabric={libfabric.LIBFABRIC_PREFIX}",
+            *gpu_options,
+            "--without-ucx",
+        ),
+        'make -j"$(nproc)"',
+        "make install",
+        "cd /",
+        f"rm -rf {work}",
+        f"rm -f {MPICH_PREFIX}/lib/*.la",
+    )
+
+
+def _release_so_version(version) -> tuple:
+    """A git tree builds libmpi.so.0 (libtool version 0:0:0), which mpi4py's wheel does not
+    load as MPICH (it looks for libmpi.so.12). MPICH's release script writes the release's
+    libtool version into maint/version.m4, whose comment names it ('# last version 5.0.1 -
+    18:1:6'): these lines do the same, and stop the build when the comment is missing."""
+    pattern = rf"s/^# last version {re.escape(version)} - \([0-9]*:[0-9]*:[0-9]*\)$/\1/p"
+    missing = cmd(f"mpich: maint/version.m4 names no libtool version for {version}")
+    return (
+        f'so_version="$(sed -n {cmd(pattern)} maint/version.m4)"',
+        f'test -n "$so_version" || {{ echo {missing} >&2; exit 1; }}',
+        'sed -i "s/\\[libmpi_so_version_m4\\],\\[0:0:0\\]/[libmpi_so_version_m4],[$so_version]/" maint/version.m4',
+    )

@@ -17,7 +17,8 @@ BUILD_ARG = re.compile(r"\{\{ ([A-Z_]+) \}\}")
 KEPT = re.compile(r"^kept=/mnt/kept/(\S+)$", re.M)
 PIP_INDEX = re.compile(r"--(?:extra-)?index-url[= ]+(https?://[^\s'\"]+)")
 DOCKER_FROM = re.compile(r"^Bootstrap: docker\nFrom: (\S+)$", re.M)
-GIT_FETCH = re.compile(r" fetch -q --depth 1 (https://\S+) ")
+# a source's own URL, then its submodules' (git_sources.checkout sets each one's URL)
+GIT_FETCH = re.compile(r" (?:fetch -q --depth 1|config submodule\.\S+\.url) (https://\S+)")
 
 
 @pytest.mark.parametrize("name", TARGETS)
@@ -56,6 +57,9 @@ def test_a_plan_names_the_base_images_and_git_sources_its_layer_fetches():
         "https://github.com/HewlettPackard/shs-libcxi.git",
         "https://github.com/aws/aws-ofi-nccl.git",
         "https://github.com/ofiwg/libfabric.git",
+        "https://github.com/pmodels/hwloc.git",
+        "https://github.com/pmodels/json-c.git",
+        "https://github.com/pmodels/mpich.git",
     ]
     assert not plans["base"].git_sources and not plans["image"].base_images + plans["image"].git_sources
     # cpu bootstraps from Debian and compiles nothing from git

@@ -370,12 +370,13 @@ def test_a_kept_output_follows_its_inputs_and_nothing_else(tmp_path):
     recipes = tmp_path / "recipes"
     shutil.copytree(RECIPES, recipes)
     first = kept_folders(recipes, "lumi-rocm")
-    assert set(first) == {"libfabric-cxi", "aws-ofi-nccl", "deepspeed-wheel"}
+    assert set(first) == {"libfabric-cxi", "aws-ofi-nccl", "mpich", "deepspeed-wheel"}
     # torch feeds the op compile (headers, ABI) but not the network stack
     edit(recipes / "targets" / "lumi-rocm.yaml", "version: 2.10.0", "version: 2.10.1")
     torch_bump = kept_folders(recipes, "lumi-rocm")
     assert torch_bump["aws-ofi-nccl"] == first["aws-ofi-nccl"]
     assert torch_bump["libfabric-cxi"] == first["libfabric-cxi"]
+    assert torch_bump["mpich"] == first["mpich"]
     assert torch_bump["deepspeed-wheel"] != first["deepspeed-wheel"]
     # an extra Python package in the top layer feeds neither
     edit(recipes / "versions.yaml", "python_packages:\n", "python_packages:\n  six: 1.17.0\n")
