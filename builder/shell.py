@@ -20,6 +20,12 @@ def cmd(*argv) -> str:
     return " ".join(quote(arg) for arg in argv)
 
 
+def register_libraries(conf: str, *folders: str) -> tuple:
+    """Lines that add ``folders`` to the loader's cache through the file ``conf``
+    (/etc/ld.so.conf.d/...), so that programs find the libraries without LD_LIBRARY_PATH."""
+    return (f"printf '%s\\n' {' '.join(folders)} > {conf}", "ldconfig")
+
+
 def env_value(value) -> str:
     text = str(value)
     if not _EXPANDS.search(text):

@@ -27,8 +27,17 @@ class Versions:
             )
         return str(pins[package])
 
-    def source(self, target: str, name: str) -> "Source":
+    def source(self, target: str, name: str, named_at=None) -> "Source":
+        """``named_at``: (Section, key path) where the recipe names ``name``, which is then
+        the place of the error when versions.yaml has no such source."""
         source = self["sources"].get(name)
+        if source is None and named_at:
+            spec, where = named_at
+            raise spec.error(
+                where,
+                f"unknown source {name!r}; expected one of the sources in "
+                f"{self.file}: {', '.join(sorted(self['sources']))}",
+            )
         if source is None:
             raise self.doc.error(("sources",), f"missing source '{name}' that target {target!r} uses")
         submodules = tuple(sorted(source.get("submodules", {}).items()))

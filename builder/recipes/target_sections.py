@@ -114,7 +114,7 @@ class Comm:
         if spec.get("plugin", "none") != "none":
             if flavour == "cpu":
                 raise spec.error(("plugin",), "a network plugin needs nccl or rccl; a cpu image uses gloo")
-            plugin = versions.source(target, spec["plugin"])
+            plugin = versions.source(target, spec["plugin"], named_at=(spec, ("plugin",)))
         if spec.get("libfabric", "distro") == "cxi":
             if plugin is None:
                 raise spec.error(
@@ -154,11 +154,5 @@ class Mpi:
                     "an MPI from source is MPICH on the image's own libfabric; "
                     "expected abi: mpich and comm.libfabric: cxi",
                 )
-            if spec["source"] not in versions["sources"]:
-                raise spec.error(
-                    ("source",),
-                    f"unknown source {spec['source']!r}; expected one of the sources in "
-                    f"{versions.file}: {', '.join(sorted(versions['sources']))}",
-                )
-            source = versions.source(target, spec["source"])
+            source = versions.source(target, spec["source"], named_at=(spec, ("source",)))
         return cls(spec["abi"], mpi4py, source)

@@ -275,6 +275,13 @@ CASES = [
         "mpi.source: unknown source 'mpich-9'; expected one of the sources in ",
     ),
     Case(
+        "plugin-source-not-in-versions",
+        "targets/lumi-rocm64.yaml",
+        replace("  plugin: aws-ofi-nccl-1.18\n", "  plugin: aws-ofi-nccl-9\n"),
+        line_with("plugin: aws-ofi-nccl-9"),
+        "comm.plugin: unknown source 'aws-ofi-nccl-9'; expected one of the sources in ",
+    ),
+    Case(
         "site-image-on-a-site-without-one",
         "targets/local-image.yaml",
         content(

@@ -32,7 +32,7 @@ last two lines):
     ldconfig
 """
 
-from ...shell import cmd
+from ...shell import cmd, register_libraries
 from .. import git_sources
 from ..parts import Kept, Part
 
@@ -81,7 +81,7 @@ def _libfabric_cxi(stack):
     LIBFABRIC_PREFIX: the image then needs nothing of the host's Slingshot stack but its
     kernel driver (LUMI's AI Factory images do the same)."""
     headers, driver, libcxi, libfabric = stack
-    register = (f"printf '%s\\n' {LIBFABRIC_PREFIX}/lib > {LIBFABRIC_LD_CONF}", "ldconfig")
+    register = register_libraries(LIBFABRIC_LD_CONF, f"{LIBFABRIC_PREFIX}/lib")
     build = _build_lines(headers, driver, libcxi, libfabric)
     return [
         Part(

@@ -45,7 +45,7 @@ without `source:`, as in recipes/targets/cpu.yaml, the distribution's package in
 
 import re
 
-from ...shell import cmd, python_check
+from ...shell import cmd, python_check, register_libraries
 from .. import git_sources
 from ..parts import Kept, Part
 from . import libfabric
@@ -88,7 +88,7 @@ def parts(target):
             Part(block="mpi", stage="build", packages=packages, post=post),
             Part(block="mpi", stage="final", packages=packages, test=test),
         ]
-    register = (f"printf '%s\\n' {MPICH_PREFIX}/lib > {MPICH_LD_CONF}", "ldconfig")
+    register = register_libraries(MPICH_LD_CONF, f"{MPICH_PREFIX}/lib")
     kept = Kept(
         name="mpich",
         build=_mpich_lines(source, MPICH_GPU_OPTIONS.get(target.torch.flavour, ())),

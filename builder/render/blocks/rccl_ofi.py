@@ -34,7 +34,7 @@ and in containers/lumi-rocm.base.def:
     ldconfig
 """
 
-from ...shell import cmd
+from ...shell import cmd, register_libraries
 from .. import git_sources
 from ..parts import Kept, Part
 from . import libfabric
@@ -78,7 +78,7 @@ def _rccl_with_plugin(target, plugin):
         # In the loader's cache, not on LD_LIBRARY_PATH: a site's SINGULARITYENV_LD_LIBRARY_PATH
         # (LUMI's bindings module, the wrapper's multi-node library path) replaces the image's
         # LD_LIBRARY_PATH whole, and would hide the plugin and ROCm.
-        post=(f"printf '%s\\n' {PLUGIN_PREFIX}/lib {ROCM_PREFIX}lib > {LD_CONF}", "ldconfig"),
+        post=register_libraries(LD_CONF, f"{PLUGIN_PREFIX}/lib", f"{ROCM_PREFIX}lib"),
         env=(  # torch wheels bundle their own RCCL, which does not use the plugin; preloading
             # the image's RCCL makes torch use it (lumi-ai-factory/laifs-container-recipes#18).
             ("LD_PRELOAD", ROCM_RCCL),
