@@ -16,7 +16,7 @@ $(VENV)/.installed: pyproject.toml
 setup: $(VENV)/.installed
 	scripts/ensure-debian-packages shellcheck debootstrap slurmctld:slurm-wlm munged:munge \
 		mpirun:openmpi-bin /usr/share/lmod/lmod/libexec/lmod:lmod tclsh:tcl \
-		/usr/lib/x86_64-linux-gnu/libpmix.so:libpmix-dev
+		/usr/lib/$(shell uname -m)-linux-gnu/libpmix.so:libpmix-dev qemu-aarch64-static:qemu-user-static
 
 render: setup
 	$(PY) -m builder render --all

@@ -38,6 +38,11 @@ STAGE_WAIT = _variable("HPCML_STAGE_WAIT", "seconds a task waits for another tas
 USER_BASE = _variable("HPCML_USER_BASE", "where `pip install` puts packages on top of a published image")
 MODULE = _variable("HPCML_MODULE", "`<name>/<version>`: names the default `HPCML_USER_BASE`")
 SITE_FILE = _variable("HPCML_SITE_FILE", "a site settings file to use instead of `wrappers/sites/$HPCML_SITE.sh`")
+ALLOW_EMULATION = _variable(
+    "HPCML_ALLOW_EMULATION",
+    "`1`: run an image of another CPU architecture than the node's (emulated by QEMU, many times "
+    "slower) instead of refusing",
+)
 
 # --- written into each site file by builder/render/sitefile.py, read by the wrapper -----------
 RUNTIME_PATH = _variable("HPCML_RUNTIME_PATH", "the site's `runtime.path`, tried after `HPCML_APPTAINER`")

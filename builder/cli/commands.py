@@ -28,7 +28,7 @@ def cmd_list(args):
     for name, target in sorted(tree.targets.items()):
         print(
             f"  {name:<13} torch {target.torch.version:<6} {target.torch.flavour:<4} "
-            f"arch {','.join(target.archs) or '-':<11} sites {','.join(s.name for s in target.sites)}"
+            f"{target.arch:<7} gpu {','.join(target.archs) or '-':<11} sites {_site_names(target)}"
         )
         measured = image_facts(target, Path(args.images))
         if measured:
@@ -41,9 +41,14 @@ def cmd_list(args):
     for name, site in sorted(tree.sites.items()):
         gpus = f"{site.gpu.per_node}x {site.gpu.model} ({','.join(site.gpu.arch)})" if site.gpu.arch else "no GPU"
         retired = f" (retired {site.retired})" if site.retired else ""
-        print(f"  {name:<13} {gpus:<28} {site.runtime.command:<11} {site.description}{retired}")
+        print(f"  {name:<13} {site.cpu.arch:<7} {gpus:<28} {site.runtime.command:<11} {site.description}{retired}")
     for name, error in sorted(tree.broken_sites.items()):
         print(f"  {name:<13} broken: {error}")
+
+
+def _site_names(target) -> str:
+    """Its sites, each retired machine marked: which of them still run."""
+    return ",".join(site.name + ("(retired)" if site.retired else "") for site in target.sites)
 
 
 def cmd_show(args):
@@ -188,19 +193,21 @@ def cmd_doctor(args):
 
 
 def cmd_toolbox(args):
-    from ..host import toolbox
+    from ..host import emulation, toolbox
     from ..host.cache import cache_dir
     from ..host.progress import Progress
+    from ..recipes.target_model import DEBIAN_ARCH
 
     if args.action == "remove":
         toolbox.remove()
         print(f"removed {toolbox.home()}")
     elif args.action == "provision":
         toolbox.provision(Progress(), cache_dir())
-    elif toolbox.is_ready():
-        print(f"{toolbox.home()}: {toolbox.version()}")
     else:
-        print(f"{toolbox.home()}: not provisioned")
+        print(f"{toolbox.home()}: {toolbox.version() if toolbox.is_ready() else 'not provisioned'}")
+        # images of the other architecture build with the host kernel's emulator, not the toolbox's
+        for arch in sorted(set(DEBIAN_ARCH) - {emulation.host_arch()}):
+            print(f"emulation {arch}: {emulation.state(arch)[1]}")
 
 
 def cmd_check(args):

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from .. import contract, runner
 from ..errors import RecipeError, ToolError
-from ..host import cache, hostinfo, space
+from ..host import cache, emulation, hostinfo, space
 from ..host.images import find_apptainer, image_lock
 from ..render import runtime_wheel
 from ..render.layer_sharing import plan_layers
@@ -52,6 +52,7 @@ class LayerBuild:
     log: Path
     reuse_kept: bool = True  # kept step outputs from the user's cache (False: remake them)
     where: object = None  # space.Folders the build writes in; beside the image if None
+    emulated: bool = False  # another architecture than the host's: %test's preflight expects QEMU
 
     @property
     def packed(self) -> bool:
@@ -83,9 +84,7 @@ def build(tree, name, *, images: Path, force=None, progress, space_check=True):
     # before anything is written or pulled: what the layers to build fetch answers
     order = in_order(plans)
     planned = [layer for layer in order if store.step(plans[layer], forced, paths[layer], keys[layer]) == "build"]
-    if "devel" in planned:  # the devel layer installs torch
-        torch_source.check(tree.target(plans["devel"].owner).torch, down)
-    sources.check([plans[layer] for layer in planned], name)  # base images' registries, git sources
+    _check_inputs(tree, target, plans, planned, down)
     images.mkdir(parents=True, exist_ok=True)
     where = space.folders(images)
     with contextlib.ExitStack() as locks:
@@ -112,12 +111,22 @@ def build(tree, name, *, images: Path, force=None, progress, space_check=True):
             args.update(store.used_args(plan, host_args))
             log = images / f"{plan.owner}.{layer}.build.log"
             progress.step(f"building the {layer} layer {sif} with {label} (log: {log})")
-            job = LayerBuild(plan, apptainer, sif, keys[layer], args, log, reuse_kept=force != "all", where=where)
+            emulated = target.arch != emulation.host_arch()
+            job = LayerBuild(plan, apptainer, sif, keys[layer], args, log, force != "all", where, emulated)
             build_layer(job, progress)
             store.keep(plan, keys[layer], sif, progress)
     stat = paths["image"].stat()
     progress.step(f"built {paths['image']} ({stat.st_size / 1e6:.0f} MB); its %test passed")
     return paths["image"]
+
+
+def _check_inputs(tree, target, plans, planned, indexes_down):
+    """What the layers to build start from and fetch, before anything is written or pulled."""
+    if planned:  # an image of another architecture: made for it, QEMU ready
+        emulation.check_build(target)
+    if "devel" in planned:  # the devel layer installs torch
+        torch_source.check(tree.target(plans["devel"].owner).torch, indexes_down)
+    sources.check([plans[layer] for layer in planned], target.name)  # base images' registries, git sources
 
 
 def _check_site_image(image):
@@ -223,6 +232,8 @@ def _run_apptainer(job, argv, work, tmp_sif, where, progress):
     where.apptainer_cache.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, **where.env(work / "apptainer"))
     env[contract.TOOLBOX_BINDS] = ":".join(map(str, (job.sif.parent.resolve(), work, where.apptainer_cache)))
+    if job.emulated:  # Apptainer hands the build's environment to %test
+        env[contract.ALLOW_EMULATION] = "1"
     job.log.write_text("")
     try:
         runner.run_logged(

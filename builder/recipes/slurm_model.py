@@ -54,11 +54,13 @@ class Partition:
     whole_nodes: bool  # takes only jobs that use whole nodes
     test: bool  # short tests: chosen only when named
     note: str
+    max_job_gpus: int = 0  # per job, all nodes together; 0: no limit of its own
+    min_job_gpus: int = 0  # per job, all nodes together; 0: no floor
 
     @classmethod
-    def from_yaml(cls, name: str, spec: dict, gpus_per_node: int):
+    def from_yaml(cls, name: str, spec: Section, gpus_per_node: int):
         """``gpus_per_node``: a partition's max_gpus when it says none, the node's GPUs."""
-        return cls(
+        partition = cls(
             name,
             spec["max_nodes"],
             spec["max_time"],
@@ -66,7 +68,17 @@ class Partition:
             spec.get("whole_nodes", False),
             spec.get("test", False),
             spec.get("note", ""),
+            spec.get("max_job_gpus", 0),
+            spec.get("min_job_gpus", 0),
         )
+        if partition.max_job_gpus and partition.min_job_gpus > partition.max_job_gpus:
+            # no job could fit: every request would be refused with a reason that hides this
+            raise spec.error(
+                ("min_job_gpus",),
+                f"min_job_gpus {partition.min_job_gpus} > max_job_gpus {partition.max_job_gpus}; "
+                "expected a floor at or below the ceiling",
+            )
+        return partition
 
 
 @dataclass(frozen=True)
@@ -93,6 +105,7 @@ class Slurm:
             time=spec.get("time", ""),
             sbatch=tuple(spec.get("sbatch", ())),
             partitions=tuple(
-                Partition.from_yaml(name, p, gpus_per_node) for name, p in spec.get("partitions", {}).items()
+                Partition.from_yaml(name, spec.part("partitions").part(name), gpus_per_node)
+                for name in spec.get("partitions", {})
             ),
         )

@@ -11,6 +11,9 @@ from .target_parts import CudaToolkit, DeepSpeed, Stage, Versions
 from .target_sections import Comm, Mpi, Os, Python, Torch
 
 FLAVOUR_VENDOR = {"cuda": "nvidia", "rocm": "amd"}
+DEFAULT_ARCH = "x86_64"
+# uname -m's name -> Debian's (debootstrap --arch, dpkg --print-architecture)
+DEBIAN_ARCH = {"x86_64": "amd64", "aarch64": "arm64"}
 
 
 @dataclass(frozen=True)
@@ -29,12 +32,14 @@ class Target:
     mpi: Mpi
     build_space: tuple = ()  # (("devel", GB), ("base", GB), ("image", GB)) or ()
     site_image: object = None  # the first site's SiteImage when the recipe says site_image: true
+    arch: str = DEFAULT_ARCH  # the CPU architecture, as uname -m names it: x86_64 | aarch64
 
     @classmethod
     def from_yaml(cls, name: str, spec: Section, sites: tuple, versions: Versions, ops):
         """``spec``: the recipe merged with what it extends; ``sites``: the Sites it names."""
         flavour = spec["torch"]["flavour"]
-        _check_sites(spec, flavour, sites)
+        arch = spec.get("arch", DEFAULT_ARCH)
+        _check_sites(spec, flavour, sites, arch)
         site_image = _site_image(spec, sites)
         comm = Comm.from_yaml(name, spec.part("comm"), flavour, sites, versions, site_image)
         if site_image:  # both stages start from it: the ops compile in it, the image is it plus ours
@@ -65,12 +70,38 @@ class Target:
             mpi=mpi,
             build_space=tuple(sorted(spec.get("build_space", {}).items())),
             site_image=site_image,
+            arch=arch,
         )
 
     @property
     def archs(self):
         """GPU archs of every site, in order, each once."""
         return _archs(self.sites)
+
+    @property
+    def debian_arch(self) -> str:
+        return DEBIAN_ARCH[self.arch]
+
+    @property
+    def debootstraps_itself(self) -> bool:
+        """Whether its debootstrap stages run debootstrap --arch themselves: Apptainer's own
+        debootstrap bootstrap always makes a root of the host's architecture, right for
+        x86_64 images on the x86_64 hosts they are built on."""
+        return self.arch != DEFAULT_ARCH
+
+    def stages_of_host_arch(self) -> tuple:
+        """The stages whose root Apptainer makes for the build host's architecture, whatever
+        the image's: pulled from a registry, or Apptainer's debootstrap."""
+        return tuple(
+            stage
+            for stage in self.stages
+            if stage.bootstrap == "docker" or (stage.bootstrap == "debootstrap" and not self.debootstraps_itself)
+        )
+
+    @property
+    def multiarch_lib_dir(self) -> str:
+        """Where Debian and Ubuntu put the architecture's shared libraries."""
+        return f"/usr/lib/{self.arch}-linux-gnu"
 
     @property
     def wavefront_size(self):
@@ -97,6 +128,7 @@ class Target:
             "target": self.name,
             "description": self.description,
             "sites": [site.name for site in self.sites],
+            "arch": self.arch,
             "gpu_archs": list(self.archs),
             "stages": {s.name: {"bootstrap": s.bootstrap, "image": s.image} for s in self.stages},
             "os": {
@@ -182,11 +214,17 @@ def _archs(sites) -> tuple:
     return tuple(seen)
 
 
-def _check_sites(spec: Section, flavour: str, sites: tuple):
-    """The image runs on each of its sites (their GPUs' vendor, their MPI, one wavefront size);
-    Comm checks that it talks as its torch flavour does."""
+def _check_sites(spec: Section, flavour: str, sites: tuple, arch: str):
+    """The image runs on each of its sites (their nodes' CPU architecture, their GPUs' vendor,
+    their MPI, one wavefront size); Comm checks that it talks as its torch flavour does."""
     vendor = FLAVOUR_VENDOR.get(flavour)
     for index, site in enumerate(sites):
+        if site.cpu.arch != arch:
+            raise spec.error(
+                ("arch",) if "arch" in spec else ("sites", index),
+                f"site {site.name!r} has {site.cpu.arch} nodes and the image is {arch} (it would "
+                f"run emulated there); expected arch: {site.cpu.arch} or a site of {arch} nodes",
+            )
         if vendor and site.gpu.vendor != vendor:
             raise spec.error(
                 ("sites", index),

@@ -34,6 +34,7 @@ class StageText:
     image: str
     files_from: str = ""
     files: list = field(default_factory=list)
+    setup: list = field(default_factory=list)  # on the build host, before %files and %post
     environment: list = field(default_factory=list)
     post: list = field(default_factory=list)
     test: list = field(default_factory=list)
@@ -49,6 +50,31 @@ class StageText:
     def __post_init__(self):
         if self.bootstrap == "debootstrap":
             self.args.add(MIRROR_ARG)
+
+    @classmethod
+    def debian_root(cls, name, stage, target, **fields):
+        """A stage that starts from a Debian root made by debootstrap: Apptainer's own
+        bootstrap on x86_64, whose architecture is always the host's, so another architecture
+        runs debootstrap with --arch itself, on the host, into an empty root (it runs the new
+        root's programs natively on a host of that architecture, under QEMU elsewhere)."""
+        if stage.bootstrap != "debootstrap" or not target.debootstraps_itself:
+            return cls(name, stage.bootstrap, stage.image, **fields)
+        root = cls(name, "scratch", "", args={MIRROR_ARG}, **fields)
+        root.setup = [
+            f"echo '--- {name}: debootstrap --arch={target.debian_arch} {stage.image}'",
+            " ".join(
+                [
+                    "debootstrap",
+                    f"--arch={target.debian_arch}",
+                    "--variant=minbase",
+                    "--include=apt",
+                    stage.image,
+                    '"$APPTAINER_ROOTFS"',
+                    build_arg(MIRROR_ARG),
+                ]
+            ),
+        ]
+        return root
 
     @classmethod
     def from_layer(cls, name, layer, **fields):
@@ -76,6 +102,7 @@ def lower_layer_parts(target) -> tuple:
 
     build, final = target.stage("build"), target.stage("final")
     return (
+        target.arch,
         (build.bootstrap, build.image),
         (final.bootstrap, final.image),
         tuple(held(part) for part in parts_by_layer(target)["base"]),
@@ -96,10 +123,10 @@ def render_all(target, devel_text=None) -> dict:
         return {"image": _render(target, "image", {"image": [top_build, image]}, site_image=path)}
     build, final = target.stage("build"), target.stage("final")
 
-    devel = StageText("devel", build.bootstrap, build.image)
+    devel = StageText.debian_root("devel", build, target)
     _add_post(devel, base_parts, "build", starts_from=f"{build.bootstrap} {build.image}")
 
-    base = StageText("base", final.bootstrap, final.image, files_from="devel")
+    base = StageText.debian_root("base", final, target, files_from="devel")
     base.files = [(path, path) for p in base_parts for path in p.copy_from_build]
     _add_post(base, base_parts, "final")
 

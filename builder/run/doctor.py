@@ -4,7 +4,7 @@ from pathlib import Path
 
 from .. import runner
 from ..errors import ToolError
-from ..host import hostinfo, space, toolbox
+from ..host import emulation, hostinfo, space, toolbox
 from ..host.cache import cache_dir
 from ..host.images import installed_apptainer
 
@@ -41,6 +41,8 @@ def report(tree, images):
             "needed: no CAP_SYS_RESOURCE in the capability bounding set" if hostinfo.needs_fakeroot() else "not needed",
         )
     )
+    for arch in _other_archs(tree):
+        rows.append((f"emulation {arch}", emulation.state(arch)[1]))
     where = space.folders(Path(images))
     for label, path in (
         ("disk images", where.images),
@@ -65,6 +67,12 @@ def report(tree, images):
     rows.append(("pip wheels", f"{len(wheels)} local wheel(s): {', '.join(wheels)}" if wheels else "none"))
     for label, value in rows:
         print(f"{label:<21} {value}")
+
+
+def _other_archs(tree) -> list:
+    """The CPU architectures of the recipes' targets that this host's is not."""
+    archs = {target.arch for target in tree.targets.values()} if tree is not None else set()
+    return sorted(archs - {emulation.host_arch()})
 
 
 def _version(path):

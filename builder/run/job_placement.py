@@ -67,6 +67,11 @@ def _fits(p, partition):
         return f"--time {p.request.time} > {partition.max_time}"
     if site.gpu.per_node and p.gpus > partition.max_gpus:
         return f"{p.gpus} GPUs per node > {partition.max_gpus}"
+    job_gpus = nodes * p.gpus
+    if site.gpu.per_node and partition.max_job_gpus and job_gpus > partition.max_job_gpus:
+        return f"{job_gpus} GPUs per job > {partition.max_job_gpus}"
+    if site.gpu.per_node and job_gpus < partition.min_job_gpus:
+        return f"{job_gpus} GPUs per job < {partition.min_job_gpus}"
     if partition.whole_nodes and site.gpu.per_node and p.gpus < site.gpu.per_node:
         return "whole nodes only"
     return None

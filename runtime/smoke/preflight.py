@@ -13,16 +13,21 @@ each compiled DeepSpeed op (read from its .nv_fatbin) cover every arch the image
 """
 
 import importlib.util
+import os
+import platform
 import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+
+import hpcml_contract as contract
 
 from . import commands, fatbin, netcheck
 from .verdict import FAIL, Verdict
 
 NVIDIA_DRIVER = Path("/proc/driver/nvidia/version")
 KFD_NODES = Path("/sys/class/kfd/kfd/topology/nodes")
+KERNEL_ARCH = Path("/proc/sys/kernel/arch")
 
 
 @dataclass(frozen=True)
@@ -37,6 +42,9 @@ class Host:
     torch_hip: str = None
     torch_archs: tuple = ()  # ("sm_70", "sm_80", "compute_90") or ("gfx90a",)
     op_archs: tuple = ()  # (("fused_adam_op", ("sm_80",)), ...): DeepSpeed ops with CUDA code
+    machine: str = ""  # the image's CPU architecture, as its programs see it (uname -m)
+    kernel_arch: str = ""  # the node's, from its kernel ("" when unreadable): differs under QEMU
+    allow_emulation: bool = False  # HPCML_ALLOW_EMULATION=1: the user runs it emulated on purpose
 
 
 def probe(timeout=30) -> Host:
@@ -59,7 +67,28 @@ def probe(timeout=30) -> Host:
         archs = tuple(flags.split()) if flags else ()
     except ImportError:
         pass
-    return Host(driver, gpus, error, version, cuda, hip, archs, deepspeed_op_archs())
+    return Host(
+        driver,
+        gpus,
+        error,
+        version,
+        cuda,
+        hip,
+        archs,
+        deepspeed_op_archs(),
+        platform.machine(),
+        _kernel_arch(),
+        os.environ.get(contract.ALLOW_EMULATION) == "1",
+    )
+
+
+def _kernel_arch() -> str:
+    """The node's own architecture: QEMU's user-mode emulator answers uname with the image's,
+    but the kernel's sysctl is read from the kernel."""
+    try:
+        return KERNEL_ARCH.read_text().strip()
+    except OSError:
+        return ""
 
 
 def deepspeed_op_archs() -> tuple:
@@ -175,7 +204,7 @@ def check(host: Host, facts: dict) -> dict:
         return {"preflight": Verdict.none("not inside an image: nothing promised to check this node against")}
     gpu = facts["gpu"] or {}
     archs = gpu.get("archs", [])
-    results = {"preflight torch": _torch_build(host, archs)}
+    results = {"preflight cpu arch": _cpu_arch(host), "preflight torch": _torch_build(host, archs)}
     if not archs:
         results["preflight gpu"] = Verdict.passed("a CPU image: no GPU to check")
         return results
@@ -250,6 +279,17 @@ def _ops_built_for(archs, op_archs, facts):
             )
         return Verdict.none("no DeepSpeed op with CUDA code here")
     return _built_for(archs, op_archs, "DeepSpeed op")
+
+
+def _cpu_arch(host):
+    if not host.kernel_arch or host.kernel_arch == host.machine:
+        return Verdict.passed(f"{host.machine} image on an {host.machine} node")
+    emulated = f"this {host.machine} image runs emulated on an {host.kernel_arch} node"
+    if host.allow_emulation:
+        return Verdict.passed(f"{emulated}, as {contract.ALLOW_EMULATION}=1 asks")
+    return Verdict.failed(
+        f"{emulated}, many times slower: run it on an {host.machine} node ({contract.ALLOW_EMULATION}=1 to go on)"
+    )
 
 
 def _torch_build(host, archs):

@@ -42,7 +42,12 @@ def run_cli(*args):
 
 
 def render_all(recipes, out):
-    return run_cli("render", "--all", "--recipes", recipes, "--out", out)
+    # the site settings beside --out, not the repository's wrappers/sites
+    return run_cli("render", "--all", "--recipes", recipes, "--out", out, "--sites-out", sites_out(out))
+
+
+def sites_out(out: Path) -> Path:
+    return Path(out).parent / "sites-out"
 
 
 def snapshot(root: Path) -> dict:
@@ -273,6 +278,29 @@ CASES = [
         replace("  source: mpich ", "  source: mpich-9 "),
         line_with("source: mpich-9"),
         "mpi.source: unknown source 'mpich-9'; expected one of the sources in ",
+    ),
+    # issue 34: an image runs natively on its sites' nodes only
+    Case(
+        "aarch64-image-for-an-x86-64-site",
+        "targets/gh200-cuda.yaml",
+        replace("sites: [roihu]", "sites: [jean-zay-h100]"),
+        line_with("arch: aarch64"),
+        "arch: site 'jean-zay-h100' has x86_64 nodes and the image is aarch64 (it would run emulated there); "
+        "expected arch: x86_64 or a site of aarch64 nodes",
+    ),
+    Case(
+        "x86-64-image-for-an-aarch64-site",
+        "targets/h100-cuda.yaml",
+        replace("sites: [jean-zay-h100]", "sites: [jean-zay-h100, roihu]"),
+        line_with("sites: [jean-zay-h100, roihu]"),
+        "sites.1: site 'roihu' has aarch64 nodes and the image is x86_64",
+    ),
+    Case(
+        "unknown-cpu-arch",
+        "targets/gh200-cuda.yaml",
+        replace("arch: aarch64", "arch: arm64"),
+        line_with("arch: arm64"),
+        "arch",
     ),
     Case(
         "plugin-source-not-in-versions",
@@ -629,7 +657,7 @@ def test_a_fresh_interpreter_says_the_same(work, case):
     case.apply(recipes)
     before = snapshot(tmp_path)
     here = render_all(recipes, out)
-    fresh = run_builder("render", "--all", "--recipes", recipes, "--out", out)
+    fresh = run_builder("render", "--all", "--recipes", recipes, "--out", out, "--sites-out", sites_out(out))
     assert (fresh.returncode, fresh.stdout, fresh.stderr) == (here.returncode, here.stdout, here.stderr)
     assert_bad_input(fresh, before, tmp_path, out, prefix="error: ")
 
@@ -714,7 +742,7 @@ def test_valid_copy_renders_and_then_checks_clean(work):
     assert {f"{name}.def" for name in TARGETS} <= {p.name for p in out.iterdir()}
     assert (out / "cpu.def").read_bytes() != OLD_DEF
 
-    result = run_cli("check", "--recipes", recipes, "--out", out)
+    result = run_cli("check", "--recipes", recipes, "--out", out, "--sites-out", sites_out(out))
     assert result.returncode == 0, result.stderr
 
 

@@ -25,8 +25,15 @@ def test_list_names_every_target_alias_and_site_with_torch_and_arch(tmp_path):
         ("h100-cuda", "torch 2.13.0 cuda", "sm_90"),
         ("cpu", "torch 2.13.0 cpu", "-"),
     ]:
-        assert any(line.split()[0] == target and torch in line and f"arch {arch} " in line for line in lines), target
+        assert any(line.split()[0] == target and torch in line and f"gpu {arch} " in line for line in lines), target
     assert "  puhti-cuda    alias of v100-cuda" in lines and "  mahti-cuda    alias of a100-cuda" in lines
+    # issue 34: each image's CPU architecture, and which of its sites still run
+    gh200 = next(line for line in lines if line.split()[:1] == ["gh200-cuda"])
+    assert " aarch64 gpu sm_90 " in gh200 and gh200.endswith("sites roihu")
+    csc = next(line for line in lines if line.split()[:1] == ["csc-cuda"])
+    assert " x86_64  gpu " in csc and csc.endswith("sites jean-zay-v100,jean-zay,puhti(retired),mahti(retired)")
+    roihu = next(line for line in lines if line.split()[:1] == ["roihu"])
+    assert roihu.split()[1] == "aarch64"
     for site in ("lumi", "puhti", "mahti", "jean-zay", "jean-zay-v100", "jean-zay-h100", "karolina", "local"):
         assert any(line.split()[0] == site for line in lines), site
     assert "built:" not in result.stdout

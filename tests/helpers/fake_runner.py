@@ -23,6 +23,7 @@ class Build:
     output: Path  # where the image was to go (the temporary file beside it)
     build_args: dict
     uncompressed: bool
+    env: dict = None  # the environment it ran in
 
     @property
     def layer(self) -> str:
@@ -57,6 +58,7 @@ class FakeRunner:
         if argv[1] == "build":
             args = dict(value.split("=", 1) for flag, value in zip(argv, argv[1:]) if flag == "--build-arg")
             output = Path(argv[-2])
-            self.builds.append(Build(argv, Path(argv[-1]).read_text(), output, args, "--mksquashfs-args" in argv))
+            definition = Path(argv[-1]).read_text()
+            self.builds.append(Build(argv, definition, output, args, "--mksquashfs-args" in argv, env or {}))
             output.write_bytes(f"fake image of {Path(argv[-1]).name}\n".encode())
         Path(log_path).write_text("")

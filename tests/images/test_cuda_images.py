@@ -10,6 +10,7 @@ the op archs as the smoke suite's fatbin reader sees them against NVIDIA's cuobj
 """
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -29,8 +30,10 @@ CUDA_TARGETS = {
     "a100-cuda": ("13.0", "580.65.06", ("sm_80",)),
     "h100-cuda": ("13.0", "580.65.06", ("sm_90",)),
     "csc-cuda": ("12.8", "525.60.13", ("sm_70", "sm_80")),
+    # aarch64, built and examined here under QEMU (issue 34)
+    "gh200-cuda": ("13.0", "580.65.06", ("sm_90",)),
 }
-CUOBJDUMP = "nvidia-cuda-cuobjdump==13.2.86"     # reads CUDA 12 and 13 objects alike
+CUOBJDUMP = "nvidia-cuda-cuobjdump==13.2.86"  # reads CUDA 12 and 13 objects alike
 
 
 @pytest.fixture(scope="module", params=sorted(CUDA_TARGETS))
@@ -45,21 +48,27 @@ def built(request, tmp_path_factory):
 
 
 def run_in(apptainer, image, *argv):
-    return subprocess.run([apptainer, "exec", str(image), *argv], capture_output=True, text=True,
-                          timeout=600)
+    # gh200-cuda's preflight runs emulated here, as asked (a no-op for the x86-64 images)
+    env = dict(os.environ, APPTAINERENV_HPCML_ALLOW_EMULATION="1")
+    return subprocess.run([apptainer, "exec", str(image), *argv], capture_output=True, text=True, timeout=600, env=env)
 
 
 @pytest.fixture(scope="module")
 def apptainer(tree):
     from builder.host import images
+
     return images.ready_apptainer(tree.target("cpu").sites[0])
 
 
 def test_labels_record_nccl_cuda_and_the_oldest_driver(built, apptainer):
     name, images = built
     cuda, driver, _ = CUDA_TARGETS[name]
-    result = subprocess.run([apptainer, "inspect", "--json", "--labels", str(images / f"{name}.sif")],
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [apptainer, "inspect", "--json", "--labels", str(images / f"{name}.sif")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     labels = json.loads(result.stdout)["data"]["attributes"]["labels"]
     prefix = "org.hpc-ml-containers."
     assert labels[prefix + "cuda.runtime"] == cuda
@@ -80,27 +89,37 @@ def test_the_preflight_passes_the_image_side_checks_and_waits_for_a_gpu(built, a
     for check in ("preflight torch", "preflight image torch archs", "preflight image op archs"):
         assert "PASS" in rows[check], result.stdout
     assert "NONE" in rows["preflight gpu"]
+    if name == "gh200-cuda":  # issue 34: emulated, as the opt-in asks
+        assert "PASS" in rows["preflight cpu arch"] and "runs emulated on an x86_64 node" in rows["preflight cpu arch"]
+        uname = run_in(apptainer, images / f"{name}.sif", "uname", "-m")
+        assert uname.stdout == "aarch64\n", uname.stderr
 
 
 def test_each_op_holds_code_for_the_images_archs_as_cuobjdump_sees_it(built, apptainer, tmp_path):
     name, images = built
     archs = CUDA_TARGETS[name][2]
     image = images / f"{name}.sif"
-    listing = run_in(apptainer, image, "sh", "-c",
-                     "find /opt/venv/lib/python3*/site-packages/deepspeed -name '*.so'")
+    listing = run_in(apptainer, image, "sh", "-c", "find /opt/venv/lib/python3*/site-packages/deepspeed -name '*.so'")
     libraries = listing.stdout.split()
     assert libraries, listing.stderr
     tools = tmp_path / "tools"
-    pip = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps",
-                          "--target", str(tools), CUOBJDUMP], capture_output=True, text=True, timeout=600)
+    pip = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(tools), CUOBJDUMP],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert pip.returncode == 0, pip.stderr
     cuobjdump = next(tools.rglob("bin/cuobjdump"))
     cuobjdump.chmod(0o755)
     with_code = 0
     for library in libraries:
         local = tmp_path / library.rsplit("/", 1)[1]
-        local.write_bytes(subprocess.run([apptainer, "exec", str(image), "cat", library],
-                                         capture_output=True, timeout=120, check=True).stdout)
+        local.write_bytes(
+            subprocess.run(
+                [apptainer, "exec", str(image), "cat", library], capture_output=True, timeout=120, check=True
+            ).stdout
+        )
         ours = set(fatbin.archs(local))
         elf = subprocess.run([str(cuobjdump), "--list-elf", str(local)], capture_output=True, text=True)
         theirs = set(re.findall(r"\.(sm_\d+[a-z]?)\.cubin", elf.stdout))

@@ -16,9 +16,9 @@ import sys
 import tarfile
 from pathlib import Path
 
-from helpers import deffile
 import pytest
 from conftest import ROOT
+from helpers import deffile
 from helpers.shared_objects import FABRIC_SYMBOLS, gcc
 
 DEF = (ROOT / "containers" / "lumi-rocm.def").read_text()
@@ -46,33 +46,53 @@ def netcheck_lines():
 
 # --- the %test network checks against a stand-in image ----------------------------------------
 
+
 def standin_image(root: Path, plugin="complete", libfabric="cxi"):
     """/opt/rocm, /opt/aws-ofi-nccl and /opt/libfabric under ``root``, as the image lays them out,
     plus a `torch` whose HIP library brings its own bundled librccl.so.1."""
     fabric = root / "opt" / "libfabric" / "lib"
     gcc(fabric / "libcxi.so.1", "int cxil_get_device_list(void) { return 0; }\n", "libcxi.so.1")
-    if libfabric == "cxi":     # the CXI provider built in: libfabric needs libcxi
-        gcc(fabric / "libfabric.so.1", FABRIC_SYMBOLS + "int cxil_get_device_list(void);\n"
-            "int cxi_probe(void) { return cxil_get_device_list(); }\n", "libfabric.so.1",
-            f"-L{fabric}", "-l:libcxi.so.1", "-Wl,-rpath,$ORIGIN")
-    else:                      # the distribution's kind: no CXI provider at all
+    if libfabric == "cxi":  # the CXI provider built in: libfabric needs libcxi
+        gcc(
+            fabric / "libfabric.so.1",
+            FABRIC_SYMBOLS + "int cxil_get_device_list(void);\n"
+            "int cxi_probe(void) { return cxil_get_device_list(); }\n",
+            "libfabric.so.1",
+            f"-L{fabric}",
+            "-l:libcxi.so.1",
+            "-Wl,-rpath,$ORIGIN",
+        )
+    else:  # the distribution's kind: no CXI provider at all
         gcc(fabric / "libfabric.so.1", FABRIC_SYMBOLS, "libfabric.so.1")
-    gcc(root / "opt" / "rocm" / "lib" / "librccl.so.1",
-        "int ncclGetVersion(int *v) { *v = 22203; return 0; }\n", "librccl.so.1")
+    gcc(
+        root / "opt" / "rocm" / "lib" / "librccl.so.1",
+        "int ncclGetVersion(int *v) { *v = 22203; return 0; }\n",
+        "librccl.so.1",
+    )
     calls = "fi_missing_symbol" if plugin == "unresolved" else "fi_getinfo"
-    gcc(root / "opt" / "aws-ofi-nccl" / "lib" / "librccl-net.so",
+    gcc(
+        root / "opt" / "aws-ofi-nccl" / "lib" / "librccl-net.so",
         f"int {calls}(void); int ncclNet_v9 = 1; int net_init(void) {{ return {calls}(); }}\n",
-        "librccl-net.so", f"-L{fabric}", "-l:libfabric.so.1", f"-Wl,-rpath,{fabric}")
+        "librccl-net.so",
+        f"-L{fabric}",
+        "-l:libfabric.so.1",
+        f"-Wl,-rpath,{fabric}",
+    )
     if plugin == "missing":
         (root / "opt" / "aws-ofi-nccl" / "lib" / "librccl-net.so").unlink()
     torch = root / "py" / "torch"
     gcc(torch / "lib" / "librccl.so.1", "int ncclGetVersion(int *v) { *v = 1; return 0; }\n", "librccl.so.1")
-    gcc(torch / "lib" / "libtorch_hip.so", "int ncclGetVersion(int *v); int hip(void) { int v; "
-        "return ncclGetVersion(&v); }\n", "libtorch_hip.so", f"-L{torch / 'lib'}", "-l:librccl.so.1",
-        "-Wl,-rpath,$ORIGIN")
-    (torch / "__init__.py").write_text("import ctypes, os\n"
-                                       "ctypes.CDLL(os.path.join(os.path.dirname(__file__), 'lib', "
-                                       "'libtorch_hip.so'))\n")
+    gcc(
+        torch / "lib" / "libtorch_hip.so",
+        "int ncclGetVersion(int *v); int hip(void) { int v; return ncclGetVersion(&v); }\n",
+        "libtorch_hip.so",
+        f"-L{torch / 'lib'}",
+        "-l:librccl.so.1",
+        "-Wl,-rpath,$ORIGIN",
+    )
+    (torch / "__init__.py").write_text(
+        "import ctypes, os\nctypes.CDLL(os.path.join(os.path.dirname(__file__), 'lib', 'libtorch_hip.so'))\n"
+    )
     record = root / "opt" / "venv" / "share" / "hpc-ml-runtime" / "rocm-build.json"
     record.parent.mkdir(parents=True)
     record.write_text(json.dumps({"arch": "gfx90a", "wavefront_size": 64}))
@@ -89,8 +109,8 @@ def run_image_checks(root: Path, preload=True, sysfs=None):
     if not preload:
         env.pop("LD_PRELOAD")
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "runtime"), str(root / "py")])
-    env["HPCML_NETCHECK_SYSFS"] = str(sysfs or root / "sys")     # no CXI device: build time
-    env["PATH"] = f"{root / 'bin'}:{env['PATH']}"                # no rocminfo: no GPU here
+    env["HPCML_NETCHECK_SYSFS"] = str(sysfs or root / "sys")  # no CXI device: build time
+    env["PATH"] = f"{root / 'bin'}:{env['PATH']}"  # no rocminfo: no GPU here
     results = {}
     for line in netcheck_lines():
         argv = line.replace("python -m", f"{sys.executable} -m").replace("/opt/", f"{root}/opt/").split()
@@ -111,20 +131,26 @@ def test_a_complete_image_passes_every_rendered_check(tmp_path):
     assert f"{tmp_path}/opt/libfabric/lib/libfabric.so.1" in results["plugin"].stdout
 
 
-@pytest.mark.parametrize("trap, check, says", [
-    ("missing plugin", "plugin", "librccl-net.so"),
-    ("unresolved symbol", "plugin", "fi_missing_symbol"),
-    ("torch's bundled RCCL", "rccl", "bundled"),
-    ("no CXI provider", "provider", "cxi"),
-    ("wavefront 32", "wavefront", "32"),
-])
+@pytest.mark.parametrize(
+    "trap, check, says",
+    [
+        ("missing plugin", "plugin", "librccl-net.so"),
+        ("unresolved symbol", "plugin", "fi_missing_symbol"),
+        ("torch's bundled RCCL", "rccl", "bundled"),
+        ("no CXI provider", "provider", "cxi"),
+        ("wavefront 32", "wavefront", "32"),
+    ],
+)
 def test_each_trap_fails_its_check_loudly_and_only_its_check(tmp_path, trap, check, says):
-    root = standin_image(tmp_path, plugin={"missing plugin": "missing",
-                                           "unresolved symbol": "unresolved"}.get(trap, "complete"),
-                         libfabric="distro" if trap == "no CXI provider" else "cxi")
+    root = standin_image(
+        tmp_path,
+        plugin={"missing plugin": "missing", "unresolved symbol": "unresolved"}.get(trap, "complete"),
+        libfabric="distro" if trap == "no CXI provider" else "cxi",
+    )
     if trap == "wavefront 32":
         (root / "opt" / "venv" / "share" / "hpc-ml-runtime" / "rocm-build.json").write_text(
-            json.dumps({"arch": "gfx90a", "wavefront_size": 32}))
+            json.dumps({"arch": "gfx90a", "wavefront_size": 32})
+        )
     results = run_image_checks(root, preload=trap != "torch's bundled RCCL")
     failed = {name for name, done in results.items() if done.returncode != 0}
     assert failed == {check}, {name: done.stderr for name, done in results.items()}
@@ -150,6 +176,7 @@ def test_on_a_gpu_node_the_provider_check_asks_fi_info(tmp_path):
 
 # --- the op build's rocminfo stand-in, read by DeepSpeed itself -------------------------------
 
+
 @pytest.fixture(scope="module")
 def deepspeed_source(tmp_path_factory):
     """DeepSpeed's source distribution at the pinned version, unpacked (the image's build
@@ -159,9 +186,24 @@ def deepspeed_source(tmp_path_factory):
     if not sdist.is_file():
         SDIST_CACHE.mkdir(parents=True, exist_ok=True)
         fetch = tmp_path_factory.mktemp("download")
-        done = subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
-                               "--no-binary", ":all:", "-d", str(fetch), f"deepspeed=={version}"],
-                              capture_output=True, text=True, timeout=600)
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--quiet",
+                "--no-deps",
+                "--no-binary",
+                ":all:",
+                "-d",
+                str(fetch),
+                f"deepspeed=={version}",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         assert done.returncode == 0, done.stderr
         shutil.move(str(fetch / sdist.name), sdist)
     out = tmp_path_factory.mktemp("deepspeed")
@@ -197,9 +239,14 @@ def detect(source: Path, tmp_path: Path, standin=None):
     wheel = tmp_path / "wheel"
     wheel.mkdir()
     line = detection_line().replace('"$ds_tmp/wheel"', str(wheel))
-    done = subprocess.run(["sh", "-c", line.replace("python -c", f"{sys.executable} -c", 1)],
-                          cwd=source, env=dict(os.environ, PATH=f"{tools}:{os.environ['PATH']}"),
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        ["sh", "-c", line.replace("python -c", f"{sys.executable} -c", 1)],
+        cwd=source,
+        env=dict(os.environ, PATH=f"{tools}:{os.environ['PATH']}"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     return done, wheel / "rocm-build.json"
 
 
@@ -210,10 +257,24 @@ def test_deepspeed_reads_gfx90a_and_64_from_the_builds_standin(deepspeed_source,
     assert json.loads(record.read_text())["wavefront_size"] == 64
     assert json.loads(record.read_text())["arch"] == "gfx90a"
     # and the image's %test accepts that record
-    check = subprocess.run([sys.executable, "-m", "smoke.netcheck", "wavefront", "--record", str(record),
-                            "--arch", "gfx90a", "--expected", "64"], capture_output=True, text=True,
-                           env=dict(os.environ, PYTHONPATH=str(ROOT / "runtime"), PATH=str(tmp_path / "none")),
-                           timeout=60)
+    check = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "smoke.netcheck",
+            "wavefront",
+            "--record",
+            str(record),
+            "--arch",
+            "gfx90a",
+            "--expected",
+            "64",
+        ],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(ROOT / "runtime"), PATH=str(tmp_path / "none")),
+        timeout=60,
+    )
     assert check.returncode == 0, check.stderr
 
 
@@ -228,9 +289,11 @@ def test_a_standin_that_only_names_the_arch_stops_the_build_before_the_compile(d
 
 # --- sources fetched at their commit -------------------------------------------------------------
 
+
 def test_a_source_is_fetched_at_exactly_its_pinned_commit(tmp_path):
     from builder.recipes.target_parts import Source
     from builder.render import git_sources
+
     repo = tmp_path / "upstream"
     git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(repo)]
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
@@ -248,6 +311,6 @@ def test_a_source_is_fetched_at_exactly_its_pinned_commit(tmp_path):
 
     done = fetch(first)
     assert done.returncode == 0, done.stderr
-    assert (tmp_path / first[:8] / "src" / "VERSION").read_text() == "1\n"      # not the newest
+    assert (tmp_path / first[:8] / "src" / "VERSION").read_text() == "1\n"  # not the newest
     missing = fetch("0" * 40)
     assert missing.returncode != 0

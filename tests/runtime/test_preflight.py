@@ -4,6 +4,7 @@ No GPU is needed: a Host is what probe() would read on a node, written by hand. 
 itself runs on this machine (no GPU, no driver) and through the command line.
 """
 
+import dataclasses
 import json
 import os
 import sys
@@ -41,6 +42,7 @@ def verdicts(results):
 def test_a_matching_node_passes_every_check():
     results = preflight.check(a100(), V100_A100)
     assert verdicts(results) == {
+        "preflight cpu arch": "pass",
         "preflight torch": "pass",
         "preflight image torch archs": "pass",
         "preflight image op archs": "none",
@@ -118,6 +120,7 @@ def test_ptx_only_passes_with_a_note_that_the_first_use_compiles():
 def test_without_a_gpu_the_gpu_checks_wait_for_a_gpu_node_and_the_torch_check_runs():
     results = preflight.check(Host(torch="2.13.0", torch_cuda="12.6", torch_archs=CU126_ARCHS), V100_A100)
     assert verdicts(results) == {
+        "preflight cpu arch": "pass",
         "preflight torch": "pass",
         "preflight image torch archs": "pass",
         "preflight image op archs": "none",
@@ -230,7 +233,7 @@ def test_a_cpu_torch_in_a_gpu_image_and_a_gpu_torch_in_the_cpu_image_fail():
         "preflight": Verdict.none("not inside an image: nothing promised to check this node against")
     }
     cpu = preflight.check(Host(torch="2.13.0", torch_cuda="13.0"), {"gpu": None})
-    assert verdicts(cpu) == {"preflight torch": "fail", "preflight gpu": "pass"}
+    assert verdicts(cpu) == {"preflight cpu arch": "pass", "preflight torch": "fail", "preflight gpu": "pass"}
     assert "a cuda build where the image promises cpu" in cpu["preflight torch"].why
 
 
@@ -245,7 +248,12 @@ def test_rocm_archs_come_from_the_kfd_topology(tmp_path, monkeypatch):
     lumi = preflight.check(
         Host(gpus=host.gpus, torch="2.13.0", torch_hip="6.4", torch_archs=("gfx90a",)), {"gpu": {"archs": ["gfx90a"]}}
     )
-    assert verdicts(lumi) == {"preflight torch": "pass", "preflight gpu arch": "pass", "preflight torch archs": "pass"}
+    assert verdicts(lumi) == {
+        "preflight cpu arch": "pass",
+        "preflight torch": "pass",
+        "preflight gpu arch": "pass",
+        "preflight torch archs": "pass",
+    }
 
 
 def test_the_driver_version_is_read_from_proc(tmp_path, monkeypatch):
@@ -374,3 +382,34 @@ def test_images_without_a_plugin_have_no_network_preflight():
     calls, run = recorded_runs()
     assert preflight.network({"comm": {"library": "nccl", "plugin": None}}, {}, 2, run=run) == {}
     assert preflight.network({"target": None}, {}, 2, run=run) == {} and calls == []
+
+
+def test_an_image_of_another_cpu_arch_than_the_node_fails_unless_emulation_is_asked_for():
+    """Under QEMU uname says the image's architecture; the kernel's sysctl says the node's."""
+    emulated = Host(torch="2.13.0", machine="aarch64", kernel_arch="x86_64")
+    results = preflight.check(emulated, {"gpu": None})
+    assert results["preflight cpu arch"].verdict == "fail"
+    assert results["preflight cpu arch"].why == (
+        "this aarch64 image runs emulated on an x86_64 node, many times slower: "
+        "run it on an aarch64 node (HPCML_ALLOW_EMULATION=1 to go on)"
+    )
+    allowed = preflight.check(dataclasses.replace(emulated, allow_emulation=True), {"gpu": None})
+    assert (
+        allowed["preflight cpu arch"].verdict == "pass"
+        and "HPCML_ALLOW_EMULATION=1" in allowed["preflight cpu arch"].why
+    )
+    native = preflight.check(Host(torch="2.13.0", machine="aarch64", kernel_arch="aarch64"), {"gpu": None})
+    assert native["preflight cpu arch"].verdict == "pass"
+
+
+def test_the_node_arch_is_read_from_the_kernel_and_the_opt_in_from_the_environment(monkeypatch, tmp_path):
+    (tmp_path / "arch").write_text("x86_64\n")
+    monkeypatch.setattr(preflight, "KERNEL_ARCH", tmp_path / "arch")
+    monkeypatch.setenv("HPCML_ALLOW_EMULATION", "1")
+    host = preflight.probe()
+    assert (host.kernel_arch, host.allow_emulation) == ("x86_64", True)
+    monkeypatch.setattr(preflight, "KERNEL_ARCH", tmp_path / "absent")
+    monkeypatch.delenv("HPCML_ALLOW_EMULATION")
+    host = preflight.probe()
+    assert (host.kernel_arch, host.allow_emulation) == ("", False)
+    assert preflight.check(host, {"gpu": None})["preflight cpu arch"].verdict == "pass"

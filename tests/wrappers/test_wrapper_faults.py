@@ -540,3 +540,34 @@ def test_an_image_its_user_cannot_read_gets_one_line(env):
         assert not (folder / "ran").exists()
     finally:
         shutil.rmtree(folder)
+
+
+# issue 34: the SIF header names the image's architecture ("02": amd64, "04": arm64)
+SIF_ARCH = {"x86_64": b"02\0", "aarch64": b"04\0"}
+
+
+def other_arch():
+    return "aarch64" if os.uname().machine == "x86_64" else "x86_64"
+
+
+def test_an_image_of_another_architecture_is_refused_in_one_line_unless_emulation_is_asked_for(env, tmp_path):
+    image = Path(env["SING_IMAGE"])
+    image.write_bytes(SIF_HEADER + SIF_ARCH[other_arch()] + bytes(64))
+    result = wrap("exec", "true", env=env)
+    line = one_line_error(result.returncode, result.stderr, f"image {image} is built for {other_arch()}")
+    assert line.endswith(
+        f"and this node is {os.uname().machine}: it would run emulated, many times slower, or fail; run it on an "
+        f"{other_arch()} node (HPCML_ALLOW_EMULATION=1 runs it anyway)"
+    )
+    assert runs(tmp_path) == []
+    result = wrap("-v", "exec", "true", env=dict(env, HPCML_ALLOW_EMULATION="1"))
+    assert result.returncode == 0 and "running it emulated (HPCML_ALLOW_EMULATION=1)" in result.stderr
+    assert len(runs(tmp_path)) == 1
+
+
+@pytest.mark.parametrize("code", [None, b"00\0", b"06\0"], ids=["native", "unknown", "ppc64le"])
+def test_an_image_of_this_architecture_or_one_the_header_does_not_name_runs(env, tmp_path, code):
+    code = code or SIF_ARCH.get(os.uname().machine, b"00\0")
+    Path(env["SING_IMAGE"]).write_bytes(SIF_HEADER + code + bytes(64))
+    result = wrap("exec", "true", env=env)
+    assert result.returncode == 0, result.stderr

@@ -73,7 +73,7 @@ def parts(target):
 
 def lib_dir(target) -> str:
     """The folder of the libfabric the network plugin loads: the image's own, or the distribution's."""
-    return f"{LIBFABRIC_PREFIX}/lib" if target.comm.libfabric else "/usr/lib/x86_64-linux-gnu"
+    return f"{LIBFABRIC_PREFIX}/lib" if target.comm.libfabric else target.multiarch_lib_dir
 
 
 def _libfabric_cxi(stack):

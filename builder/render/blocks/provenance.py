@@ -62,6 +62,7 @@ def parts(target):
         ("builder.version", __version__),
         ("target", target.name),
         ("sites", ",".join(site.name for site in target.sites)),
+        ("arch", target.arch),
         ("gpu.arch", ",".join(target.archs) or "none"),
         ("recipe.sha256", recipe_hash(target)),
     ]
@@ -91,7 +92,8 @@ def parts(target):
             labels=tuple((f"{LABEL_PREFIX}.{key}", value) for key, value in labels),
             help=(
                 f"{target.name}: {target.description}",
-                f"Built for: {', '.join(s.name for s in target.sites)}; GPU arch: {', '.join(target.archs) or 'none'}.",
+                f"Built for: {', '.join(s.name for s in target.sites)}; CPU arch: {target.arch}; "
+                f"GPU arch: {', '.join(target.archs) or 'none'}.",
                 f"The resolved recipe is in the label {LABEL_PREFIX}.recipe (apptainer inspect --labels IMAGE).",
             ),
         )

@@ -228,3 +228,63 @@ def test_a_build_asks_only_for_the_sources_of_the_layers_it_builds(fake, monkeyp
     monkeypatch.setattr(indexes, "why_down", _down("https://registry-1.docker.io/", "https://github.com/"))
     build("lumi-rocm", tmp_path, force="top")
     assert [b.layer for b in fake.builds] == ["image"]
+
+
+# --- issue 34: an image of another architecture than the host's ---------------------------
+
+
+def test_an_aarch64_image_is_built_on_its_own_roots_with_qemu_ready_and_preflight_told(fake, monkeypatch, tmp_path):
+    from builder.host import emulation
+
+    monkeypatch.setattr(emulation, "host_arch", lambda: "x86_64")
+    monkeypatch.setattr(emulation, "state", lambda arch: ("ready", "registered (fake)"))
+    build("gh200-cuda", tmp_path)
+    assert [b.layer for b in fake.builds] == ["devel", "base", "image"]
+    devel, base, top = fake.builds
+    # its own devel and base (a100-cuda's are x86_64), each a Debian root made for arm64
+    assert sorted(p.name for p in tmp_path.glob("*.sif")) == [
+        "gh200-cuda.base.sif",
+        "gh200-cuda.devel.sif",
+        "gh200-cuda.sif",
+    ]
+    for layer in (devel, base):
+        assert "Bootstrap: scratch\n" in layer.definition and "Bootstrap: debootstrap" not in layer.definition
+        assert 'debootstrap --arch=arm64 --variant=minbase --include=apt trixie "$APPTAINER_ROOTFS" {{ MIRROR }}' in (
+            layer.definition
+        )
+        assert layer.build_args["MIRROR"] == MIRROR
+    # %test's preflight knows the build runs emulated, and says so instead of failing
+    assert all(b.env.get(contract.ALLOW_EMULATION) == "1" for b in fake.builds)
+
+
+def test_without_qemu_an_aarch64_build_stops_in_one_line_before_anything_runs(fake, monkeypatch, tmp_path):
+    from builder.host import emulation
+
+    monkeypatch.setattr(emulation, "host_arch", lambda: "x86_64")
+    monkeypatch.setattr(
+        emulation,
+        "state",
+        lambda arch: ("missing", "no QEMU user-mode emulator for aarch64: apt-get install qemu-user-static"),
+    )
+    with pytest.raises(ToolError) as error:
+        build("gh200-cuda", tmp_path / "images")
+    assert str(error.value).endswith("apt-get install qemu-user-static") and "\n" not in str(error.value)
+    assert fake.commands == [] and not (tmp_path / "images").exists()
+
+
+def test_an_x86_64_image_is_refused_on_an_aarch64_host_whose_roots_would_be_aarch64(fake, monkeypatch, tmp_path):
+    from builder.host import emulation
+
+    monkeypatch.setattr(emulation, "host_arch", lambda: "aarch64")
+    with pytest.raises(ToolError) as error:
+        build("cpu", tmp_path / "images")
+    assert str(error.value) == (
+        "cpu is an x86_64 image and its stages (debootstrap bookworm, debootstrap bookworm) start from a root "
+        "of this host's architecture (aarch64); build it on an x86_64 host"
+    )
+    assert fake.commands == []
+
+
+def test_a_native_build_runs_without_the_emulation_opt_in(fake, tmp_path):
+    build("cpu", tmp_path)
+    assert all(contract.ALLOW_EMULATION not in b.env for b in fake.builds)

@@ -92,17 +92,23 @@ def test_lumis_multi_node_srun_options_and_the_folders_its_jobs_make(tree):
     assert (local.multi_node.srun_options, local.scratch.make_dirs, local.dirs_to_make) == ((), (), ())
 
 
-def test_make_dirs_names_variables_of_env_only(tmp_path):
+def site_error(tmp_path, site, old, new) -> tuple:
+    """(file: line of ``new``, the error) when a copy of the site's file says ``new`` for ``old``."""
     recipes = tmp_path / "recipes"
     shutil.copytree(ROOT / "recipes", recipes)
-    lumi = recipes / "sites" / "lumi.yaml"
-    text = lumi.read_text().replace("MIOPEN_CUSTOM_CACHE_DIR]", "MIOPEN_CACHE]")
-    lumi.write_text(text)
-    line = text[: text.index("MIOPEN_CACHE]")].count("\n") + 1
+    path = recipes / "sites" / f"{site}.yaml"
+    text = path.read_text().replace(old, new)
+    path.write_text(text)
     with pytest.raises(RecipeError) as raised:
-        RecipeTree(recipes).site("lumi")
-    assert str(raised.value) == (
-        f"{lumi}:{line}: scratch.make_dirs.1: MIOPEN_CACHE is not a variable of env; expected one that names a folder"
+        RecipeTree(recipes).site(site)
+    return f"{path}:{text[: text.index(new)].count(chr(10)) + 1}", str(raised.value)
+
+
+def test_make_dirs_names_variables_of_env_only(tmp_path):
+    where, error = site_error(tmp_path, "lumi", "MIOPEN_CUSTOM_CACHE_DIR]", "MIOPEN_CACHE]")
+    assert (
+        error
+        == f"{where}: scratch.make_dirs.1: MIOPEN_CACHE is not a variable of env; expected one that names a folder"
     )
 
 
@@ -113,3 +119,33 @@ def test_no_code_outside_the_recipe_loader_reads_the_raw_site_file():
             if re.search(r"\bsite_docs\b|\bsite\.data\b", line):
                 readers.append(f"{path.relative_to(ROOT)}:{number}")
     assert [r for r in readers if not r.startswith(("builder/recipes/tree.py", "builder/cli/"))] == []
+
+
+def test_roihus_partitions_carry_per_job_gpu_limits_and_others_none(tree):
+    """CSC's batch-job-partitions.md: gpumedium takes at most 4 GPUs per job, gpularge at least 4."""
+    roihu = tree.sites["roihu"]
+    limits = {
+        p.name: (p.max_nodes, p.max_time, p.max_job_gpus, p.min_job_gpus, p.whole_nodes, p.test)
+        for p in roihu.slurm.partitions
+    }
+    assert limits == {
+        "gputest": (2, "00:15:00", 0, 0, False, True),
+        "gpumedium": (4, "1-12:00:00", 4, 0, False, False),
+        "gpularge": (10, "1-12:00:00", 0, 4, True, False),
+    }
+    assert (roihu.cpu.arch, roihu.cpu.cores_per_gpu, roihu.slurm.gres_type, roihu.scratch.tmpdir) == (
+        "aarch64",
+        72,
+        "gh200",
+        "$TMPDIR",
+    )
+    others = [p for name, site in tree.sites.items() if name != "roihu" for p in site.slurm.partitions]
+    assert others and all((p.max_job_gpus, p.min_job_gpus) == (0, 0) for p in others)  # not said: no limit
+
+
+def test_a_per_job_gpu_floor_above_the_ceiling_is_one_located_line(tmp_path):
+    where, error = site_error(tmp_path, "roihu", "max_job_gpus: 4,", "max_job_gpus: 4, min_job_gpus: 8,")
+    assert error == (
+        f"{where}: slurm.partitions.gpumedium.min_job_gpus: min_job_gpus 8 > max_job_gpus 4; "
+        "expected a floor at or below the ceiling"
+    )

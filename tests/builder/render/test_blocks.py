@@ -130,3 +130,17 @@ def test_each_block_documents_what_it_emits_and_reads_with_an_example():
         assert f'Emits: "{name}"' in doc, f"{name}: no 'Emits: \"{name}\", <stages>' in its docstring"
         assert "Reads: " in doc, f"{name}: no 'Reads: ' (target and site fields) in its docstring"
         assert "Example" in doc and "\n    " in doc, f"{name}: no indented example in its docstring"
+
+
+def test_library_folders_follow_the_images_cpu_architecture(tree):
+    """No multiarch triplet is written in a block: the distribution's libfabric folder is the
+    target's (issue 34)."""
+    import dataclasses
+
+    from builder.render.blocks import libfabric
+
+    lumi = tree.target("lumi-rocm")
+    distro = dataclasses.replace(lumi, comm=dataclasses.replace(lumi.comm, libfabric=()))
+    assert libfabric.lib_dir(distro) == "/usr/lib/x86_64-linux-gnu"
+    assert libfabric.lib_dir(dataclasses.replace(distro, arch="aarch64")) == "/usr/lib/aarch64-linux-gnu"
+    assert libfabric.lib_dir(lumi) == f"{libfabric.LIBFABRIC_PREFIX}/lib"

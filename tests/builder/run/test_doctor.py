@@ -36,3 +36,14 @@ def test_a_runtime_that_fails_is_reported_broken_not_raised(found, monkeypatch, 
     out = capsys.readouterr().out
     assert "/opt/fake/bin/apptainer: broken (/opt/fake/bin/apptainer --version failed (exit 1))" in out
     assert "recipes               none here" in out
+
+
+def test_the_emulator_for_the_recipes_other_architecture_is_shown(found, monkeypatch, tmp_path, capsys):
+    from builder.host import emulation
+
+    FakeRunner(monkeypatch, answers={"apptainer": "apptainer version 1.4.5\n"})
+    monkeypatch.setattr(emulation, "host_arch", lambda: "x86_64")
+    monkeypatch.setattr(emulation, "state", lambda arch: ("missing", f"no QEMU user-mode emulator for {arch}: ..."))
+    doctor.report(RecipeTree(RECIPES), tmp_path)
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("emulation")]
+    assert rows == ["emulation aarch64     no QEMU user-mode emulator for aarch64: ..."]  # gh200-cuda's
