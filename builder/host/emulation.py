@@ -37,11 +37,11 @@ def state(arch: str) -> tuple:
     if entry.is_file():
         lines = entry.read_text().splitlines()
         fields = dict(line.split(" ", 1) for line in lines[1:] if " " in line)
-        flags = fields.get("flags:", "").strip()
-        if lines[:1] == ["enabled"] and "F" in flags:
+        flags, enabled = fields.get("flags:", "").strip(), lines[:1] == ["enabled"]
+        if enabled and "F" in flags:
             return "ready", f"registered for {arch}: {fields.get('interpreter', '?').strip()} (flags {flags})"
         return "missing", (
-            f"qemu-{arch} is registered {'without the F flag' if lines[:1] == ['enabled'] else 'but disabled'}, "
+            f"qemu-{arch} is registered {'without the F flag' if enabled else 'but disabled'}, "
             f"so it cannot run inside the build's namespaces; remove it (echo -1 > {entry}) and build again"
         )
     if not (CONF_DIR / f"qemu-{arch}.conf").is_file():

@@ -11,6 +11,7 @@ from .section import Section
 from .slurm_model import Slurm
 
 VENDOR_ARCH = {"nvidia": "sm_", "amd": "gfx"}
+DEFAULT_ARCH = "x86_64"  # the nodes' CPU architecture (uname -m) when a site file says none
 
 
 def _frozen(value):
@@ -68,7 +69,7 @@ class Gpu(SitePart):
 @dataclass(frozen=True)
 class Cpu(SitePart):
     cores_per_node: int
-    arch: str = "x86_64"  # uname -m of the nodes: x86_64 | aarch64
+    arch: str = DEFAULT_ARCH  # uname -m of the nodes: x86_64 | aarch64
     cores_per_gpu: int = 0  # 0: not said
     mem_per_gpu_gb: int = 0  # 0: not said
     cpu_bind: str = ""  # srun --cpu-bind value; "" when Slurm's default is right

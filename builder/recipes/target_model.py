@@ -7,11 +7,11 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from .section import Section
+from .site_model import DEFAULT_ARCH
 from .target_parts import CudaToolkit, DeepSpeed, Stage, Versions
 from .target_sections import Comm, Mpi, Os, Python, Torch
 
 FLAVOUR_VENDOR = {"cuda": "nvidia", "rocm": "amd"}
-DEFAULT_ARCH = "x86_64"
 # uname -m's name -> Debian's (debootstrap --arch, dpkg --print-architecture)
 DEBIAN_ARCH = {"x86_64": "amd64", "aarch64": "arm64"}
 

@@ -60,19 +60,10 @@ class StageText:
         if stage.bootstrap != "debootstrap" or not target.debootstraps_itself:
             return cls(name, stage.bootstrap, stage.image, **fields)
         root = cls(name, "scratch", "", args={MIRROR_ARG}, **fields)
+        how = f"--arch={target.debian_arch} --variant=minbase --include=apt {stage.image}"
         root.setup = [
             f"echo '--- {name}: debootstrap --arch={target.debian_arch} {stage.image}'",
-            " ".join(
-                [
-                    "debootstrap",
-                    f"--arch={target.debian_arch}",
-                    "--variant=minbase",
-                    "--include=apt",
-                    stage.image,
-                    '"$APPTAINER_ROOTFS"',
-                    build_arg(MIRROR_ARG),
-                ]
-            ),
+            f'debootstrap {how} "$APPTAINER_ROOTFS" {build_arg(MIRROR_ARG)}',
         ]
         return root
 

@@ -11,7 +11,7 @@ from helpers.fake_runner import FakeRunner
 
 from builder import contract, runner
 from builder.errors import ToolError
-from builder.host import hostinfo
+from builder.host import emulation, hostinfo
 from builder.host.progress import Progress
 from builder.layerbuild import indexes, layers
 from builder.recipes.tree import RecipeTree
@@ -234,8 +234,6 @@ def test_a_build_asks_only_for_the_sources_of_the_layers_it_builds(fake, monkeyp
 
 
 def test_an_aarch64_image_is_built_on_its_own_roots_with_qemu_ready_and_preflight_told(fake, monkeypatch, tmp_path):
-    from builder.host import emulation
-
     monkeypatch.setattr(emulation, "host_arch", lambda: "x86_64")
     monkeypatch.setattr(emulation, "state", lambda arch: ("ready", "registered (fake)"))
     build("gh200-cuda", tmp_path)
@@ -258,8 +256,6 @@ def test_an_aarch64_image_is_built_on_its_own_roots_with_qemu_ready_and_prefligh
 
 
 def test_without_qemu_an_aarch64_build_stops_in_one_line_before_anything_runs(fake, monkeypatch, tmp_path):
-    from builder.host import emulation
-
     monkeypatch.setattr(emulation, "host_arch", lambda: "x86_64")
     monkeypatch.setattr(
         emulation,
@@ -273,8 +269,6 @@ def test_without_qemu_an_aarch64_build_stops_in_one_line_before_anything_runs(fa
 
 
 def test_an_x86_64_image_is_refused_on_an_aarch64_host_whose_roots_would_be_aarch64(fake, monkeypatch, tmp_path):
-    from builder.host import emulation
-
     monkeypatch.setattr(emulation, "host_arch", lambda: "aarch64")
     with pytest.raises(ToolError) as error:
         build("cpu", tmp_path / "images")
