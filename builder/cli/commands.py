@@ -135,6 +135,7 @@ def cmd_jobscript(args):
         qos=args.qos or "",
         binds=tuple(args.bind),
         stage=tuple(args.stage),
+        nvme_pool=args.nvme_pool or "",
         image=args.image or "",
         wrapper=args.wrapper or "",
         published=args.published or "",

@@ -196,6 +196,11 @@ def _jobscript_arguments(cmd):
     cmd.add_argument(
         "--stage", action="append", default=[], metavar="DIR", help="data to copy to node-local disk first (repeatable)"
     )
+    cmd.add_argument(
+        "--nvme-pool",
+        metavar="SIZE",
+        help="ask for SIZE (such as 100G) of the site's NVMe pool on each node, and stage there (Roihu; whole nodes)",
+    )
     cmd.add_argument("--image", help="the image's path on the site (default: images/<target>.sif)")
     cmd.add_argument(
         "--wrapper",

@@ -7,6 +7,7 @@ looks up when it runs."""
 import dataclasses
 from dataclasses import dataclass, fields
 
+from .network_model import Allreduce, Network
 from .section import Section
 from .slurm_model import Slurm
 
@@ -112,10 +113,26 @@ class SiteImage(SitePart):
 
 
 @dataclass(frozen=True)
+class Pool(SitePart):
+    """Storage a job asks Slurm for, mounted on each of its nodes: scratch.pool, such as Roihu's
+    `{path: /run/sbb/$USER, bb: '#BB_LUA SBF storagesize={size} path={path}', exclusive: true}`."""
+
+    path: str  # where it is mounted; its variables expand when the job runs
+    bb: str  # sbatch --bb: {size} as asked, {path} as the script's writer expands it
+    exclusive: bool = False  # given only to jobs with whole nodes: the script asks --exclusive
+
+
+@dataclass(frozen=True)
 class Scratch(SitePart):
     tmpdir: str = ""  # the job's temporary folder ("" when not said)
     node_local: str = ""  # node-local disk for staged data ("" when none)
     make_dirs: tuple = ()  # variables of env naming folders job scripts make on every node
+    pool: Pool = None  # None when the site has none
+
+    @classmethod
+    def from_yaml(cls, spec: Section):
+        pool = spec.part("pool")
+        return dataclasses.replace(super().from_yaml(spec), pool=Pool.from_yaml(pool) if pool.data else None)
 
 
 @dataclass(frozen=True)
@@ -140,81 +157,6 @@ class Mpi(SitePart):
 class Launcher(SitePart):
     default: str = "torchrun"  # torchrun | srun | mpirun | deepspeed
     master_port_base: int = 10000
-
-
-@dataclass(frozen=True)
-class HostLibfabric(SitePart):
-    """The host's libfabric stack, bound on multi-node jobs when network.libfabric is host
-    (and then first on LD_LIBRARY_PATH)."""
-
-    binds: tuple
-    library_path: tuple
-
-
-@dataclass(frozen=True)
-class Network:
-    transport: str = ""  # ofi | ib | socket; "" when the file has no network section
-    provider: str = ""
-    libfabric: str = ""  # image | host: whose libfabric multi-node jobs use ("" when none)
-    host_libfabric: HostLibfabric | None = None
-
-    @classmethod
-    def from_yaml(cls, spec: Section):
-        libfabric, host = spec.get("libfabric", ""), spec.get("host_libfabric")
-        if libfabric == "host" and not host:
-            raise spec.error((), "libfabric: host needs host_libfabric (its binds and library_path); expected both")
-        if host and not libfabric:
-            raise spec.error(("host_libfabric",), "host_libfabric without libfabric; expected libfabric: image or host")
-        if libfabric and spec.get("transport") != "ofi":
-            raise spec.error(
-                ("libfabric",), f"libfabric is an ofi setting; expected transport: ofi, found {spec.get('transport')}"
-            )
-        return cls(
-            spec.get("transport", ""),
-            spec.get("provider", ""),
-            libfabric,
-            HostLibfabric.from_yaml(spec.part("host_libfabric")) if host else None,
-        )
-
-    @property
-    def host_binds(self) -> tuple:
-        """What multi-node jobs bind for the host's libfabric: () unless it is chosen."""
-        return self.host_libfabric.binds if self.libfabric == "host" else ()
-
-    @property
-    def host_library_path(self) -> tuple:
-        return self.host_libfabric.library_path if self.libfabric == "host" else ()
-
-    def facts(self) -> dict:
-        """The keys the file sets, as the smoke suite reads them; with the host's libfabric,
-        where its preflight expects the plugin's libfabric."""
-        facts = {
-            key: value
-            for key, value in (
-                ("transport", self.transport),
-                ("provider", self.provider),
-                ("libfabric", self.libfabric),
-            )
-            if value
-        }
-        if self.host_library_path:
-            facts["host_library_path"] = list(self.host_library_path)
-        return facts
-
-
-@dataclass(frozen=True)
-class Allreduce:
-    """A reference all-reduce figure the smoke suite judges a run against."""
-
-    nodes: int
-    bytes: int
-    busbw_gbs: float
-    source: str
-    dtype: str | None = None
-    tolerance: float | None = None
-
-    def facts(self) -> dict:
-        return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
 
 
 @dataclass(frozen=True)

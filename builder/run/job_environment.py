@@ -1,14 +1,17 @@
 """What a job script sets up before it launches: the modules it loads (the site's, the
 runtime's, the host MPI's, a published version's), the image it runs, the wrapper that runs
-it, the options every srun step carries and the node-local folders made before the ranks
-start. Fills those parts of a jobscript Plan; one clear error for a request that cannot work.
+it, the storage it asks for (a site's NVMe pool), the options every srun step carries and the
+node-local folders made before the ranks start. Fills those parts of a jobscript Plan; one
+clear error for a request that cannot work.
 """
 
+import getpass
 import json
 import os
+import re
 from pathlib import Path
 
-from .. import resources
+from .. import contract, resources
 from ..errors import RecipeError
 from ..publish.placing import MANIFEST
 from ..shell import cmd, env_value, leading_variable
@@ -87,6 +90,56 @@ def environment(p):
     if site.runtime.image_dir:
         p.why.append(f"image from {site.runtime.image_dir}, expanded when the job runs (runtime.image_dir)")
     p.wrapper = request.wrapper or ("singularity_wrapper" if p.record else str(resources.wrapper()))
+
+
+# SIZE of --nvme-pool: what CSC's examples write (10G, 20GB, 100G)
+POOL_SIZE = re.compile(r"[1-9][0-9]*[GT]B?")
+_VARIABLE = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
+
+
+def storage(p):
+    """--nvme-pool SIZE: the site's pool (scratch.pool) asked for with --bb, --exclusive where
+    the site gives it only to jobs with whole nodes, and staged copies put there."""
+    site, size = p.site, p.request.nvme_pool
+    if not size:
+        return
+    pool = site.scratch.pool
+    if pool is None:
+        where = f"; staged data goes to {site.scratch.tmpdir} (--stage)" if site.scratch.tmpdir else ""
+        raise _error(f"--nvme-pool {size}: {site.name} has no NVMe pool (scratch.pool){where}")
+    if not POOL_SIZE.fullmatch(size):
+        raise _error(f"--nvme-pool {size}: not a size; expected gigabytes or terabytes such as 100G or 2T")
+    path = _expand_now(pool.path, "--nvme-pool")
+    asked = [("bb", '"' + pool.bb.format(size=size, path=path) + '"')]
+    p.why.append(
+        f"--bb: {size} of the site's NVMe pool on each node at {pool.path} (scratch.pool); Slurm "
+        f"expands no variable in an #SBATCH line, so it names {path} as written"
+    )
+    if pool.exclusive:
+        asked.insert(0, ("exclusive", ""))
+        p.why.append("--exclusive: the pool is given only to jobs with whole nodes, billed as whole nodes")
+        if p.gpus < site.gpu.per_node:
+            p.notes.append(
+                f"--nvme-pool needs --exclusive on {site.name}: the job is billed for all "
+                f"{site.gpu.per_node} GPUs of each node, not the {p.gpus} it uses"
+            )
+    at = next(index for index, (option, _) in enumerate(p.sbatch) if option == "time")
+    p.sbatch[at:at] = asked
+    p.node_local = _VARIABLE.sub(lambda match: "${" + (match.group(1) or match.group(2)) + "}", pool.path)
+    p.why.append(f"staged copies (--stage) go to the pool: {contract.NODE_LOCAL}={pool.path}")
+
+
+def _expand_now(text: str, option: str) -> str:
+    """A site path with the variables of this shell (USER: the user writing the script)."""
+    env = {"USER": getpass.getuser(), **os.environ}
+
+    def value(match):
+        name = match.group(1) or match.group(2)
+        if not env.get(name):
+            raise _error(f"{option}: ${name} is not set here, and the request must name {text} with it expanded")
+        return env[name]
+
+    return _VARIABLE.sub(value, text)
 
 
 def steps(p):

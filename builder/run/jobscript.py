@@ -24,9 +24,9 @@ from dataclasses import dataclass, field, replace
 
 from .. import __version__, contract
 from ..render.templating import templates
-from ..shell import cmd, path_value, quote
+from ..shell import cmd, export, path_value, quote
 from ..suggest import did_you_mean
-from .job_environment import environment, image_hint, per_node, steps
+from .job_environment import environment, image_hint, per_node, steps, storage
 from .job_placement import choose_partition, command_line_error, resources, size
 
 LAUNCHES = ("torchrun", "srun", "mpirun", "deepspeed")
@@ -59,6 +59,7 @@ class Request:
     qos: str = ""  # default: the first of the site's QoS that fits
     binds: tuple = ()
     stage: tuple = ()
+    nvme_pool: str = ""  # SIZE of the site's pool (scratch.pool) on each node; "" for none
     image: str = ""  # default: the published module's, the site's image folder's
     # <target>.sif, or images/<target>.sif
     published: str = ""  # a publish record (PREFIX/NAME/VERSION): the script loads it
@@ -79,6 +80,7 @@ class Request:
             ("--account", self.account),
             ("--partition", self.partition),
             ("--qos", self.qos),
+            ("--nvme-pool", self.nvme_pool),
             ("--image", self.image),
             ("--published", self.published),
         ):
@@ -109,6 +111,7 @@ class Plan:
     notes: list = field(default_factory=list)  # said on stderr: what was changed in the request
     module_lines: list = field(default_factory=list)  # module purge/use/load, before anything runs
     image: str = ""  # SING_IMAGE as the script sets it ("" when the module does)
+    node_local: str = ""  # HPCML_NODE_LOCAL as the script sets it: where staged copies go
     wrapper: str = ""  # the command that runs the container
     srun: tuple = ("srun",)  # what every srun step starts with: the site's options across nodes
     record: dict = field(default_factory=dict)  # the publish record loaded, when one is
@@ -154,6 +157,7 @@ def plan(tree, target_name, request: Request) -> Plan:
     choose_partition(result)
     resources(result)
     environment(result)
+    storage(result)
     steps(result)
     _launch(result)
     return result
@@ -281,6 +285,8 @@ def script(p: Plan) -> str:
     # the image first; its path may start with a site variable, expanded when the job runs
     lines = [f"export SING_IMAGE={path_value(p.image)}"] if p.image else []
     lines += [f"export {name}={quote(value)}" for name, value in exports]
+    if p.node_local:  # its variables expand when the job runs
+        lines.append(export(contract.NODE_LOCAL, p.node_local))
     account_hint = "" if request.account or not site.slurm.account else site.slurm.account.example
     return templates.get_template("job.sh.j2").render(
         version=__version__,

@@ -159,6 +159,14 @@ class Case:
 
 
 CASES = [
+    # Roihu's NVMe pool: a request without its size would be refused by Slurm at submission
+    Case(
+        "pool-request-without-size",
+        "sites/roihu.yaml",
+        replace("storagesize={size} path={path}'", "storagesize=100G path={path}'"),
+        line_with("storagesize=100G path={path}"),
+        "scratch.pool.bb:",
+    ),
     # Unknown keys: typos must not be silently ignored.
     Case(
         "typo-top-level-key",

@@ -982,10 +982,57 @@ def test_roihu_stages_onto_the_nodes_own_tmpdir(roihu_recipes):
     assert "--exclusive" not in text and "#BB_LUA" not in text  # the shared NVMe pool is not asked for
 
 
-def test_every_roihu_script_passes_bash_n_and_shellcheck(roihu_recipes, tmp_path):
+def test_roihus_nvme_pool_is_asked_with_the_users_name_and_exclusive_and_staged_onto(roihu_recipes, monkeypatch):
+    monkeypatch.setenv("USER", "alice")
+    stage = ("/scratch/project_2001234/data",)
+    plan, text = make(RecipeTree(roihu_recipes), "gh200-cuda", nodes=2, stage=stage, nvme_pool="100G")
+    found = sbatch_lines(text)
+    # creating-job-scripts-roihu.md: --exclusive, then the --bb line with the user's name written out
+    assert found["bb"] == '"#BB_LUA SBF storagesize=100G path=/run/sbb/alice"' and found["exclusive"] is not None
+    assert found["partition"] == "gpularge" and found["gres"] == "gpu:gh200:4"
+    assert list(found).index("exclusive") < list(found).index("bb") < list(found).index("time")
+    assert "--nvme-pool 100G" in text.splitlines()[2] and not plan.notes  # whole nodes: no billing note
+    # the wrapper stages into the pool: the script hands it the path, $USER expanded when the job runs
+    export = next(line for line in text.splitlines() if line.startswith("export HPCML_NODE_LOCAL="))
+    shown = subprocess.run(
+        ["bash", "-c", export + '; echo "$HPCML_NODE_LOCAL"'], env={"USER": "bob"}, capture_output=True, text=True
+    )
+    assert shown.stdout == "/run/sbb/bob\n", shown.stderr
+
+
+def test_an_nvme_pool_on_part_of_a_node_says_it_bills_the_whole_node(roihu_recipes, monkeypatch):
+    monkeypatch.setenv("USER", "alice")
+    plan, text = make(RecipeTree(roihu_recipes), "gh200-cuda", gpus=1, nvme_pool="20GB")
+    assert "exclusive" in sbatch_lines(text) and "storagesize=20GB path=/run/sbb/alice" in text
+    assert plan.notes == [
+        "--nvme-pool needs --exclusive on roihu: the job is billed for all 4 GPUs of each node, not the 1 it uses"
+    ]
+
+
+@pytest.mark.parametrize(
+    "target, size, message",
+    [
+        ("gh200-cuda", "100", "--nvme-pool 100: not a size; expected gigabytes or terabytes such as 100G or 2T"),
+        ("gh200-cuda", "1.5T", "--nvme-pool 1.5T: not a size"),
+        ("cpu", "100G", "--nvme-pool 100G: local has no NVMe pool (scratch.pool)"),
+    ],
+)
+def test_an_nvme_pool_a_site_cannot_give_is_one_line_and_writes_nothing(roihu_recipes, tmp_path, target, size, message):
+    out = tmp_path / "job.sh"
+    account = ["--account", ROIHU_ACCOUNT] if target == "gh200-cuda" else []
+    result = run_here(
+        "jobscript", "--recipes", roihu_recipes, target, *account, "--nvme-pool", size, "--out", out, "--", "train.py"
+    )
+    assert result.returncode == 2 and result.stderr.count("\n") == 1 and message in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr and not out.exists()
+
+
+def test_every_roihu_script_passes_bash_n_and_shellcheck(roihu_recipes, tmp_path, monkeypatch):
+    monkeypatch.setenv("USER", "alice")
     tree, written = RecipeTree(roihu_recipes), []
     for launch, nodes in itertools.product(LAUNCHES, (1, 2)):
-        _, text = make(tree, "gh200-cuda", launch=launch, nodes=nodes, program=("-m", "smoke", "all"))
+        pool = "100G" if nodes == 2 else ""  # the NVMe pool's lines too
+        _, text = make(tree, "gh200-cuda", launch=launch, nodes=nodes, nvme_pool=pool, program=("-m", "smoke", "all"))
         path = tmp_path / f"roihu.{launch}.{nodes}.sh"
         path.write_text(text)
         written.append(str(path))
