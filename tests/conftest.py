@@ -146,6 +146,14 @@ def apptainer(cpu_image):
 
 
 @pytest.fixture(scope="session")
+def arm_image(apptainer):
+    """A small aarch64 image with Python 3 and g++, built here under QEMU (helpers/arm_image.py)."""
+    from helpers import arm_image
+
+    return arm_image.ready(apptainer)
+
+
+@pytest.fixture(scope="session")
 def slurm(tmp_path_factory):
     """A real one-node Slurm cluster (munged, slurmctld, slurmd) with private ports."""
     from helpers.slurm_cluster import Cluster

@@ -15,12 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import contract, runner
-from ..errors import RecipeError, ToolError
-from ..host import cache, emulation, hostinfo, space
+from ..errors import ToolError
+from ..host import cache, cross_tools, emulation, hostinfo, space
 from ..host.images import find_apptainer, image_lock
 from ..render import runtime_wheel
 from ..render.layer_sharing import plan_layers
-from ..render.parts import HOST_MOUNT
+from ..render.parts import CROSS_DIR, CROSS_MOUNT, HOST_MOUNT
 from ..render.plan import LAYERS, MIRROR_ARG, in_order
 from . import host_settings, sources, store, torch_source
 
@@ -53,6 +53,7 @@ class LayerBuild:
     reuse_kept: bool = True  # kept step outputs from the user's cache (False: remake them)
     where: object = None  # space.Folders the build writes in; beside the image if None
     emulated: bool = False  # another architecture than the host's: %test's preflight expects QEMU
+    cross: Path = None  # x86-64 compilers for the image's arch (host.cross_tools), bound at CROSS_MOUNT
 
     @property
     def packed(self) -> bool:
@@ -71,7 +72,7 @@ def build(tree, name, *, images: Path, force=None, progress, space_check=True):
     # devel and base may be another target's (layer_sharing): built, cached and locked as its
     plans = plan_layers(tree, name)
     if target.site_image:  # before anything is asked or written: the site's image is here
-        _check_site_image(target.site_image)
+        sources.check_site_image(target.site_image)
     host_args = _host_args(plans)
     paths = store.layer_paths(images, plans)
     # asked before the keys: a layer built without one of its indexes is keyed so
@@ -111,13 +112,21 @@ def build(tree, name, *, images: Path, force=None, progress, space_check=True):
             args.update(store.used_args(plan, host_args))
             log = images / f"{plan.owner}.{layer}.build.log"
             progress.step(f"building the {layer} layer {sif} with {label} (log: {log})")
-            emulated = target.arch != emulation.host_arch()
-            job = LayerBuild(plan, apptainer, sif, keys[layer], args, log, force != "all", where, emulated)
+            job = LayerBuild(
+                plan, apptainer, sif, keys[layer], args, log, force != "all", where, *_foreign(target, plan, progress)
+            )
             build_layer(job, progress)
             store.keep(plan, keys[layer], sif, progress)
     stat = paths["image"].stat()
     progress.step(f"built {paths['image']} ({stat.st_size / 1e6:.0f} MB); its %test passed")
     return paths["image"]
+
+
+def _foreign(target, plan, progress) -> tuple:
+    """(emulated, cross): whether the layer builds under QEMU, and the x86-64 compilers its
+    DeepSpeed step takes when it has one (None: its own)."""
+    emulated = target.arch != emulation.host_arch()
+    return emulated, cross_tools.ensure(target, progress) if emulated and CROSS_MOUNT in plan.text else None
 
 
 def _check_inputs(tree, target, plans, planned, indexes_down):
@@ -127,27 +136,6 @@ def _check_inputs(tree, target, plans, planned, indexes_down):
     if "devel" in planned:  # the devel layer installs torch
         torch_source.check(tree.target(plans["devel"].owner).torch, indexes_down)
     sources.check([plans[layer] for layer in planned], target.name)  # base images' registries, git sources
-
-
-def _check_site_image(image):
-    """The site's image is a file this build can read; one line naming the site file's key
-    when it is not (exit 2: the site file names it)."""
-    path = Path(image.path)
-    if not path.exists():
-        why = "no such file here"
-    elif not path.is_file():
-        why = "not a file"
-    elif not os.access(path, os.R_OK):
-        why = "not readable by this user"
-    else:
-        return
-    raise RecipeError(
-        f"{path}: {why}; expected the site's own image file (build on the site, or point "
-        "site_image.path at a copy of it)",
-        file=image.origin[0],
-        line=image.origin[1],
-        path=("site_image", "path"),
-    )
 
 
 def _host_args(plans) -> dict:
@@ -224,14 +212,19 @@ def _argv(job, args, host, tmp_sif, definition) -> list:
         argv.append("--fakeroot")
     for arg, value in sorted(args.items()):
         argv += ["--build-arg", f"{arg}={value}"]
-    return argv + ["--bind", f"{host}:{HOST_MOUNT}", str(tmp_sif.absolute()), str(definition)]
+    argv += ["--bind", f"{host}:{HOST_MOUNT}"]
+    if job.cross:  # on its mount point in the host folder
+        (host / CROSS_DIR).mkdir(exist_ok=True)
+        argv += ["--bind", f"{job.cross}:{CROSS_MOUNT}:ro"]
+    return argv + [str(tmp_sif.absolute()), str(definition)]
 
 
 def _run_apptainer(job, argv, work, tmp_sif, where, progress):
     """The build, in the images folder; a full disk, or the reason a block gave, in one line."""
     where.apptainer_cache.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, **where.env(work / "apptainer"))
-    env[contract.TOOLBOX_BINDS] = ":".join(map(str, (job.sif.parent.resolve(), work, where.apptainer_cache)))
+    seen = (job.sif.parent.resolve(), work, where.apptainer_cache, *([job.cross] if job.cross else []))
+    env[contract.TOOLBOX_BINDS] = ":".join(map(str, seen))
     if job.emulated:  # Apptainer hands the build's environment to %test
         env[contract.ALLOW_EMULATION] = "1"
     job.log.write_text("")

@@ -7,9 +7,15 @@ in Apptainer's or git's words, after minutes of a build. So the build asks each 
 (`https://<registry>/v2/`, where a 401 is an answer) and each git URL
 (`<url>/info/refs?service=git-upload-pack`) once per process, with the pip indexes' check
 (indexes.why_down), and stops at the first that does not answer, in one line.
+
+The site's own image, which a site-image target starts from, is checked first: a file this
+build can read.
 """
 
-from ..errors import ToolError
+import os
+from pathlib import Path
+
+from ..errors import RecipeError, ToolError
 from ..host import hostinfo
 from ..recipes.target_parts import repository_name
 from . import indexes
@@ -58,3 +64,24 @@ def registry(image: str) -> str:
 def _needed_by(plan, target_name) -> str:
     shared = "" if plan.owner == target_name else f", which {target_name} builds on,"
     return f"the {plan.layer} layer of {plan.owner}{shared}"
+
+
+def check_site_image(image):
+    """The site's image is a file this build can read; one line naming the site file's key
+    when it is not (exit 2: the site file names it)."""
+    path = Path(image.path)
+    if not path.exists():
+        why = "no such file here"
+    elif not path.is_file():
+        why = "not a file"
+    elif not os.access(path, os.R_OK):
+        why = "not readable by this user"
+    else:
+        return
+    raise RecipeError(
+        f"{path}: {why}; expected the site's own image file (build on the site, or point "
+        "site_image.path at a copy of it)",
+        file=image.origin[0],
+        line=image.origin[1],
+        path=("site_image", "path"),
+    )

@@ -8,6 +8,9 @@ HOST_MOUNT = "/mnt"
 KEPT_DIR = "kept"  # one folder per kept step and inputs, under the mount
 KEPT_MOUNT = f"{HOST_MOUNT}/{KEPT_DIR}"
 HOST_SETTINGS = f"{HOST_MOUNT}/hpcml-build-host.sh"  # CA bundle and pip settings, sourced by %post
+# x86-64 compilers for an image of another arch, bound by a build on an x86-64 host
+CROSS_DIR = "cross"
+CROSS_MOUNT = f"{HOST_MOUNT}/{CROSS_DIR}"
 
 
 def build_arg(name: str) -> str:

@@ -1,62 +1,20 @@
 """Issue 34 in the default run: a small aarch64 image built on this x86-64 host under QEMU,
-by the route gh200-cuda's definitions take: their own Bootstrap and %setup lines (debootstrap
---arch=arm64 into an empty root, on the host), then %post and %test run emulated. Python 3 is
-all it adds (minutes, not the hour of gh200-cuda itself: `make test-heavy HEAVY=gh200-cuda`).
-Kept in the user's cache under a hash of its definition, so a rerun takes seconds.
+by the route gh200-cuda's definitions take (the session's `arm_image`, helpers/arm_image.py:
+Python 3 and g++ in minutes, not the hours of gh200-cuda itself, `make test-heavy
+HEAVY=gh200-cuda`; kept in the user's cache, so a rerun takes seconds).
 
 It then proves what a user meets: the SIF header says arm64, programs see aarch64 while the
 kernel says x86_64, the wrapper refuses it in one line unless HPCML_ALLOW_EMULATION=1, and the
 smoke suite's preflight (the runtime package, bound in) tells emulation from a native run."""
 
-import hashlib
 import os
 import subprocess
-import sys
-import time
 
 import pytest
 from conftest import ROOT
-from helpers import deffile
-
-from builder.host import cache, emulation, hostinfo
 
 WRAPPER = ROOT / "wrappers" / "singularity_wrapper"
-ROUTE = deffile.split((ROOT / "containers" / "gh200-cuda.devel.def").read_text())[0]
 pytestmark = pytest.mark.skipif(os.uname().machine != "x86_64", reason="emulation of aarch64 on an x86-64 host")
-
-
-def small_definition() -> str:
-    """gh200-cuda's devel header and %setup, as rendered, with a %post and %test of our own."""
-    setup = ROUTE.section("setup").body
-    assert "debootstrap --arch=arm64" in setup, setup
-    return (
-        "\n".join(f"{key}: {value}" for key, value in ROUTE.header.items())
-        + f"\n\n%setup\nset -eu\n{setup}\n%post\nset -eu\n"
-        "apt-get update\napt-get install -y --no-install-recommends python3\napt-get clean\n"
-        "rm -rf /var/lib/apt/lists/*\n\n%test\nset -eu\n"
-        "python3 -c 'import platform; assert platform.machine() == \"aarch64\", platform.machine()'\n"
-    )
-
-
-@pytest.fixture(scope="session")
-def arm_image(apptainer):
-    text = small_definition()
-    image = cache.cache_dir() / "test-images" / f"arm64-python-{hashlib.sha256(text.encode()).hexdigest()[:16]}.sif"
-    if image.is_file():
-        return image
-    emulation.ensure("aarch64")  # as `build` does: registers Debian's qemu-user-static as root
-    image.parent.mkdir(parents=True, exist_ok=True)
-    definition = image.with_suffix(".def")
-    definition.write_text(text)
-    partial = image.with_suffix(".partial.sif")
-    argv = [apptainer, "build", "--force", *(["--fakeroot"] if hostinfo.needs_fakeroot() else [])]
-    argv += ["--build-arg", f"MIRROR={hostinfo.debian_mirror()}", str(partial), str(definition)]
-    started = time.monotonic()
-    built = subprocess.run(argv, capture_output=True, text=True, timeout=1800)
-    assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
-    print(f"\naarch64 test image built under QEMU in {time.monotonic() - started:.0f} s", file=sys.stderr)
-    os.replace(partial, image)
-    return image
 
 
 def run(argv, **env):

@@ -33,7 +33,7 @@ renders (containers/cpu.def, shortened):
 """
 
 from ...shell import cmd, python_check
-from ..parts import Kept, Part
+from ..parts import CROSS_MOUNT, Kept, Part
 from . import os
 
 # A folder of its own per build: %post may see the host's /tmp (Apptainer binds it), where
@@ -91,6 +91,27 @@ _CUDA_LINK = (
 )
 
 
+# An image of another arch than x86-64 built on an x86-64 host runs its compilers under QEMU;
+# that build binds x86-64 ones here (builder/host/cross_tools.py): GCC's cross compiler and
+# nvcc of the image's release, which write the same code natively. Built elsewhere: not there.
+_CROSS = (f'if [ -r {CROSS_MOUNT}/enter.sh ]; then cross={CROSS_MOUNT}; . "$cross/enter.sh"; fi',)
+# DeepSpeed picks an op's SIMD code from the build host's CPU (py-cpuinfo, else lscpu), and
+# under QEMU lscpu reports the x86-64 host: AVX-512 code for an aarch64 image. A stand-in
+# py-cpuinfo names the image's baseline instead, wherever it is built (aarch64: NEON).
+_CPU_STAND_IN = {"aarch64": '{"arch": "ARM_8", "flags": ""}'}
+
+
+def cpu_stand_in(arch) -> tuple:
+    """Lines before the compile that make DeepSpeed see the baseline CPU of ``arch``."""
+    if arch not in _CPU_STAND_IN:
+        return ()
+    return (
+        'mkdir -p "$ds_tmp/cpu"',
+        "printf '%s\\n' 'def get_cpu_info():' '    return " + _CPU_STAND_IN[arch] + '\' > "$ds_tmp/cpu/cpuinfo.py"',
+        'export PYTHONPATH="$ds_tmp/cpu"',
+    )
+
+
 def compile_commands(version, before=()) -> list:
     """Shell lines that compile DeepSpeed ``version`` with its ops into a wheel in WHEELS
     (the DS_BUILD_* switches set already). From the sdist, so that build_ext can take -j:
@@ -117,13 +138,16 @@ def parts(target):
     apt = (("DEBIAN_FRONTEND", "noninteractive"),) if ds.packages else ()
     # DS_BUILD_OPS=1 with an explicit switch per listed op: the wheel holds exactly the promise
     env = [*apt, ("DS_ACCELERATOR", ds.accelerator), ("DS_BUILD_OPS", "1"), *ds.switches]
-    compile_ops = compile_commands(ds.version)
+    stand_in = cpu_stand_in(target.arch)
+    compile_ops = compile_commands(ds.version, before=stand_in) + ["unset PYTHONPATH"] * bool(stand_in)
     saved, restored, installed, checks = '"$ds_tmp"/wheel/deepspeed-*.whl', (), (), []
     if target.torch.flavour == "rocm":
         compile_ops, extra, restored, installed, checks = _rocm_steps(target)
         saved += extra
     if target.torch.flavour == "cuda":
         compile_ops = [*_CUDA_LINK, *compile_ops, 'rm -rf "$ds_tmp/stubs"']
+    if target.arch != "x86_64":
+        compile_ops = [*_CROSS, *compile_ops]
     # the ops' own packages (libaio) go in this layer, so an op change never rebuilds the OS
     needs = list(os.install(ds.packages)) if ds.packages else []
     # kept between builds: the compile is the slowest step of the top layer

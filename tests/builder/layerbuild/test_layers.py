@@ -11,7 +11,7 @@ from helpers.fake_runner import FakeRunner
 
 from builder import contract, runner
 from builder.errors import ToolError
-from builder.host import emulation, hostinfo
+from builder.host import cross_tools, emulation, hostinfo
 from builder.host.progress import Progress
 from builder.layerbuild import indexes, layers
 from builder.recipes.tree import RecipeTree
@@ -236,6 +236,8 @@ def test_a_build_asks_only_for_the_sources_of_the_layers_it_builds(fake, monkeyp
 def test_an_aarch64_image_is_built_on_its_own_roots_with_qemu_ready_and_preflight_told(fake, monkeypatch, tmp_path):
     monkeypatch.setattr(emulation, "host_arch", lambda: "x86_64")
     monkeypatch.setattr(emulation, "state", lambda arch: ("ready", "registered (fake)"))
+    cross = tmp_path / "cross-root"  # host.cross_tools' own tests make one
+    monkeypatch.setattr(cross_tools, "ensure", lambda target, progress: cross)
     build("gh200-cuda", tmp_path)
     assert [b.layer for b in fake.builds] == ["devel", "base", "image"]
     devel, base, top = fake.builds
@@ -253,6 +255,13 @@ def test_an_aarch64_image_is_built_on_its_own_roots_with_qemu_ready_and_prefligh
         assert layer.build_args["MIRROR"] == MIRROR
     # %test's preflight knows the build runs emulated, and says so instead of failing
     assert all(b.env.get(contract.ALLOW_EMULATION) == "1" for b in fake.builds)
+    # the top layer compiles DeepSpeed's ops with the x86-64 compilers, bound read-only where
+    # its DeepSpeed step looks, and seen by a toolbox; the layers below compile nothing
+    binds = [value for flag, value in zip(top.argv, top.argv[1:]) if flag == "--bind"]
+    assert binds[1:] == [f"{cross}:/mnt/cross:ro"] and binds[0].endswith(":/mnt")
+    assert str(cross) in top.env[contract.TOOLBOX_BINDS].split(":")
+    assert '. "$cross/enter.sh"' in top.definition
+    assert not any("/mnt/cross" in " ".join(b.argv) for b in (devel, base))
 
 
 def test_without_qemu_an_aarch64_build_stops_in_one_line_before_anything_runs(fake, monkeypatch, tmp_path):

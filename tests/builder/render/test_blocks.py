@@ -144,3 +144,36 @@ def test_library_folders_follow_the_images_cpu_architecture(tree):
     assert libfabric.lib_dir(distro) == "/usr/lib/x86_64-linux-gnu"
     assert libfabric.lib_dir(dataclasses.replace(distro, arch="aarch64")) == "/usr/lib/aarch64-linux-gnu"
     assert libfabric.lib_dir(lumi) == f"{libfabric.LIBFABRIC_PREFIX}/lib"
+
+
+def test_only_an_image_of_another_arch_compiles_its_ops_with_cross_compilers_and_a_baseline_cpu(tree):
+    """gh200-cuda's op compile takes the x86-64 compilers a build binds at /mnt/cross, when
+    there, and names its baseline CPU to DeepSpeed (under QEMU lscpu reports the x86-64 host);
+    the x86-64 images' lines are as before (issue 34)."""
+    from builder.render.blocks import deepspeed
+
+    def kept_build(name):
+        part = next(p for p in deepspeed.parts(tree.target(name)) if p.stage == "build")
+        return "\n".join(part.kept.build)
+
+    arm = kept_build("gh200-cuda")
+    assert 'if [ -r /mnt/cross/enter.sh ]; then cross=/mnt/cross; . "$cross/enter.sh"; fi' in arm
+    assert """'    return {"arch": "ARM_8", "flags": ""}' > "$ds_tmp/cpu/cpuinfo.py\"""" in arm
+    assert arm.index('export PYTHONPATH="$ds_tmp/cpu"') < arm.index("python setup.py") < arm.index("unset PYTHONPATH")
+    for name in ("a100-cuda", "cpu", "lumi-rocm"):
+        assert "/mnt/cross" not in kept_build(name) and "PYTHONPATH" not in kept_build(name)
+
+
+def test_the_cpu_stand_in_is_what_deepspeed_reads(tmp_path):
+    """The stand-in's lines, run by sh, give DeepSpeed's `from cpuinfo import get_cpu_info`
+    the image's baseline: NEON code (-D__NEON__) and no host CPU in an aarch64 image."""
+    import subprocess
+    import sys
+
+    from builder.render.blocks import deepspeed
+
+    lines = [f"ds_tmp={tmp_path}", *deepspeed.cpu_stand_in("aarch64")]
+    lines.append(f"""{sys.executable} -c 'from cpuinfo import get_cpu_info; print(get_cpu_info())'""")
+    result = subprocess.run(["sh", "-ec", "\n".join(lines)], capture_output=True, text=True, timeout=60)
+    assert result.stdout == "{'arch': 'ARM_8', 'flags': ''}\n", result.stderr
+    assert deepspeed.cpu_stand_in("x86_64") == ()
