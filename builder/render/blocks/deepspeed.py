@@ -94,7 +94,10 @@ _CUDA_LINK = (
 # An image of another arch than x86-64 built on an x86-64 host runs its compilers under QEMU;
 # that build binds x86-64 ones here (builder/host/cross_tools.py): GCC's cross compiler and
 # nvcc of the image's release, which write the same code natively. Built elsewhere: not there.
-_CROSS = (f'if [ -r {CROSS_MOUNT}/enter.sh ]; then cross={CROSS_MOUNT}; . "$cross/enter.sh"; fi',)
+_CROSS = (
+    "# shellcheck source=/dev/null  # bound only by `builder build` on an x86-64 host",
+    f'if [ -r {CROSS_MOUNT}/enter.sh ]; then cross={CROSS_MOUNT}; . "$cross/enter.sh"; fi',
+)
 # DeepSpeed picks an op's SIMD code from the build host's CPU (py-cpuinfo, else lscpu), and
 # under QEMU lscpu reports the x86-64 host: AVX-512 code for an aarch64 image. A stand-in
 # py-cpuinfo names the image's baseline instead, wherever it is built (aarch64: NEON).
