@@ -89,6 +89,18 @@ def wanted(target) -> bool:
     return emulation.host_arch() == "x86_64" and target.arch in BASELINE and target.site_image is None
 
 
+def state(arch: str) -> str:
+    """One line for `doctor`: whether this host has the compilers for ``arch`` images."""
+    if emulation.host_arch() != "x86_64" or arch not in BASELINE:
+        return f"not used ({arch} images compile with their own compilers here)"
+    made = sorted(path for path in (cache.cache_dir() / "cross").glob(f"{arch}-*") if (path / READY).is_file())
+    if made:
+        return f"made: {made[-1]}"
+    if os.geteuid() != 0:
+        return "not made, and only root can make them: the ops of such images compile emulated (slower)"
+    return "not made yet: the first build of such an image makes them (about a minute)"
+
+
 def ensure(target, progress):
     """The root for ``target`` (made once, then from the cache), or None where the build
     compiles emulated: not wanted, or not root (debootstrap and chroot need it)."""

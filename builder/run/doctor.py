@@ -4,7 +4,7 @@ from pathlib import Path
 
 from .. import runner
 from ..errors import ToolError
-from ..host import emulation, hostinfo, space, toolbox
+from ..host import cross_tools, emulation, hostinfo, space, toolbox
 from ..host.cache import cache_dir
 from ..host.images import installed_apptainer
 
@@ -43,6 +43,7 @@ def report(tree, images):
     )
     for arch in _other_archs(tree):
         rows.append((f"emulation {arch}", emulation.state(arch)[1]))
+        rows.append((f"compilers {arch}", cross_tools.state(arch)))
     where = space.folders(Path(images))
     for label, path in (
         ("disk images", where.images),

@@ -1,6 +1,8 @@
 """`doctor` with the runner swapped for a fake: what it says of the runtime it finds, and of
 one that does not answer, without Apptainer on the machine."""
 
+import os
+
 import pytest
 from conftest import RECIPES
 from helpers.fake_runner import FakeRunner
@@ -47,3 +49,21 @@ def test_the_emulator_for_the_recipes_other_architecture_is_shown(found, monkeyp
     doctor.report(RecipeTree(RECIPES), tmp_path)
     rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("emulation")]
     assert rows == ["emulation aarch64     no QEMU user-mode emulator for aarch64: ..."]  # gh200-cuda's
+
+
+def test_the_x86_64_compilers_for_the_other_architecture_are_shown(found, monkeypatch, tmp_path, capsys):
+    from builder.host import cross_tools, emulation
+
+    FakeRunner(monkeypatch, answers={"apptainer": "apptainer version 1.4.5\n"})
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr(emulation, "host_arch", lambda: "x86_64")
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    doctor.report(RecipeTree(RECIPES), tmp_path)
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("compilers")]
+    assert rows == ["compilers aarch64     not made yet: the first build of such an image makes them (about a minute)"]
+    made = tmp_path / "cache/hpc-ml-containers/cross/aarch64-0123456789abcdef"
+    made.mkdir(parents=True)
+    (made / cross_tools.READY).write_text("")
+    assert cross_tools.state("aarch64") == f"made: {made}"
+    monkeypatch.setattr(emulation, "host_arch", lambda: "aarch64")
+    assert cross_tools.state("aarch64").startswith("not used")
