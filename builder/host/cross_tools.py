@@ -50,7 +50,7 @@ mkdir -p /lib64
 ln -sfn "$cross/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2" /lib64/ld-linux-x86-64.so.2
 ln -sfn "$cross/usr/lib/x86_64-linux-gnu" /usr/lib/x86_64-linux-gnu
 ln -sfn "$cross/usr/{arch}-linux-gnu" /usr/{arch}-linux-gnu
-export CC="$cross/{wrappers}/{arch}-gcc" CXX="$cross/{wrappers}/{arch}-g++"
+export CC="$cross/{wrappers}/{arch}-linux-gnu-gcc" CXX="$cross/{wrappers}/{arch}-linux-gnu-g++"
 export LDSHARED="$CXX -shared"
 if [ -n "${{CUDA_HOME:-}}" ] && [ -d "$cross/opt/cuda" ]; then
     cross_cuda="$(mktemp -d /tmp/hpcml-cross-cuda-XXXXXX)"
@@ -139,7 +139,7 @@ def _make(work: Path, arch: str, pins: str):
     (work / WRAPPERS).mkdir(parents=True)
     for name in ("gcc", "g++"):
         script = COMPILER_SCRIPT.format(name=name, arch=arch, baseline=BASELINE[arch])
-        _write_executable(work / WRAPPERS / f"{arch}-{name}", script)
+        _write_executable(work / WRAPPERS / f"{arch}-linux-gnu-{name}", script)  # the names nvcc knows
     if pins:
         _add_nvcc(work, pins)
     (work / ENTER).write_text(ENTER_SCRIPT.format(arch=arch, wrappers=WRAPPERS))

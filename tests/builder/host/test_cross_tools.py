@@ -89,7 +89,8 @@ def test_the_root_is_a_debian_of_the_host_with_gccs_cross_compiler_and_nvcc_of_t
     assert (root / "opt/cuda/nvvm/libdevice/libdevice.10.bc").stat().st_mode & 0o777 == 0o644
     assert not (root / "opt/cuda/include").exists() and not (root / "tmp/wheels").exists()
     enter = (root / "enter.sh").read_text()
-    assert 'export CC="$cross/opt/hpcml/bin/aarch64-gcc" CXX="$cross/opt/hpcml/bin/aarch64-g++"' in enter
+    wrappers = "$cross/opt/hpcml/bin/aarch64-linux-gnu"
+    assert f'export CC="{wrappers}-gcc" CXX="{wrappers}-g++"' in enter
     assert 'ln -s "$CUDA_HOME/include" "$cross_cuda/include"' in enter
     assert (root / "READY").read_text() == "cuda-toolkit[nvcc]==13.0.3\n"
     assert [path.name for path in root.parent.iterdir()] == [root.name]  # the older root went
@@ -118,6 +119,6 @@ def test_the_compiler_script_passes_the_images_root_and_baseline_and_searches_li
     real.write_text('#!/bin/sh\nprintf "%s|" "$@"\n')
     real.chmod(0o755)
     env = dict(os.environ, LIBRARY_PATH="/stubs:/more")
-    argv = [str(root / "opt/hpcml/bin/aarch64-g++"), "-O3", "-march=native", "-c", "a b.cpp"]
+    argv = [str(root / "opt/hpcml/bin/aarch64-linux-gnu-g++"), "-O3", "-march=native", "-c", "a b.cpp"]
     result = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=60)
     assert result.stdout == "--sysroot=/|-O3|-march=armv8-a|-c|a b.cpp|-L/stubs|-L/more|", result.stderr
