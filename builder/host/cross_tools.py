@@ -84,6 +84,11 @@ exec "$(dirname "$0")/../../../usr/bin/{arch}-linux-gnu-{name}" --sysroot=/ "$@"
 BASELINE = {"aarch64": "armv8-a"}
 
 
+# what the root installs: {arch}'s cross compiler, and Debian 13's QEMU (emulation.use_newer)
+PACKAGES = ("g++-{arch}-linux-gnu", "qemu-user")
+QEMU = "usr/libexec/qemu-binfmt/{arch}-binfmt-P"  # its binfmt interpreter
+
+
 def wanted(target) -> bool:
     """Whether a build of ``target`` here compiles its ops with these compilers."""
     return emulation.host_arch() == "x86_64" and target.arch in BASELINE and target.site_image is None
@@ -101,6 +106,15 @@ def state(arch: str) -> str:
     return "not made yet: the first build of such an image makes them (about a minute)"
 
 
+def prepare(target, progress):
+    """Before an emulated build of ``target`` runs anything: the root, and its QEMU registered
+    ahead of the host's (None, and the host's QEMU, where ``ensure`` makes none)."""
+    root = ensure(target, progress)
+    if root is not None:
+        emulation.use_newer(target.arch, root / QEMU.format(arch=target.arch))
+    return root
+
+
 def ensure(target, progress):
     """The root for ``target`` (made once, then from the cache), or None where the build
     compiles emulated: not wanted, or not root (debootstrap and chroot need it)."""
@@ -111,7 +125,8 @@ def ensure(target, progress):
         return None
     kit = target.cuda_toolkit
     pins = f"cuda-toolkit[nvcc]=={kit.version}" if kit and kit.source == "pypi" else ""
-    key = hashlib.sha256("\n".join((SUITE, target.arch, pins, ENTER_SCRIPT, COMPILER_SCRIPT)).encode()).hexdigest()
+    inputs = (SUITE, target.arch, pins, *PACKAGES, ENTER_SCRIPT, COMPILER_SCRIPT)
+    key = hashlib.sha256("\n".join(inputs).encode()).hexdigest()
     root = cache.cache_dir() / "cross" / f"{target.arch}-{key[:16]}"
     if (root / READY).is_file():
         progress.step(f"x86-64 compilers for {target.arch} from the cache ({root})")
@@ -133,7 +148,7 @@ def _make(work: Path, arch: str, pins: str):
     runner.run(["debootstrap", "--variant=minbase", SUITE, str(work), hostinfo.debian_mirror()], timeout=1800)
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
     runner.run(["chroot", str(work), "apt-get", "update"], env=env, timeout=900)
-    install = ["apt-get", "install", "-y", "--no-install-recommends", f"g++-{arch}-linux-gnu"]
+    install = ["apt-get", "install", "-y", "--no-install-recommends", *(p.format(arch=arch) for p in PACKAGES)]
     runner.run(["chroot", str(work), *install], env=env, timeout=1800)
     runner.run(["chroot", str(work), "apt-get", "clean"], env=env)
     (work / WRAPPERS).mkdir(parents=True)

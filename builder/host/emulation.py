@@ -76,11 +76,29 @@ def ensure(arch: str):
         raise ToolError(f"building an {arch} image on this {host_arch()} host needs QEMU user-mode emulation: {why}")
 
 
-def _register(arch: str):
+def use_newer(arch: str, interpreter: Path):
+    """Register ``interpreter`` (a newer QEMU, host.cross_tools') for ``arch`` programs ahead of
+    the host's: binfmt_misc takes the newest matching entry. Debian 12's QEMU 7.2 crashes in
+    `import torch` of an aarch64 torch (oneDNN's CPU probe); Debian 13's QEMU 10 runs it."""
+    entry = BINFMT / f"hpcml-qemu-{arch}"
+    if entry.is_file():
+        lines = entry.read_text().splitlines()
+        if lines[:1] == ["enabled"] and f"interpreter {interpreter}" in lines:
+            return
+        entry.write_text("-1\n")  # another interpreter (an older cache's): replaced
+    _register(arch, name=entry.name, interpreter=str(interpreter))
+
+
+def _register(arch: str, name="", interpreter=""):
+    """The host's qemu-user-static line for ``arch``, or that line under ``name`` for ``interpreter``."""
     if not (BINFMT / "register").exists():
         runner.run(["mount", "-t", "binfmt_misc", "binfmt_misc", str(BINFMT)])
     conf = CONF_DIR / f"qemu-{arch}.conf"
     line = next(line for line in conf.read_text().splitlines() if line.startswith(":"))
+    if name:  # :name:type:offset:magic:mask:interpreter:flags
+        fields = line.split(":")
+        fields[1], fields[6] = name, interpreter
+        line = ":".join(fields)
     try:
         (BINFMT / "register").write_text(line + "\n")
     except OSError as error:

@@ -85,7 +85,7 @@ def build(tree, name, *, images: Path, force=None, progress, space_check=True):
     # before anything is written or pulled: what the layers to build fetch answers
     order = in_order(plans)
     planned = [layer for layer in order if store.step(plans[layer], forced, paths[layer], keys[layer]) == "build"]
-    _check_inputs(tree, target, plans, planned, down)
+    _check_inputs(tree, target, plans, planned, down, progress)
     images.mkdir(parents=True, exist_ok=True)
     where = space.folders(images)
     with contextlib.ExitStack() as locks:
@@ -129,10 +129,11 @@ def _foreign(target, plan, progress) -> tuple:
     return emulated, cross_tools.ensure(target, progress) if emulated and CROSS_MOUNT in plan.text else None
 
 
-def _check_inputs(tree, target, plans, planned, indexes_down):
+def _check_inputs(tree, target, plans, planned, indexes_down, progress):
     """What the layers to build start from and fetch, before anything is written or pulled."""
-    if planned:  # an image of another architecture: made for it, QEMU ready
+    if planned:  # an image of another architecture: made for it, QEMU ready (a newer one, as root)
         emulation.check_build(target)
+        cross_tools.prepare(target, progress)
     if "devel" in planned:  # the devel layer installs torch
         torch_source.check(tree.target(plans["devel"].owner).torch, indexes_down)
     sources.check([plans[layer] for layer in planned], target.name)  # base images' registries, git sources

@@ -76,7 +76,9 @@ def test_only_an_image_of_another_arch_built_on_x86_64_takes_them(monkeypatch):
 def test_the_root_is_a_debian_of_the_host_with_gccs_cross_compiler_and_nvcc_of_the_images_release(made):
     root, commands, _ = made
     assert commands[0] == ["debootstrap", "--variant=minbase", "trixie", commands[0][3], MIRROR]
-    assert ["apt-get", "install", "-y", "--no-install-recommends", "g++-aarch64-linux-gnu"] == commands[2][2:]
+    assert ["apt-get", "install", "-y", "--no-install-recommends", "g++-aarch64-linux-gnu", "qemu-user"] == commands[2][
+        2:
+    ]
     pip = commands[-1]
     assert pip[-1] == "cuda-toolkit[nvcc]==13.0.3" and "--only-binary=:all:" in pip
     assert [pip[i + 1] for i, word in enumerate(pip) if word == "--platform"][:2] == [

@@ -81,3 +81,29 @@ def test_registering_mounts_binfmt_misc_when_needed_and_writes_the_conf_line(hos
     assert (host / "binfmt_misc" / "register").read_text() == CONF + "\n"
     emulation._register("aarch64")  # mounted now: no second mount
     assert len(fake.commands) == 1
+
+
+def test_a_newer_qemu_is_registered_under_its_own_name_ahead_of_the_hosts(host, monkeypatch):
+    (host / "binfmt.d" / "qemu-aarch64.conf").write_text(f"{CONF}\n")
+    (host / "binfmt_misc" / "register").write_text("")  # mounted
+    FakeRunner(monkeypatch)
+    newer = host / "cross/usr/libexec/qemu-binfmt/aarch64-binfmt-P"
+    emulation.use_newer("aarch64", newer)
+    name, interpreter = ":hpcml-qemu-aarch64:", f":{newer}:OPF"
+    line = (host / "binfmt_misc" / "register").read_text()
+    assert (
+        line
+        == CONF.replace(":qemu-aarch64:", name).replace(":/usr/libexec/qemu-binfmt/aarch64-binfmt-P:OPF", interpreter)
+        + "\n"
+    )
+    # registered already (the kernel's entry file): nothing is written again
+    (host / "binfmt_misc" / "register").write_text("")
+    entry = host / "binfmt_misc" / "hpcml-qemu-aarch64"
+    entry.write_text(f"enabled\ninterpreter {newer}\nflags: POF\n")
+    emulation.use_newer("aarch64", newer)
+    assert (host / "binfmt_misc" / "register").read_text() == ""
+    # another cache's QEMU: its entry is removed, this one registered
+    emulation.use_newer("aarch64", host / "other/aarch64-binfmt-P")
+    assert (
+        entry.read_text() == "-1\n" and "other/aarch64-binfmt-P:OPF" in (host / "binfmt_misc" / "register").read_text()
+    )

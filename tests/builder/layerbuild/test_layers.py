@@ -238,7 +238,10 @@ def test_an_aarch64_image_is_built_on_its_own_roots_with_qemu_ready_and_prefligh
     monkeypatch.setattr(emulation, "state", lambda arch: ("ready", "registered (fake)"))
     cross = tmp_path / "cross-root"  # host.cross_tools' own tests make one
     monkeypatch.setattr(cross_tools, "ensure", lambda target, progress: cross)
+    newer = []  # its QEMU, registered before the first layer builds
+    monkeypatch.setattr(emulation, "use_newer", lambda arch, qemu: newer.append((arch, qemu, len(fake.builds))))
     build("gh200-cuda", tmp_path)
+    assert newer == [("aarch64", cross / "usr/libexec/qemu-binfmt/aarch64-binfmt-P", 0)]
     assert [b.layer for b in fake.builds] == ["devel", "base", "image"]
     devel, base, top = fake.builds
     # its own devel and base (a100-cuda's are x86_64), each a Debian root made for arm64
