@@ -40,16 +40,20 @@ NVCC_PARTS = ("bin", "nvvm")  # of an nvidia/cu<major> wheel tree: the compilers
 # nvvm are copied beside links to the image's own CUDA headers and libraries.
 ENTER_SCRIPT = """\
 # x86-64 compilers for {arch} (builder/host/cross_tools.py); sourced with $cross set
-for link in /lib64/ld-linux-x86-64.so.2 /usr/lib/x86_64-linux-gnu /usr/{arch}-linux-gnu; do
+links="/lib64/ld-linux-x86-64.so.2 /usr/lib/x86_64-linux-gnu /usr/{arch}-linux-gnu/lib /usr/{arch}-linux-gnu/include"
+for link in $links; do
     if [ -e "$link" ] && [ ! -L "$link" ]; then
         echo "hpcml-error: $link exists in the image; cannot link the x86-64 compilers there" >&2
         exit 1
     fi
 done
-mkdir -p /lib64
+mkdir -p /lib64 /usr/{arch}-linux-gnu
 ln -sfn "$cross/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2" /lib64/ld-linux-x86-64.so.2
 ln -sfn "$cross/usr/lib/x86_64-linux-gnu" /usr/lib/x86_64-linux-gnu
-ln -sfn "$cross/usr/{arch}-linux-gnu" /usr/{arch}-linux-gnu
+# the cross C library's linker scripts name /usr/{arch}-linux-gnu/lib; its bin (x86-64 as and
+# ld) stays out, where the image's own gcc would take it for its own
+ln -sfn "$cross/usr/{arch}-linux-gnu/lib" /usr/{arch}-linux-gnu/lib
+ln -sfn "$cross/usr/{arch}-linux-gnu/include" /usr/{arch}-linux-gnu/include
 export CC="$cross/{wrappers}/{arch}-linux-gnu-gcc" CXX="$cross/{wrappers}/{arch}-linux-gnu-g++"
 export LDSHARED="$CXX -shared"
 if [ -n "${{CUDA_HOME:-}}" ] && [ -d "$cross/opt/cuda" ]; then
