@@ -47,7 +47,9 @@ def compile_and_run(apptainer, image, root, work, how):
     (work / "prog.cpp").write_text(PROGRAM)
     script = {
         # as the DeepSpeed step does; "native" becomes the image's baseline CPU
-        "cross": 'cross=/mnt/cross; . "$cross/enter.sh"; "$CXX" -O2 -march=native -o /work/prog-cross /work/prog.cpp',
+        # and the image's own gcc still links after it (as the libcuda stub of the step does)
+        "cross": 'cross=/mnt/cross; . "$cross/enter.sh"; "$CXX" -O2 -march=native -o /work/prog-cross /work/prog.cpp; '
+        "echo 'int main(void) { return 0; }' | gcc -x c -o /work/own-after - && /work/own-after",
         "own": "g++ -O2 -o /work/prog-own /work/prog.cpp",
     }[how]
     argv = [apptainer, "exec", "--writable-tmpfs", "--bind", f"{work}:/work", "--bind", f"{root}:/mnt/cross:ro"]
