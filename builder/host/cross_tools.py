@@ -57,7 +57,7 @@ ln -sfn "$cross/usr/{arch}-linux-gnu/include" /usr/{arch}-linux-gnu/include
 export CC="$cross/{wrappers}/{arch}-linux-gnu-gcc" CXX="$cross/{wrappers}/{arch}-linux-gnu-g++"
 export LDSHARED="$CXX -shared"
 if [ -n "${{CUDA_HOME:-}}" ] && [ -d "$cross/opt/cuda" ]; then
-    cross_cuda="$(mktemp -d /tmp/hpcml-cross-cuda-XXXXXX)"
+    cross_cuda="$(mktemp -d "${{ds_tmp:-/tmp}}/hpcml-cross-cuda-XXXXXX")"  # goes with the step's folder
     cp -a "$cross/opt/cuda/bin" "$cross/opt/cuda/nvvm" "$cross_cuda/"
     ln -s "$CUDA_HOME/include" "$cross_cuda/include"
     ln -s "$CUDA_HOME/lib" "$cross_cuda/lib"

@@ -94,6 +94,7 @@ def test_the_root_is_a_debian_of_the_host_with_gccs_cross_compiler_and_nvcc_of_t
     wrappers = "$cross/opt/hpcml/bin/aarch64-linux-gnu"
     assert f'export CC="{wrappers}-gcc" CXX="{wrappers}-g++"' in enter
     assert 'ln -s "$CUDA_HOME/include" "$cross_cuda/include"' in enter
+    assert 'mktemp -d "${ds_tmp:-/tmp}/hpcml-cross-cuda-XXXXXX"' in enter  # removed with the step's folder
     assert (root / "READY").read_text() == "cuda-toolkit[nvcc]==13.0.3\n"
     assert [path.name for path in root.parent.iterdir()] == [root.name]  # the older root went
 
