@@ -67,7 +67,7 @@ def ops_script(way, target):
 
 def quick_script(way):
     compiler = f'{ENTER}; "$CXX"' if way == "cross" else "g++"
-    return f"set -eu; {compiler} -O2 -o /work/prog-{way} /work/prog.cpp; /work/prog-{way}"
+    return f"set -eu; {compiler} -O2 -o /src/prog-{way} /src/prog.cpp; /src/prog-{way}"
 
 
 def time_once(apptainer, image, binds, env, script, way):
@@ -120,7 +120,7 @@ def main():
                 sys.exit("--quick needs --arm-image SIF (the aarch64 test image with g++)")
             image, env = options.arm_image, []
             (work / "prog.cpp").write_text(PROGRAM)
-            binds.append((work, "/work"))
+            binds.append((work, "/src"))
             scripts = {way: quick_script(way) for way in ("cross", "emulated")}
             print(f"a C++ program (<regex>, <map>) in {image.name}")
         else:

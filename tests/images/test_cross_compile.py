@@ -48,12 +48,12 @@ def compile_and_run(apptainer, image, root, work, how):
     script = {
         # as the DeepSpeed step does; "native" becomes the image's baseline CPU
         # and the image's own gcc still links after it (as the libcuda stub of the step does)
-        "cross": 'cross=/mnt/cross; . "$cross/enter.sh"; "$CXX" -O2 -march=native -o /work/prog-cross /work/prog.cpp; '
-        "echo 'int main(void) { return 0; }' | gcc -x c -o /work/own-after - && /work/own-after",
-        "own": "g++ -O2 -o /work/prog-own /work/prog.cpp",
+        "cross": 'cross=/mnt/cross; . "$cross/enter.sh"; "$CXX" -O2 -march=native -o /src/prog-cross /src/prog.cpp; '
+        "echo 'int main(void) { return 0; }' | gcc -x c -o /src/own-after - && /src/own-after",
+        "own": "g++ -O2 -o /src/prog-own /src/prog.cpp",
     }[how]
-    argv = [apptainer, "exec", "--writable-tmpfs", "--bind", f"{work}:/work", "--bind", f"{root}:/mnt/cross:ro"]
-    argv += [image, "sh", "-c", f"set -e; {script}; /work/prog-{how}"]
+    argv = [apptainer, "exec", "--writable-tmpfs", "--bind", f"{work}:/src", "--bind", f"{root}:/mnt/cross:ro"]
+    argv += [image, "sh", "-c", f"set -e; {script}; /src/prog-{how}"]
     result = subprocess.run([str(a) for a in argv], capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     return result.stdout
