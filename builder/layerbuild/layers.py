@@ -85,7 +85,7 @@ def build(tree, name, *, images: Path, force=None, progress, space_check=True):
     # before anything is written or pulled: what the layers to build fetch answers
     order = in_order(plans)
     planned = [layer for layer in order if store.step(plans[layer], forced, paths[layer], keys[layer]) == "build"]
-    _check_inputs(tree, target, plans, planned, down, progress)
+    cross = _check_inputs(tree, target, plans, planned, down, progress)  # None: no x86-64 compilers
     images.mkdir(parents=True, exist_ok=True)
     where = space.folders(images)
     with contextlib.ExitStack() as locks:
@@ -113,7 +113,7 @@ def build(tree, name, *, images: Path, force=None, progress, space_check=True):
             log = images / f"{plan.owner}.{layer}.build.log"
             progress.step(f"building the {layer} layer {sif} with {label} (log: {log})")
             job = LayerBuild(
-                plan, apptainer, sif, keys[layer], args, log, force != "all", where, *_foreign(target, plan, progress)
+                plan, apptainer, sif, keys[layer], args, log, force != "all", where, *_foreign(target, plan, cross)
             )
             build_layer(job, progress)
             store.keep(plan, keys[layer], sif, progress)
@@ -122,21 +122,24 @@ def build(tree, name, *, images: Path, force=None, progress, space_check=True):
     return paths["image"]
 
 
-def _foreign(target, plan, progress) -> tuple:
+def _foreign(target, plan, cross) -> tuple:
     """(emulated, cross): whether the layer builds under QEMU, and the x86-64 compilers its
     DeepSpeed step takes when it has one (None: its own)."""
     emulated = target.arch != emulation.host_arch()
-    return emulated, cross_tools.ensure(target, progress) if emulated and CROSS_MOUNT in plan.text else None
+    return emulated, cross if emulated and CROSS_MOUNT in plan.text else None
 
 
 def _check_inputs(tree, target, plans, planned, indexes_down, progress):
-    """What the layers to build start from and fetch, before anything is written or pulled."""
+    """What the layers to build start from and fetch, before anything is written or pulled;
+    returns the x86-64 compilers for an image of another arch (host.cross_tools), or None."""
+    cross = None
     if planned:  # an image of another architecture: made for it, QEMU ready (a newer one, as root)
         emulation.check_build(target)
-        cross_tools.prepare(target, progress)
+        cross = cross_tools.prepare(target, progress)
     if "devel" in planned:  # the devel layer installs torch
         torch_source.check(tree.target(plans["devel"].owner).torch, indexes_down)
     sources.check([plans[layer] for layer in planned], target.name)  # base images' registries, git sources
+    return cross
 
 
 def _host_args(plans) -> dict:
