@@ -140,6 +140,8 @@ class Target:
                 "build_tools": dict(self.python.build_tools),
                 "packages": dict(self.python.packages),
                 "frameworks": dict(self.python.frameworks),
+                # only where a recipe names some: the other images' labels stay as they were
+                **({"mistagged": dict(self.python.mistagged)} if self.python.mistagged else {}),
             },
             "torch": {"flavour": self.torch.flavour, "version": self.torch.version, "index": self.torch.index},
             "deepspeed": {

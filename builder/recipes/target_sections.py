@@ -50,6 +50,7 @@ class Python:
     packages: tuple  # (("numpy", "2.4.6"), ...) the target's extras at their versions.yaml pins
     frameworks: tuple  # (("lightning", "2.6.6"), ...) or () when the recipe says no
     build_tools: tuple  # (("setuptools", "80.9.0"), ...) pip needs to build wheels (not a key)
+    mistagged: tuple = ()  # (("name", "why"), ...) wheels whose tag pip misreads; `pip check` lets them be
 
     @classmethod
     def from_yaml(cls, spec: Section, flavour: str, versions: Versions, site_image=None):
@@ -65,6 +66,7 @@ class Python:
             packages=packages,
             frameworks=tuple((n, str(v)) for n, v in versions["frameworks"].items()) if wanted else (),
             build_tools=build_tools,
+            mistagged=tuple(sorted(spec.get("mistagged", {}).items())),
         )
 
 

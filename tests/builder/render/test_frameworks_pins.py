@@ -24,14 +24,15 @@ from builder.render.blocks import frameworks
 PIP_TIMEOUT_S = 120
 
 
-def write_wheel(folder, name, version, requires=()):
-    """A pure-Python wheel of one empty module, as pip wants it (METADATA, WHEEL, RECORD)."""
+def write_wheel(folder, name, version, requires=(), tag="py3-none-any"):
+    """A pure-Python wheel of one empty module, as pip wants it (METADATA, WHEEL, RECORD).
+    ``tag``: what its WHEEL file claims; its file name always says py3-none-any."""
     dist = f"{name}-{version}.dist-info"
     files = {
         f"{name}/__init__.py": f"__version__ = {version!r}\n",
         f"{dist}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
         + "".join(f"Requires-Dist: {requirement}\n" for requirement in requires),
-        f"{dist}/WHEEL": "Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        f"{dist}/WHEEL": "Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: true\nTag: " + tag + "\n",
     }
     record = []
     with zipfile.ZipFile(folder / f"{name}-{version}-py3-none-any.whl", "w") as wheel:
@@ -72,11 +73,11 @@ def pip(env, *args):
     return subprocess.run(["pip", *args], env=env, check=True, capture_output=True, text=True, timeout=PIP_TIMEOUT_S)
 
 
-def block_parts(venv, framework):
+def block_parts(venv, framework, mistagged=()):
     """The frameworks block's Parts for a cpu target whose one framework is ``framework``
-    1.0, with its venv here."""
+    1.0, with its venv here (and python.mistagged ``mistagged``)."""
     target = RecipeTree(RECIPES).target("cpu")
-    python = dataclasses.replace(target.python, frameworks=((framework, "1.0"),), venv=str(venv))
+    python = dataclasses.replace(target.python, frameworks=((framework, "1.0"),), venv=str(venv), mistagged=mistagged)
     build, final = frameworks.parts(dataclasses.replace(target, python=python))
     return build, final
 
@@ -133,3 +134,42 @@ def test_a_framework_content_with_the_pins_installs_and_the_images_checks_pass(l
     held = run_lines([line for line in final.test if frameworks.CONSTRAINTS in line], env)
     assert held.returncode == 1, held.stdout
     assert "pins: fakenum: pinned 1.0 by the layers below, found 2.0" in held.stdout.splitlines()
+
+
+@pytest.fixture
+def mistagged_wheel(lower, tmp_path):
+    """``lower`` plus fakesbsa 1.0, whose WHEEL file says manylinux2014_sbsa (as NVIDIA's
+    aarch64 nvidia-cusparselt-cu13 does) while its file name lets pip install it."""
+    venv, env = lower
+    write_wheel(tmp_path / "wheels", "fakesbsa", "1.0", tag="py3-none-manylinux2014_sbsa")
+    pip(env, "install", "fakesbsa==1.0")
+    # the pip a fresh venv gets here predates the tag check the images' pip makes, so `pip`
+    # is the test runner's own (pip 26 here), run on that venv with --python
+    shim = tmp_path / "newer-pip"
+    shim.mkdir()
+    (shim / "pip").write_text(f'#!/bin/sh\nexec {sys.executable} -m pip --python "{venv}/bin/python" "$@"\n')
+    (shim / "pip").chmod(0o755)
+    return venv, {**env, "PATH": f"{shim}:{env['PATH']}"}
+
+
+def test_pip_check_calls_a_wheel_with_a_tag_it_does_not_know_unsupported(mistagged_wheel):
+    # why the recipe key exists: real pip fails the plain check on such a wheel
+    venv, env = mistagged_wheel
+    _, final = block_parts(venv, "fakeok")
+    checks = run_lines([line for line in image_checks(final) if "smoke.pins" not in line], env)
+    assert checks.returncode == 1, checks.stdout
+    assert "fakesbsa 1.0 is not supported on this platform" in checks.stdout
+
+
+def test_the_image_check_lets_only_the_named_mistagged_wheels_line_through(mistagged_wheel):
+    venv, env = mistagged_wheel
+    _, final = block_parts(venv, "fakeok", mistagged=(("fakesbsa", "tagged sbsa"),))
+    lines = [line for line in image_checks(final) if "smoke.pins" not in line]
+    checks = run_lines(lines, env)
+    assert checks.returncode == 0, checks.stdout
+    assert "pip check: only the wheels whose tag pip misreads: fakesbsa" in checks.stdout.splitlines()
+    # any other complaint still fails, and is what the log shows
+    pip(env, "install", "--no-deps", "fakeframe==1.0")  # needs fakenum>=2; 1.0 is there
+    broken = run_lines(lines, env)
+    assert broken.returncode == 1, broken.stdout
+    assert "fakeframe 1.0 has requirement fakenum>=2, but you have fakenum 1.0." in broken.stdout.splitlines()
