@@ -154,6 +154,15 @@ def arm_image(apptainer):
 
 
 @pytest.fixture(scope="session")
+def deepspeed_source(tree, tmp_path_factory):
+    """DeepSpeed's pinned source tree, unpacked from its sdist (helpers/deepspeed_source.py)."""
+    from helpers import deepspeed_source
+
+    version = tree.target("cpu").deepspeed.version
+    return deepspeed_source.unpacked(version, tmp_path_factory.mktemp("download"), tmp_path_factory.mktemp("ds"))
+
+
+@pytest.fixture(scope="session")
 def slurm(tmp_path_factory):
     """A real one-node Slurm cluster (munged, slurmctld, slurmd) with private ports."""
     from helpers.slurm_cluster import Cluster

@@ -18,6 +18,7 @@ import time
 
 import pytest
 from conftest import ROOT, run_builder
+from helpers import x86_code
 
 sys.path.insert(0, str(ROOT / "runtime"))
 from smoke import fatbin  # noqa: E402
@@ -130,3 +131,17 @@ def test_each_op_holds_code_for_the_images_archs_as_cuobjdump_sees_it(built, app
     # the CUDA ops (inference_core_ops and ragged_ops live in deepspeed/inference/v2), not
     # only the CPU ones
     assert with_code >= 11, libraries
+
+
+def test_the_ops_cpu_code_runs_on_every_node_of_the_images_sites(built, apptainer, tmp_path):
+    """x86-64 images: no op uses AVX-512, which this build host has and AMD Zen 3 (LUMI's
+    EPYC 7A53) has not; gh200-cuda: every op is aarch64 code, cross compiled or not."""
+    name, images = built
+    ops = x86_code.copy_ops(apptainer, images / f"{name}.sif", tmp_path)
+    assert len(ops) >= 11, ops
+    if name == "gh200-cuda":
+        machines = {op.name: int.from_bytes(op.read_bytes()[18:20], "little") for op in ops}
+        assert set(machines.values()) == {0xB7}, machines  # EM_AARCH64
+        return
+    found = {op.name: x86_code.counts(op) for op in ops}
+    assert {op: count["avx512"] for op, count in found.items() if count["avx512"]} == {}

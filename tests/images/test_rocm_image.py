@@ -10,10 +10,8 @@
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
-import tarfile
 from pathlib import Path
 
 import pytest
@@ -22,7 +20,6 @@ from helpers import deffile
 from helpers.shared_objects import FABRIC_SYMBOLS, gcc
 
 DEF = (ROOT / "containers" / "lumi-rocm.def").read_text()
-SDIST_CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "hpc-ml-containers" / "sdists"
 
 
 def final_section(kind):
@@ -175,41 +172,6 @@ def test_on_a_gpu_node_the_provider_check_asks_fi_info(tmp_path):
 
 
 # --- the op build's rocminfo stand-in, read by DeepSpeed itself -------------------------------
-
-
-@pytest.fixture(scope="module")
-def deepspeed_source(tmp_path_factory):
-    """DeepSpeed's source distribution at the pinned version, unpacked (the image's build
-    compiles from the same file); kept in the user's cache between runs."""
-    version = re.search(r"deepspeed-([0-9.]+)\.tar\.gz", build_post()).group(1)
-    sdist = SDIST_CACHE / f"deepspeed-{version}.tar.gz"
-    if not sdist.is_file():
-        SDIST_CACHE.mkdir(parents=True, exist_ok=True)
-        fetch = tmp_path_factory.mktemp("download")
-        done = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pip",
-                "download",
-                "--quiet",
-                "--no-deps",
-                "--no-binary",
-                ":all:",
-                "-d",
-                str(fetch),
-                f"deepspeed=={version}",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
-        assert done.returncode == 0, done.stderr
-        shutil.move(str(fetch / sdist.name), sdist)
-    out = tmp_path_factory.mktemp("deepspeed")
-    with tarfile.open(sdist) as archive:
-        archive.extractall(out, filter="data")
-    return out / f"deepspeed-{version}"
 
 
 def standin_line():

@@ -98,20 +98,44 @@ _CROSS = (
     "# shellcheck source=/dev/null  # bound only by `builder build` on an x86-64 host",
     f'if [ -r {CROSS_MOUNT}/enter.sh ]; then cross={CROSS_MOUNT}; . "$cross/enter.sh"; fi',
 )
-# DeepSpeed picks an op's SIMD code from the build host's CPU (py-cpuinfo, else lscpu), and
-# under QEMU lscpu reports the x86-64 host: AVX-512 code for an aarch64 image. A stand-in
-# py-cpuinfo names the image's baseline instead, wherever it is built (aarch64: NEON).
-_CPU_STAND_IN = {"aarch64": '{"arch": "ARM_8", "flags": ""}'}
+# DeepSpeed compiles its CPU ops (cpu_adam, async_io, ...) for the build host's CPU: with
+# -march=native, and with the SIMD code py-cpuinfo (else lscpu) reports, AVX-512 on an Intel
+# host, and the x86-64 host's under QEMU. An image runs elsewhere (LUMI's EPYC 7A53, Zen 3,
+# has no AVX-512: SIGILL), so the compile is held to the arch's baseline: a stand-in
+# py-cpuinfo reports it, and on x86-64 the build's op_builder takes a fixed -march (the
+# wheel's own copy, which JIT builds on a node use, keeps -march=native). aarch64: NEON; the
+# x86-64 cross compilers take -march=native as armv8-a (builder/host/cross_tools.py).
+# arch: (py-cpuinfo's answer, the -march the compile takes, DeepSpeed's SIMD switch)
+_CPU_BASELINE = {
+    # AVX2 and FMA (x86-64-v3): Intel since Haswell (2013), every AMD Zen
+    "x86_64": ('{"arch": "X86_64", "flags": "avx2"}', "-march=x86-64-v3", "-D__AVX256__"),
+    "aarch64": ('{"arch": "ARM_8", "flags": ""}', None, None),
+}
+# what DeepSpeed's op_builder now takes, checked before the compile (neither reads self)
+_CPU_DETECT = """import sys; from op_builder.builder import OpBuilder as B
+found = [B.cpu_arch(B), B.simd_width(B)]
+assert found == sys.argv[1:], f"DeepSpeed would compile its CPU ops with {found}; expected {sys.argv[1:]}"
+print("DeepSpeed compiles its CPU ops with", *found)
+"""
 
 
 def cpu_stand_in(arch) -> tuple:
-    """Lines before the compile that make DeepSpeed see the baseline CPU of ``arch``."""
-    if arch not in _CPU_STAND_IN:
+    """Lines run in DeepSpeed's unpacked source before the compile that make it compile for
+    the baseline CPU of ``arch``; PYTHONPATH is set until the caller unsets it."""
+    if arch not in _CPU_BASELINE:
         return ()
-    return (
+    cpuinfo, march, simd = _CPU_BASELINE[arch]
+    lines = (
         'mkdir -p "$ds_tmp/cpu"',
-        "printf '%s\\n' 'def get_cpu_info():' '    return " + _CPU_STAND_IN[arch] + '\' > "$ds_tmp/cpu/cpuinfo.py"',
+        "printf '%s\\n' 'def get_cpu_info():' '    return " + cpuinfo + '\' > "$ds_tmp/cpu/cpuinfo.py"',
         'export PYTHONPATH="$ds_tmp/cpu"',
+    )
+    if march is None:
+        return lines
+    return (
+        *lines,
+        f"sed -i {cmd(f's/-march=native/{march}/')} op_builder/builder.py",
+        python_check("python", _CPU_DETECT, march, simd),
     )
 
 
@@ -196,7 +220,8 @@ def _rocm_steps(target):
     detect = python_check("python", _DETECT, arch, str(wavefront), ds.version) + f" {WHEELS}/{ROCM_RECORD}"
     compile_ops = (
         _replace_arch_tools(arch, wavefront)
-        + compile_commands(ds.version, before=(f"mkdir -p {WHEELS}", detect))
+        + compile_commands(ds.version, before=(f"mkdir -p {WHEELS}", detect, *cpu_stand_in(target.arch)))
+        + ["unset PYTHONPATH"]
         + _restore_arch_tools()
     )
     extra = f' "$ds_tmp"/wheel/{ROCM_RECORD}'

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from conftest import RECIPES, ROOT, run_builder, wait_until
+from helpers import x86_code
 from helpers.layer_build import start_layer_build
 
 from builder.host.hostinfo import debian_mirror
@@ -159,6 +160,15 @@ def test_a_users_deepspeed_script_trains_without_compiling(apptainer, cpu_image,
     assert "STEP DONE" in result.stdout
     assert "Error building extension" not in result.stdout + result.stderr
     assert not list(extensions.iterdir())  # nothing was compiled just in time
+
+
+def test_no_prebuilt_op_needs_avx512(apptainer, cpu_image, tmp_path):
+    """The ops are compiled for x86-64's AVX2 baseline, not for this build host's AVX-512: the
+    image's ops would die with SIGILL on LUMI's EPYC 7A53 (Zen 3) and most laptops."""
+    found = {op.name.split(".")[0]: x86_code.counts(op) for op in x86_code.copy_ops(apptainer, cpu_image, tmp_path)}
+    assert {"cpu_adam_op", "cpu_adagrad_op", "cpu_lion_op", "deepspeed_shm_comm_op"} <= set(found)
+    assert {op: count["avx512"] for op, count in found.items() if count["avx512"]} == {}
+    assert found["cpu_adam_op"]["avx"] > 0  # still vectorized, with AVX2's ymm registers
 
 
 def test_labels_embed_the_resolved_recipe(apptainer, cpu_image):

@@ -146,10 +146,10 @@ def test_library_folders_follow_the_images_cpu_architecture(tree):
     assert libfabric.lib_dir(lumi) == f"{libfabric.LIBFABRIC_PREFIX}/lib"
 
 
-def test_only_an_image_of_another_arch_compiles_its_ops_with_cross_compilers_and_a_baseline_cpu(tree):
+def test_only_an_image_of_another_arch_compiles_its_ops_with_cross_compilers(tree):
     """gh200-cuda's op compile takes the x86-64 compilers a build binds at /mnt/cross, when
-    there, and names its baseline CPU to DeepSpeed (under QEMU lscpu reports the x86-64 host);
-    the x86-64 images' lines are as before (issue 34)."""
+    there; every image names its arch's baseline CPU to DeepSpeed (under QEMU lscpu reports
+    the x86-64 host; on x86-64, the build host's AVX-512) (issue 34)."""
     from builder.render.blocks import deepspeed
 
     def kept_build(name):
@@ -160,20 +160,66 @@ def test_only_an_image_of_another_arch_compiles_its_ops_with_cross_compilers_and
     assert 'if [ -r /mnt/cross/enter.sh ]; then cross=/mnt/cross; . "$cross/enter.sh"; fi' in arm
     assert """'    return {"arch": "ARM_8", "flags": ""}' > "$ds_tmp/cpu/cpuinfo.py\"""" in arm
     assert arm.index('export PYTHONPATH="$ds_tmp/cpu"') < arm.index("python setup.py") < arm.index("unset PYTHONPATH")
-    for name in ("a100-cuda", "cpu", "lumi-rocm"):
-        assert "/mnt/cross" not in kept_build(name) and "PYTHONPATH" not in kept_build(name)
+    for name in ("a100-cuda", "cpu", "lumi-rocm"):  # their stand-in names x86-64's baseline
+        assert "/mnt/cross" not in kept_build(name)
+        assert """'    return {"arch": "X86_64", "flags": "avx2"}' > "$ds_tmp/cpu/cpuinfo.py\"""" in kept_build(name)
 
 
-def test_the_cpu_stand_in_is_what_deepspeed_reads(tmp_path):
-    """The stand-in's lines, run by sh, give DeepSpeed's `from cpuinfo import get_cpu_info`
-    the image's baseline: NEON code (-D__NEON__) and no host CPU in an aarch64 image."""
+@pytest.mark.parametrize(
+    "arch, found",
+    [("x86_64", "-march=x86-64-v3 -D__AVX256__"), ("aarch64", "-march=native -D__NEON__")],
+)
+def test_deepspeed_compiles_its_cpu_ops_for_the_arch_baseline_not_the_build_host(
+    arch, found, deepspeed_source, tmp_path
+):
+    """The baseline lines, run by sh in DeepSpeed's own source, make its op_builder hand the
+    compile the arch's baseline on this AVX-512 host: AVX2 code for x86-64 images, which run
+    on AMD Zen 3 nodes without AVX-512, and NEON for aarch64 (whose cross compilers take
+    -march=native as armv8-a). The wheel's copy of op_builder, used by JIT builds on a node,
+    is left as it was."""
+    import shutil
     import subprocess
     import sys
 
     from builder.render.blocks import deepspeed
 
-    lines = [f"ds_tmp={tmp_path}", *deepspeed.cpu_stand_in("aarch64")]
-    lines.append(f"""{sys.executable} -c 'from cpuinfo import get_cpu_info; print(get_cpu_info())'""")
+    source = tmp_path / "src"
+    shutil.copytree(deepspeed_source / "op_builder", source / "op_builder")
+    probe = [
+        sys.executable,
+        "-c",
+        "from op_builder.builder import OpBuilder as B; print(B.cpu_arch(B), B.simd_width(B))",
+    ]
+    lines = [
+        f"ds_tmp={tmp_path}",
+        f"cd {source}",
+        *deepspeed.cpu_stand_in(arch),
+        " ".join(probe[:2]) + f' "{probe[2]}"',
+    ]
     result = subprocess.run(["sh", "-ec", "\n".join(lines)], capture_output=True, text=True, timeout=60)
-    assert result.stdout == "{'arch': 'ARM_8', 'flags': ''}\n", result.stderr
-    assert deepspeed.cpu_stand_in("x86_64") == ()
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == found, result.stdout
+    if arch == "x86_64":  # checked before the compile
+        assert "DeepSpeed compiles its CPU ops with -march=x86-64-v3 -D__AVX256__" in result.stdout
+    assert "-march=native" in (deepspeed_source / "deepspeed/ops/op_builder/builder.py").read_text()
+
+
+def test_a_deepspeed_whose_op_builder_moved_on_stops_the_build_before_the_compile(deepspeed_source, tmp_path):
+    """If DeepSpeed's op_builder no longer says -march=native where the lines expect it, the
+    sed changes nothing, and the check fails the step in one line before any compile."""
+    import shutil
+    import subprocess
+
+    from builder.render.blocks import deepspeed
+
+    source = tmp_path / "src"
+    shutil.copytree(deepspeed_source / "op_builder", source / "op_builder")
+    builder = source / "op_builder" / "builder.py"
+    builder.write_text(builder.read_text().replace("-march=native", "-mtune=native"))
+    lines = [f"ds_tmp={tmp_path}", f"cd {source}", *deepspeed.cpu_stand_in("x86_64")]
+    result = subprocess.run(["sh", "-ec", "\n".join(lines)], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1
+    assert (
+        "AssertionError: DeepSpeed would compile its CPU ops with ['-mtune=native', '-D__AVX256__']; "
+        "expected ['-march=x86-64-v3', '-D__AVX256__']" in result.stderr
+    )
