@@ -165,9 +165,10 @@ def test_a_users_deepspeed_script_trains_without_compiling(apptainer, cpu_image,
 def test_no_prebuilt_op_needs_avx512(apptainer, cpu_image, tmp_path):
     """The ops are compiled for x86-64's AVX2 baseline, not for this build host's AVX-512: the
     image's ops would die with SIGILL on LUMI's EPYC 7A53 (Zen 3) and most laptops."""
-    found = {op.name.split(".")[0]: x86_code.counts(op) for op in x86_code.copy_ops(apptainer, cpu_image, tmp_path)}
+    ops = x86_code.copy_ops(apptainer, cpu_image, tmp_path)
+    found = {op.name.split(".")[0]: x86_code.counts(op) for op in ops}
     assert {"cpu_adam_op", "cpu_adagrad_op", "cpu_lion_op", "deepspeed_shm_comm_op"} <= set(found)
-    assert {op: count["avx512"] for op, count in found.items() if count["avx512"]} == {}
+    assert x86_code.unguarded_avx512(ops) == {}  # the comm op picks its AVX-512 kernels at run time
     assert found["cpu_adam_op"]["avx"] > 0  # still vectorized, with AVX2's ymm registers
 
 
