@@ -5,7 +5,7 @@ TARGET ?= cpu
 NAME   ?= pytorch
 PY     := $(VENV)/bin/python
 
-.PHONY: setup render check test unit test-heavy build smoke jobscript publish two-nodes doctor list show clean
+.PHONY: setup render check test unit test-heavy build smoke jobscript publish sign two-nodes doctor list show clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -16,7 +16,8 @@ $(VENV)/.installed: pyproject.toml
 setup: $(VENV)/.installed
 	scripts/ensure-debian-packages shellcheck debootstrap slurmctld:slurm-wlm munged:munge \
 		mpirun:openmpi-bin /usr/share/lmod/lmod/libexec/lmod:lmod tclsh:tcl \
-		/usr/lib/$(shell uname -m)-linux-gnu/libpmix.so:libpmix-dev qemu-aarch64-static:qemu-user-static
+		/usr/lib/$(shell uname -m)-linux-gnu/libpmix.so:libpmix-dev qemu-aarch64-static:qemu-user-static \
+		openssl:openssl
 
 render: setup
 	$(PY) -m builder render --all
@@ -72,7 +73,12 @@ jobscript:
 # smoke, or in a job on GPU nodes); PUBLISH_FLAGS="--default --tcl --force --skip-smoke" as needed.
 publish: setup
 	$(PY) -m builder publish $(TARGET) --prefix "$(PREFIX)" --name "$(NAME)" \
-		$(if $(VERSION),--version "$(VERSION)") $(PUBLISH_FLAGS)
+		$(if $(VERSION),--version "$(VERSION)") $(if $(PUBLIC_KEY),--key "$(PUBLIC_KEY)") $(PUBLISH_FLAGS)
+
+# Signs images/$(TARGET).sif with the PEM private key KEY (before `make smoke`: the smoke
+# report names the image it tested); `make publish PUBLIC_KEY=public.pem` then checks it.
+sign: setup
+	$(PY) -m builder sign $(TARGET) --key "$(KEY)"
 
 # A Slurm cluster of two nodes on this machine (network namespaces n1 and n2, as the tests
 # use it), up until Enter; root only. Submit the scripts of `make jobscript SITE=local NODES=2`.

@@ -33,6 +33,7 @@ EXAMPLES = {
     "smoke": "{prog} smoke cpu -- --sizes 8:1M",
     "jobscript": "{prog} jobscript lumi-rocm --nodes 2 --account project_465000000 -- train.py --epochs 10",
     "publish": "{prog} publish cpu --prefix /appl/ml --name pytorch --default",
+    "sign": "{prog} sign cpu --key private.pem",
     "verify": "{prog} verify --prefix /appl/ml pytorch/2.13.0-cpu",
     "default": "{prog} default --prefix /appl/ml pytorch/2.13.0-cpu",
     "doctor": "{prog} doctor",
@@ -71,38 +72,10 @@ def parser() -> argparse.ArgumentParser:
         metavar="DIR",
         help="where built images are; their measured labels are shown (default: images)",
     )
-    for name, help_text, parents, add_arguments in (
-        ("list", "targets and sites, one line each", (common, built), _list_arguments),
-        ("show", "the fully resolved recipe of a target, as YAML", (common, built), _show_arguments),
-        (
-            "render",
-            "write containers/<target>.def and its .devel.def and .base.def layers",
-            (common,),
-            _render_arguments,
-        ),
-        ("build", "build images/<target>.sif with Apptainer and run its %%test", (common,), _build_arguments),
-        ("smoke", "run the image's smoke suite here: torchrun through the wrapper", (common,), _smoke_arguments),
-        (
-            "jobscript",
-            "the Slurm batch script that runs a program in the image on a site",
-            (common,),
-            _jobscript_arguments,
-        ),
-        ("publish", "install a built, smoke-tested image as a site module under PREFIX", (common,), _publish_arguments),
-        ("verify", "check a published version's files against its checksums", (common,), _verify_arguments),
-        ("default", "make a published version the default of its name", (common,), _default_arguments),
-        (
-            "doctor",
-            "what this host offers for builds: runtime, fakeroot, disk, mirror, pip",
-            (common,),
-            _doctor_arguments,
-        ),
-        ("toolbox", "the Apptainer toolbox for hosts without Apptainer", (common,), _toolbox_arguments),
-        ("check", "validate every recipe; fail if rendered files are stale", (common,), _check_arguments),
-    ):
+    for name, help_text, with_built, add_arguments in _command_table():
         cmd = sub.add_parser(
             name,
-            parents=list(parents),
+            parents=[common, built] if with_built else [common],
             help=help_text,
             epilog="example:\n  " + EXAMPLES[name].format(prog=prog),
             formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -110,6 +83,40 @@ def parser() -> argparse.ArgumentParser:
         add_arguments(cmd)
         cmd.set_defaults(func=getattr(commands, f"cmd_{name}"))
     return top
+
+
+def _command_table():
+    """(name, help, whether it reads built images' labels, the function adding its arguments)."""
+    return (
+        ("list", "targets and sites, one line each", True, _list_arguments),
+        ("show", "the fully resolved recipe of a target, as YAML", True, _show_arguments),
+        (
+            "render",
+            "write containers/<target>.def and its .devel.def and .base.def layers",
+            False,
+            _render_arguments,
+        ),
+        ("build", "build images/<target>.sif with Apptainer and run its %%test", False, _build_arguments),
+        ("smoke", "run the image's smoke suite here: torchrun through the wrapper", False, _smoke_arguments),
+        (
+            "jobscript",
+            "the Slurm batch script that runs a program in the image on a site",
+            False,
+            _jobscript_arguments,
+        ),
+        ("publish", "install a built, smoke-tested image as a site module under PREFIX", False, _publish_arguments),
+        ("sign", "sign a built image with a PEM private key (before its smoke tests)", False, _sign_arguments),
+        ("verify", "check a published version's files against its checksums", False, _verify_arguments),
+        ("default", "make a published version the default of its name", False, _default_arguments),
+        (
+            "doctor",
+            "what this host offers for builds: runtime, fakeroot, disk, mirror, pip",
+            False,
+            _doctor_arguments,
+        ),
+        ("toolbox", "the Apptainer toolbox for hosts without Apptainer", False, _toolbox_arguments),
+        ("check", "validate every recipe; fail if rendered files are stale", False, _check_arguments),
+    )
 
 
 def _list_arguments(cmd):
@@ -237,11 +244,25 @@ def _publish_arguments(cmd):
         "--skip-smoke", action="store_true", help="publish without a passing smoke report (the module's help says so)"
     )
     cmd.add_argument("--tcl", action="store_true", help="also write a Tcl module file (Environment Modules)")
+    cmd.add_argument(
+        "--key",
+        metavar="PUBLIC.pem",
+        help="publish only an image signed with this key's private half (`sign`); the module names its fingerprint",
+    )
+
+
+def _sign_arguments(cmd):
+    cmd.add_argument("target", nargs="?", default="cpu", help="default: cpu")
+    cmd.add_argument("--key", required=True, metavar="PRIVATE.pem", help="the PEM private key to sign with")
+    cmd.add_argument("--images", default="images", metavar="DIR", help="where the image is (default: images)")
 
 
 def _verify_arguments(cmd):
     cmd.add_argument("module", metavar="NAME/VERSION")
     cmd.add_argument("--prefix", required=True, metavar="DIR", help="as given to publish")
+    cmd.add_argument(
+        "--key", metavar="PUBLIC.pem", help="also check that the image is signed with this key (the one you trust)"
+    )
 
 
 def _default_arguments(cmd):

@@ -96,6 +96,15 @@ def is_current(sif: Path, key: str) -> bool:
     return meta.get("key") == key and meta.get("size") == stat.st_size and meta.get("mtime_ns") == stat.st_mtime_ns
 
 
+def current_key(sif: Path):
+    """The layer key ``sif``'s record names while the file is still the one recorded, else None."""
+    try:
+        key = json.loads(_meta_path(sif).read_text()).get("key")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return key if key and is_current(sif, key) else None
+
+
 def write_meta(sif, key):
     stat = sif.stat()
     write_atomic(

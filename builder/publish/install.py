@@ -28,6 +28,7 @@ from ..fileio import copy_hashed, sha256_file, write_atomic
 from ..host.images import IMAGE_SUM, built_image, image_lock, read_labels, ready_apptainer
 from ..invocation import hint
 from ..render.sitefile import render_site
+from . import signing
 from .modulefile import ENTRY_POINTS, module_for, render_default, render_entry, render_lua, render_tcl
 from .placing import MANIFEST, fix_modules, link_target, lock, module_files, move_into_place, recover, symlink_atomic
 from .verify import SUMS, locate
@@ -52,20 +53,26 @@ class PublishRequest:
     force: bool = False  # replace a published version
     skip_smoke: bool = False  # publish without a passing smoke report
     tcl: bool = False  # a Tcl module file too
+    key: str = ""  # a PEM public key: publish only an image signed with its private half
 
 
 def publish(tree, request: PublishRequest):
+    key = Path(request.key) if request.key else None  # a bad key file: one line, before anything
+    signer = key and signing.fingerprint(key)
     built = built_image(tree, request.target, request.images, request.site or None)
     target, site, image = built.target, built.site, built.path
     name, target_name = request.name, request.target
     # shared with smoke runs and other publishes: no build replaces the image meanwhile
     with image_lock(request.images, target.name, shared=True):
         prefix = _check_prefix(request.prefix)
-        labels = read_labels(ready_apptainer(site), image)
+        apptainer = ready_apptainer(site)
+        labels = read_labels(apptainer, image)
         version = request.version or f"{labels.get('version.torch', 'unknown')}-{target_name}"
         _check_names(name, version)
         smoke_dir = Path(request.smoke_dir or request.images / f"{target_name}.smoke")
         smoke, tested = (None, "") if request.skip_smoke else _passed_report(smoke_dir, image)
+        if key:  # unsigned, another key's, or changed since: refused before any folder is made
+            signing.check_signature(apptainer, image, key)
 
         root = prefix / name / version
         modules = prefix / "modulefiles" / name
@@ -78,9 +85,10 @@ def publish(tree, request: PublishRequest):
             files = module_files(version, request.tcl)
             staging = Path(tempfile.mkdtemp(prefix=f".{version}.partial-", dir=root.parent))
             try:
-                module = module_for(target, site, name, version, root, labels, smoke)
+                checksum = copy_hashed(image, staging / "image.sif")
+                module = module_for(target, site, name, version, root, labels, smoke, checksum, signer)
                 report = None if smoke is None else smoke_dir / contract.SMOKE_REPORT
-                checksum = _assemble(staging, image, site, module, labels, files, target_name, report)
+                _assemble(staging, checksum, site, module, labels, files, target_name, report, key)
                 if smoke is not None and tested != checksum:
                     raise CheckFailed(
                         f"{smoke_dir / contract.SMOKE_REPORT}: the report is of another image (sha256 "
@@ -103,13 +111,20 @@ def publish(tree, request: PublishRequest):
             if request.default:
                 write_atomic(modules / ".version", render_default(version))
                 faults.point("publish:default-written")
-    print(f"published {name}/{version} ({target_name} for {site.name}) in {root}")
-    print(f"  image sha256 {checksum}; smoke report: " + ("SKIPPED (--skip-smoke)" if smoke is None else "passed"))
-    print(
-        f"  module use {prefix / 'modulefiles'}; module load {name}/{version}"
+    print(_summary(request, f"{name}/{version}", f"{target_name} for {site.name}", root, checksum, smoke, signer))
+    return root
+
+
+def _summary(request, module, what, root, checksum, smoke, signer) -> str:
+    """What publish says when done: where, the image, its checks, how to load it."""
+    signature = f"verified against {request.key} ({signer})" if signer else "not checked (no --key)"
+    return (
+        f"published {module} ({what}) in {root}\n"
+        f"  image sha256 {checksum}; smoke report: {'SKIPPED (--skip-smoke)' if smoke is None else 'passed'}\n"
+        f"  signature: {signature}\n"
+        f"  module use {root.parent.parent / 'modulefiles'}; module load {module}"
         + (" (the default)" if request.default else "")
     )
-    return root
 
 
 def _check_names(name, version):
@@ -176,9 +191,8 @@ def _passed_report(smoke_dir: Path, image: Path):
     return data, (recorded.read_text().split() or [""])[0] if recorded.is_file() else ""
 
 
-def _assemble(staging, image, site, module, labels, files, target_name, report):
-    """Fill the staging folder; return the sha256 of the image as copied."""
-    checksum = copy_hashed(image, staging / "image.sif")
+def _assemble(staging, checksum, site, module, labels, files, target_name, report, key):
+    """Fill the staging folder around the image copied there (sha256 ``checksum``)."""
     bin_dir = staging / "bin"
     (bin_dir / "sites").mkdir(parents=True)
     shutil.copyfile(resources.wrapper(), bin_dir / "singularity_wrapper")
@@ -190,6 +204,8 @@ def _assemble(staging, image, site, module, labels, files, target_name, report):
     (staging / "recipe.json").write_text(json.dumps(recipe, indent=2, sort_keys=True) + "\n")
     if report is not None:
         shutil.copyfile(report, staging / contract.SMOKE_REPORT)
+    if key is not None:  # `verify` checks the image against it, and it against the fingerprint
+        shutil.copyfile(key, staging / signing.PUBLIC_KEY)
     # Both, with or without --tcl: a Tcl link left by an earlier publish never dangles.
     (staging / "module.lua").write_text(render_lua(module))
     (staging / "module.tcl").write_text(render_tcl(module))
@@ -203,6 +219,7 @@ def _assemble(staging, image, site, module, labels, files, target_name, report):
         "image_sha256": checksum,
         "recipe_sha256": labels.get("recipe.sha256"),
         "smoke": "skipped" if report is None else "passed",
+        "signing_key": signing.fingerprint(key) if key is not None else None,
         "modules": files,
     }
     (staging / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
@@ -216,7 +233,6 @@ def _assemble(staging, image, site, module, labels, files, target_name, report):
     (staging / SUMS).write_text("\n".join(lines) + "\n")
     os.chmod(staging / SUMS, 0o644)
     os.chmod(staging, 0o755)
-    return checksum
 
 
 def _set_modes(folder: Path):

@@ -66,9 +66,10 @@ def _smoke_line(smoke, root) -> str:
     )
 
 
-def module_for(target, site, name, version, root, labels, smoke) -> "Module":
+def module_for(target, site, name, version, root, labels, smoke, digest, signer) -> "Module":
     """The module of a published version: its help, whatis lines and environment, from the
-    target, the site, the image's labels and its smoke report (None: --skip-smoke)."""
+    target, the site, the image's labels and its smoke report (None: --skip-smoke), the
+    image's sha256 ``digest`` and the fingerprint of the key it is signed with ("": unchecked)."""
     recipe = json.loads(labels.get("recipe", "{}"))
     versions = stack_versions(recipe, (smoke or {}).get("versions", {}))
     baked = recipe.get("environment", {})
@@ -77,6 +78,7 @@ def module_for(target, site, name, version, root, labels, smoke) -> "Module":
     recipe_sha = labels.get("recipe.sha256", "unknown")
     tested = _smoke_line(smoke, root)
     stack = ", ".join(f"{k} {v}" for k, v in versions)
+    signed = f"signed, verified against key {signer} at publish" if signer else "signature not checked at publish"
     help_text = "\n".join(
         [
             f"{name}/{version}: {target.description}",
@@ -92,6 +94,7 @@ def module_for(target, site, name, version, root, labels, smoke) -> "Module":
             "",
             f"Inside: {stack}",
             f"Image: {root}/image.sif, target {target.name}, built {built}",
+            f"Image sha256: {digest} ({signed})",
             f"Recipe sha256: {recipe_sha} (full recipe: {root}/recipe.json)",
             f"Smoke tests: {tested}",
             f"Check the files: python -m builder verify --prefix {root.parent.parent} {name}/{version}",
@@ -105,6 +108,7 @@ def module_for(target, site, name, version, root, labels, smoke) -> "Module":
         f"Description: {target.description}",
         f"Versions: {stack}",
         f"Built: {built}; recipe sha256 {recipe_sha}",
+        f"Image: sha256 {digest}; " + (f"signing key {signer}" if signer else "signature not checked"),
         "Smoke tests: " + ("NOT RUN (--skip-smoke)" if smoke is None else "passed"),
     )
     runtime, slurm_mpi = site.runtime.command, site.mpi.slurm_mpi

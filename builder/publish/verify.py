@@ -16,6 +16,8 @@ from pathlib import Path
 from .. import contract
 from ..errors import CheckFailed, RecipeError
 from ..fileio import sha256_file
+from ..host.images import ready_apptainer
+from . import signing
 from .placing import settle
 
 SUMS = "SHA256SUMS"
@@ -33,7 +35,9 @@ def locate(prefix, spec):
     return name, version, root
 
 
-def verify(prefix, spec):
+def verify(prefix, spec, key=None):
+    """``key``: a PEM public key the image must be signed with (the one the caller trusts)."""
+    trusted = signing.fingerprint(key) if key else ""  # a bad key file: one line, exit 2
     name, version, root = locate(prefix, spec)
     listed = {}
     for number, line in enumerate((root / SUMS).read_text().splitlines(), 1):
@@ -72,6 +76,8 @@ def verify(prefix, spec):
             verdict = None
         if verdict != "pass":
             problems.append(f"{contract.SMOKE_REPORT}: no longer a passing report")
+    signer = manifest.get("signing_key")
+    problems += _signature_problems(root, signer, key, trusted)
     if problems:
         for problem in problems:
             print(f"FAIL {root}/{problem}")
@@ -84,7 +90,24 @@ def verify(prefix, spec):
         else "smoke tests NOT RUN (published with --skip-smoke)"
     )
     linked = f"; modulefiles/{name}/{', '.join(links)} link to them" if links else ""
+    signed = f"; signature verified (key {signer})" if signer else "; not signed at publish"
     print(
         f"{name}/{version}: all {len(listed)} files match their checksums "
-        f"(image sha256 {listed.get('image.sif', '?')[:16]}...){linked}; {smoke}"
+        f"(image sha256 {listed.get('image.sif', '?')[:16]}...){linked}; {smoke}{signed}"
     )
+
+
+def _signature_problems(root, signer, key, trusted) -> list:
+    """The image against the key it was published with (and against ``key``, if given)."""
+    if not signer and not key:
+        return []
+    if key and trusted != signer:
+        return [f"image.sif: published with signing key {signer or 'none'}, not {key} ({trusted})"]
+    public = Path(key) if key else root / signing.PUBLIC_KEY
+    try:
+        if signing.fingerprint(public) != signer:
+            return [f"{signing.PUBLIC_KEY}: not the key it was published with ({signer})"]
+        signing.check_signature(ready_apptainer(None), root / "image.sif", public)
+    except RecipeError as error:
+        return [f"image.sif: {error.message}"]
+    return []
