@@ -58,7 +58,7 @@ class PublishRequest:
 
 def publish(tree, request: PublishRequest):
     key = Path(request.key) if request.key else None  # a bad key file: one line, before anything
-    signer = key and signing.fingerprint(key)
+    signer = signing.fingerprint(key) if key else ""
     built = built_image(tree, request.target, request.images, request.site or None)
     target, site, image = built.target, built.site, built.path
     name, target_name = request.name, request.target
@@ -88,7 +88,7 @@ def publish(tree, request: PublishRequest):
                 checksum = copy_hashed(image, staging / "image.sif")
                 module = module_for(target, site, name, version, root, labels, smoke, checksum, signer)
                 report = None if smoke is None else smoke_dir / contract.SMOKE_REPORT
-                _assemble(staging, checksum, site, module, labels, files, target_name, report, key)
+                _assemble(staging, checksum, site, module, labels, files, target_name, report, key, signer)
                 if smoke is not None and tested != checksum:
                     raise CheckFailed(
                         f"{smoke_dir / contract.SMOKE_REPORT}: the report is of another image (sha256 "
@@ -191,8 +191,9 @@ def _passed_report(smoke_dir: Path, image: Path):
     return data, (recorded.read_text().split() or [""])[0] if recorded.is_file() else ""
 
 
-def _assemble(staging, checksum, site, module, labels, files, target_name, report, key):
-    """Fill the staging folder around the image copied there (sha256 ``checksum``)."""
+def _assemble(staging, checksum, site, module, labels, files, target_name, report, key, signer):
+    """Fill the staging folder around the image copied there (sha256 ``checksum``); ``key``
+    and its fingerprint ``signer`` when the image's signature was checked."""
     bin_dir = staging / "bin"
     (bin_dir / "sites").mkdir(parents=True)
     shutil.copyfile(resources.wrapper(), bin_dir / "singularity_wrapper")
@@ -219,7 +220,7 @@ def _assemble(staging, checksum, site, module, labels, files, target_name, repor
         "image_sha256": checksum,
         "recipe_sha256": labels.get("recipe.sha256"),
         "smoke": "skipped" if report is None else "passed",
-        "signing_key": signing.fingerprint(key) if key is not None else None,
+        "signing_key": signer or None,
         "modules": files,
     }
     (staging / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
