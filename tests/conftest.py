@@ -146,6 +146,14 @@ def apptainer(cpu_image):
 
 
 @pytest.fixture(scope="session")
+def tiny_image(apptainer, tmp_path_factory):
+    """A 1 MB busybox image to build layers on (helpers/tiny_image.py)."""
+    from helpers import tiny_image
+
+    return tiny_image.build(apptainer, tmp_path_factory.mktemp("tiny"))
+
+
+@pytest.fixture(scope="session")
 def arm_image(apptainer):
     """A small aarch64 image with Python 3 and g++, built here under QEMU (helpers/arm_image.py)."""
     from helpers import arm_image

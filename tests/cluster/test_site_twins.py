@@ -34,10 +34,17 @@ SITES = {
     "local": "cpu",
     "roihu": "gh200-cuda",
 }
-# Sites whose scripts run on their twin in these shapes only, (nodes, launch): Roihu's differ from
-# the others' in their partitions and GRES type alone, so two runs (gpumedium on one node and on
-# two) prove them and keep the default run within CI's time (each run is about 30 s)
-FEWER_RUNS = {"roihu": ((1, "torchrun"), (2, "srun"))}
+# Sites whose scripts run on their twin in these shapes only, (nodes, launch). Every launch on one
+# and two nodes runs on a twin of each kind of Slurm MPI plugin (none: local; pmix: jean-zay;
+# pmi2: lumi); the other sites' scripts differ from those in their partitions,
+# GRES and node shape alone, so two runs each prove them, and between them every launch mode
+# and node count, while the default run stays within CI's time (each run is 30 to 90 s).
+FEWER_RUNS = {
+    "jean-zay-v100": ((2, "torchrun"), (1, "srun")),  # torchrun across nodes takes whole 4-GPU nodes
+    "jean-zay-h100": ((1, "torchrun"), (2, "mpirun")),
+    "karolina": ((2, "deepspeed"), (1, "mpirun")),
+    "roihu": ((1, "torchrun"), (2, "srun")),
+}
 LAUNCHES = ("srun", "torchrun", "mpirun", "deepspeed")
 PYTHON_LEAKS = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "PYTHONPATH")
 # What the stand-in image cannot do on a twin, and why. LUMI's image carries MPICH (cray-mpich's

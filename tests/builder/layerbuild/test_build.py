@@ -226,8 +226,8 @@ def work_dirs(tmp_path):
     return sorted(p.name for p in (tmp_path / "tmp").iterdir())
 
 
-def test_a_failing_build_reports_its_log_and_keeps_the_previous_image(cpu_image, tmp_path):
-    process, images, previous = start_layer_build(tmp_path, "echo breaking-now\nexit 3", base=IMAGES / "cpu.base.sif")
+def test_a_failing_build_reports_its_log_and_keeps_the_previous_image(tiny_image, tmp_path):
+    process, images, previous = start_layer_build(tmp_path, "echo breaking-now\nexit 3", base=tiny_image)
     _, stderr = process.communicate(timeout=600)
     assert process.returncode == 1
     assert "apptainer build failed" in stderr and "x.build.log" in stderr and "breaking-now" in stderr
@@ -279,7 +279,7 @@ def test_a_kept_step_runs_once_and_a_silent_index_is_never_retried(cpu_image, tm
             "--uncompressed",
             f"--kept={folder}",
             f"--index={silent}",
-            base=IMAGES / "cpu.base.sif",
+            base=IMAGES / "cpu.base.sif",  # its pip meets the silent index
             env=env,
         )
         _, stderr = process.communicate(timeout=900)
@@ -308,12 +308,12 @@ UNCOMPRESSED_INODES, UNCOMPRESSED_DATA, UNCOMPRESSED_FRAGMENTS = 0x1, 0x2, 0x8
 
 
 @pytest.mark.parametrize("way", ["uncompressed", "packed"])
-def test_intermediate_layers_are_written_uncompressed_and_the_image_packed(cpu_image, tmp_path, way):
+def test_intermediate_layers_are_written_uncompressed_and_the_image_packed(tiny_image, tmp_path, way):
     process, _images, previous = start_layer_build(
         tmp_path,
         "echo layer > /layer.txt",
         *(["--uncompressed"] if way == "uncompressed" else []),
-        base=IMAGES / "cpu.base.sif",
+        base=tiny_image,
     )
     _, stderr = process.communicate(timeout=900)
     assert process.returncode == 0, stderr
@@ -323,10 +323,8 @@ def test_intermediate_layers_are_written_uncompressed_and_the_image_packed(cpu_i
 
 
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT], ids=["SIGKILL", "SIGINT"])
-def test_a_killed_build_leaves_the_previous_image_and_no_temp_files(cpu_image, tmp_path, sig):
-    process, images, previous = start_layer_build(
-        tmp_path, "echo post-started\nsleep 600", base=IMAGES / "cpu.base.sif"
-    )
+def test_a_killed_build_leaves_the_previous_image_and_no_temp_files(tiny_image, tmp_path, sig):
+    process, images, previous = start_layer_build(tmp_path, "echo post-started\nsleep 600", base=tiny_image)
     log = images / "x.build.log"
     assert wait_until(lambda: log.exists() and "post-started" in log.read_text(errors="replace"), 300)
     process.send_signal(sig)
