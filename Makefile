@@ -5,7 +5,7 @@ TARGET ?= cpu
 NAME   ?= pytorch
 PY     := $(VENV)/bin/python
 
-.PHONY: setup render check test unit test-heavy build smoke jobscript publish sign two-nodes doctor list show clean
+.PHONY: setup render check test unit test-heavy build smoke jobscript publish sign export two-nodes doctor list show clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -17,7 +17,7 @@ setup: $(VENV)/.installed
 	scripts/ensure-debian-packages shellcheck debootstrap slurmctld:slurm-wlm munged:munge \
 		mpirun:openmpi-bin /usr/share/lmod/lmod/libexec/lmod:lmod tclsh:tcl \
 		/usr/lib/$(shell uname -m)-linux-gnu/libpmix.so:libpmix-dev qemu-aarch64-static:qemu-user-static \
-		openssl:openssl
+		openssl:openssl unsquashfs:squashfs-tools umoci:umoci skopeo:skopeo podman:podman runc:runc
 
 render: setup
 	$(PY) -m builder render --all
@@ -25,11 +25,15 @@ render: setup
 check: setup
 	$(PY) -m builder check
 
+# Two passes: first what `make unit` runs, four at a time (no image, no cluster: they share
+# nothing); then the tests that use the image, Apptainer or a Slurm cluster, one at a time, as
+# they share one CPU image, its layer cache and the machine's two cores.
 test: setup
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(PY) -m builder check
-	$(PY) -m pytest
+	$(PY) -m pytest -n 4 -m "not heavy and not image and not cluster"
+	$(PY) -m pytest -m "(image or cluster) and not heavy"
 
 # The fast loop: lint, then every test that needs no image, Apptainer or Slurm cluster
 # (markers set by tests/conftest.py from the fixtures a test uses), four at a time: most of
@@ -79,6 +83,13 @@ publish: setup
 # report names the image it tested); `make publish PUBLIC_KEY=public.pem` then checks it.
 sign: setup
 	$(PY) -m builder sign $(TARGET) --key "$(KEY)"
+
+# Writes images/$(TARGET).sif, as built, in FORMAT for sites that run other containers (as root):
+# oci (images/$(TARGET).oci.tar, for podman load and skopeo), enroot (images/$(TARGET).sqsh), edf
+# (images/$(TARGET).toml, the CSCS Container Engine's file naming that squashfs; IMAGE_PATH= where
+# it will be on the site, ${SCRATCH} kept as written); several comma-separated: FORMAT=oci,enroot,edf.
+export: setup
+	$(PY) -m builder export $(TARGET) --format "$(FORMAT)" $(if $(IMAGE_PATH),--image-path '$(value IMAGE_PATH)')
 
 # A Slurm cluster of two nodes on this machine (network namespaces n1 and n2, as the tests
 # use it), up until Enter; root only. Submit the scripts of `make jobscript SITE=local NODES=2`.

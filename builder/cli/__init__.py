@@ -1,5 +1,5 @@
-"""Command line: list, show, render, check, build, smoke, publish, verify, default, doctor,
-toolbox. The grammar is cli.parser's, what each command does cli.commands'.
+"""Command line: list, show, render, check, build, smoke, publish, sign, extend, export,
+verify, default, doctor, toolbox. The grammar is cli.parser's, what each command does cli.commands'.
 
 Exit status: 0 done, 2 bad input (one line saying what and where), 1 a check or an outside
 tool failed.
@@ -40,7 +40,7 @@ def main(argv=None):
     if not getattr(args, "func", None):
         parser.error(
             "no command given; expected one of: list, show, render, check, build, smoke, "
-            "jobscript, publish, verify, default, doctor, toolbox"
+            "jobscript, publish, sign, extend, export, verify, default, doctor, toolbox"
         )
     try:
         _resolve_aliases(args)

@@ -190,6 +190,31 @@ def cmd_sign(args):
     print(f"signed {built.path} with {key}; run its smoke tests now: publish needs a report of the signed image")
 
 
+def cmd_extend(args):
+    from ..host.images import built_image
+    from ..host.progress import Progress
+    from ..layerbuild.extend import build_extension
+    from ..render.extension import plan_extension
+
+    tree = load_tree(args.recipes)
+    built = built_image(tree, args.target, Path(args.images))  # one line when it is not built
+    extension = plan_extension(tree, built.target, args.dockerfile, args.name)
+    build_extension(built, extension, images=Path(args.images), progress=Progress())
+
+
+def cmd_export(args):
+    from ..export.write import ExportRequest, export
+    from ..host.progress import Progress
+
+    request = ExportRequest(
+        target=args.target,
+        formats=tuple(form.strip() for named in args.formats for form in named.split(",")),
+        images=Path(args.images),
+        image_path=args.image_path or "",
+    )
+    export(load_tree(args.recipes), request, Progress())
+
+
 def cmd_verify(args):
     from ..publish.verify import verify
 

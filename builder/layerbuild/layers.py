@@ -14,7 +14,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import contract, runner
+from .. import contract, runner, sbom
 from ..errors import ToolError
 from ..host import cache, cross_tools, emulation, hostinfo, space
 from ..host.images import find_apptainer, image_lock
@@ -79,9 +79,7 @@ def build(tree, name, *, images: Path, force=None, progress, space_check=True):
     down = host_settings.indexes_down([url for plan in plans.values() for url in plan.pip_indexes])
     keys = store.layer_keys(plans, host_args, down)
     if not forced and store.is_current(paths["image"], keys["image"]):
-        cache.store(name, "image", keys["image"], paths["image"])
-        print(f"{paths['image']} is up to date")
-        return paths["image"]
+        return _up_to_date(target, paths["image"], keys["image"], progress)
     # before anything is written or pulled: what the layers to build fetch answers
     order = in_order(plans)
     planned = [layer for layer in order if store.step(plans[layer], forced, paths[layer], keys[layer]) == "build"]
@@ -117,9 +115,17 @@ def build(tree, name, *, images: Path, force=None, progress, space_check=True):
             )
             build_layer(job, progress)
             store.keep(plan, keys[layer], sif, progress)
-    stat = paths["image"].stat()
-    progress.step(f"built {paths['image']} ({stat.st_size / 1e6:.0f} MB); its %test passed")
+        stat = paths["image"].stat()
+        progress.step(f"built {paths['image']} ({stat.st_size / 1e6:.0f} MB); its %test passed")
+        sbom.ensure(target, paths["image"], keys["image"], progress, apptainer)  # under the lock: this image's
     return paths["image"]
+
+
+def _up_to_date(target, image, key, progress):
+    cache.store(target.name, "image", key, image)
+    print(f"{image} is up to date")
+    sbom.ensure(target, image, key, progress)  # one made before SBOMs gets one
+    return image
 
 
 def _foreign(target, plan, cross) -> tuple:

@@ -1,8 +1,8 @@
 """`python -m builder publish`: install a built, smoke-tested image as a site module.
 
     PREFIX/<name>/<version>/   image.sif, bin/ (wrapper, site settings, entry points),
-                               recipe.json, smoke.json, publish.json, module.lua, module.tcl,
-                               SHA256SUMS
+                               recipe.json, smoke.json, sbom.cdx.json, publish.json,
+                               module.lua, module.tcl, SHA256SUMS
     PREFIX/modulefiles/<name>/<version>.lua -> ../../<name>/<version>/module.lua
     PREFIX/modulefiles/<name>/<version>     -> ../../<name>/<version>/module.tcl  (with --tcl)
     PREFIX/modulefiles/<name>/.version        the default, with --default
@@ -22,11 +22,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import __version__, contract, faults, resources
+from .. import __version__, contract, faults, resources, sbom
 from ..errors import CheckFailed, RecipeError
 from ..fileio import copy_hashed, sha256_file, write_atomic
 from ..host.images import IMAGE_SUM, built_image, image_lock, read_labels, ready_apptainer
 from ..invocation import hint
+from ..layerbuild import store
 from ..render.sitefile import render_site
 from . import signing
 from .modulefile import ENTRY_POINTS, module_for, render_default, render_entry, render_lua, render_tcl
@@ -73,6 +74,8 @@ def publish(tree, request: PublishRequest):
         smoke, tested = (None, "") if request.skip_smoke else _passed_report(smoke_dir, image)
         if key:  # unsigned, another key's, or changed since: refused before any folder is made
             signing.check_signature(apptainer, image, key)
+        # made at build time; an image built before SBOMs existed gets its own now
+        contents = sbom.ensure(target, image, store.current_key(image) or "unrecorded", apptainer=apptainer)
 
         root = prefix / name / version
         modules = prefix / "modulefiles" / name
@@ -88,6 +91,7 @@ def publish(tree, request: PublishRequest):
                 checksum = copy_hashed(image, staging / "image.sif")
                 module = module_for(target, site, name, version, root, labels, smoke, checksum, signer)
                 report = None if smoke is None else smoke_dir / contract.SMOKE_REPORT
+                shutil.copyfile(contents, staging / sbom.PUBLISHED)
                 _assemble(staging, checksum, site, module, labels, files, target_name, report, key, signer)
                 if smoke is not None and tested != checksum:
                     raise CheckFailed(

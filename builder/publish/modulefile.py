@@ -9,7 +9,7 @@ its own bin/ on PATH.
 import json
 from dataclasses import dataclass
 
-from .. import __version__, contract
+from .. import __version__, contract, sbom
 from ..render.quoting import tcl_word
 from ..render.sitefile import GPU_FLAGS
 from ..render.templating import templates
@@ -96,6 +96,7 @@ def module_for(target, site, name, version, root, labels, smoke, digest, signer)
             f"Image: {root}/image.sif, target {target.name}, built {built}",
             f"Image sha256: {digest} ({signed})",
             f"Recipe sha256: {recipe_sha} (full recipe: {root}/recipe.json)",
+            f"Contents (SBOM, CycloneDX): {root}/{sbom.PUBLISHED}",
             f"Smoke tests: {tested}",
             f"Check the files: python -m builder verify --prefix {root.parent.parent} {name}/{version}",
             *([f"Host MPI: {site.mpi.host} ({site.mpi.abi} ABI, the image's too)"] if site.mpi.host else []),
@@ -110,8 +111,8 @@ def module_for(target, site, name, version, root, labels, smoke, digest, signer)
         f"Built: {built}; recipe sha256 {recipe_sha}",
         f"Image: sha256 {digest}; " + (f"signing key {signer}" if signer else "signature not checked"),
         "Smoke tests: " + ("NOT RUN (--skip-smoke)" if smoke is None else "passed"),
+        f"SBOM: {root}/{sbom.PUBLISHED}",
     )
-    runtime, slurm_mpi = site.runtime.command, site.mpi.slurm_mpi
     return Module(
         name=name,
         version=version,
@@ -121,7 +122,7 @@ def module_for(target, site, name, version, root, labels, smoke, digest, signer)
         help_text=help_text,
         whatis=whatis,
         gpu_flag=GPU_FLAGS[site.gpu.vendor],
-        slurm_mpi="" if slurm_mpi == "none" else slurm_mpi,
+        slurm_mpi="" if site.mpi.slurm_mpi == "none" else site.mpi.slurm_mpi,
         container_env=container_env,
-        env_prefix=f"{runtime.upper()}ENV_",
+        env_prefix=f"{site.runtime.command.upper()}ENV_",
     )

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from .. import __version__
 from ..shell import cmd, export
 from .blocks import parts_by_layer
+from .blocks.python import venv_env
 from .blocks.torch import arch_env as _arch_env
 from .parts import KEPT_MOUNT, build_arg
 from .plan import LAYERS, MIRROR_ARG, PARENT_ARGS, LayerPlan, file_name
@@ -157,6 +158,29 @@ def _image_stages(target, base_parts, top_parts, top_build, image, starts_from):
         image.runscript += part.runscript
         image.labels += [f"{key} {value}" for key, value in part.labels]
         image.help += part.help
+
+
+def render_extension(target, name, steps, source, context) -> LayerPlan:
+    """The one-stage layer `hpcml extend` builds on the target's image: a Dockerfile's steps
+    (dockerfile.DockerSteps) with the image's venv first on PATH, their files taken from the
+    folder ``context`` (beside the image), a %test that the stack still imports."""
+    stage = StageText.from_layer("final", "base")
+    stage.files = [(f"{context}/{source_path}", dest) for source_path, dest in steps.files]
+    venv = target.python.venv
+    stage.post = [f"echo '--- extend: the steps of {source}'", "set +u", *(export(k, v) for k, v in venv_env(venv))]
+    stage.post += steps.post
+    stage.environment = [f"export {assignment}" for assignment in steps.env]
+    stage.test = [cmd(f"{venv}/bin/python", "-c", "import torch, deepspeed, mpi4py")]
+    stage.runscript = list(steps.runscript)
+    stage.labels = [f"{key} {value}" for key, value in steps.labels]
+    stage.labels += [
+        f"org.hpc-ml-containers.extended.from {target.name}",
+        f"org.hpc-ml-containers.extended.steps {source}",
+    ]
+    text = templates.get_template("extension.def.j2").render(
+        version=__version__, name=name, target=target, source=source, stages=[stage]
+    )
+    return LayerPlan(layer="image", owner=name, text=text, build_args=tuple(sorted(stage.args)), parents=("base",))
 
 
 def _render(target, layer, stages, site_image="") -> LayerPlan:

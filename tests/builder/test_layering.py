@@ -7,7 +7,7 @@ from conftest import ROOT
 
 BUILDER = ROOT / "builder"
 # bottom to top; a module not named here sits on the bottom floor (errors, runner, shell, ...)
-FLOORS = ["host", "recipes", "render", "layerbuild", "run publish", "cli __main__ wrapper_command"]
+FLOORS = ["host", "recipes", "render", "sbom", "layerbuild", "run publish", "cli __main__ wrapper_command"]
 
 
 def floor(parts):

@@ -13,6 +13,14 @@ from pathlib import Path
 
 from builder import runner
 
+# What a built image answers when asked about itself: its labels (`inspect`) and what the SBOM's
+# probe (`exec ... python -c PROBE`) prints, as a minimal image would
+IMAGE_ANSWERS = {
+    ("inspect",): '{"data": {"attributes": {"labels": {"org.hpc-ml-containers.version.torch": "2.13.0"}}}}',
+    ("exec",): '{"os": {"ID": "debian", "VERSION_ID": "12"}, "debs": [["bash", "5.2.15-2+b7", "amd64"]], '
+    '"dists": [["torch", "2.13.0+cpu"]], "ops": []}',
+}
+
 
 @dataclass
 class Build:
@@ -47,6 +55,7 @@ class FakeRunner:
         argv = [str(a) for a in argv]
         self.commands.append(argv)
         stdout = "  --mksquashfs-args string\n" if argv[1:] == ["build", "--help"] else ""
+        stdout = IMAGE_ANSWERS.get(tuple(argv[1:2]), stdout) if len(argv) > 2 else stdout
         stdout = self.answers.get(Path(argv[0]).name, stdout)
         return subprocess.CompletedProcess(argv, 0, stdout, "")
 

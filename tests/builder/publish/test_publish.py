@@ -99,8 +99,16 @@ def test_lmod_checks_the_syntax_and_whatis_and_help_name_the_versions(published,
         "recipe sha256 ",
         "Smoke tests: passed",
         "Built: ",
+        f"SBOM: {published}/pytorch/1.0/sbom.cdx.json",
+        f"Contents (SBOM, CycloneDX): {published}/pytorch/1.0/sbom.cdx.json",
     ):
         assert expected in text, (expected, text)
+
+
+def test_the_images_sbom_is_published_beside_it_and_listed_in_the_checksums(published, smoked):
+    root = published / "pytorch" / "1.0"
+    assert (root / "sbom.cdx.json").read_bytes() == smoked.with_name("cpu.sbom.json").read_bytes()
+    assert "  sbom.cdx.json" in (root / "SHA256SUMS").read_text()
 
 
 def test_lmod_checksyntax_catches_a_broken_module(tmp_path, apptainer):

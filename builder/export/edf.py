@@ -1,0 +1,94 @@
+"""The CSCS Container Engine's Environment Definition File (EDF, TOML) for an exported image:
+`image` names the enroot squashfs, `workdir` and `mounts` follow CSCS's quick start (the user's
+scratch), `[env]` is the image's environment, and CUDA images ask for the AWS OFI NCCL hook.
+
+Keys and values as CSCS documents them:
+https://docs.cscs.ch/software/container-engine/edf/ (image, workdir, mounts, env, annotations)
+https://docs.cscs.ch/software/container-engine/resource-hook/#aws-ofi-nccl-hook (the hook)
+https://docs.cscs.ch/software/container-engine/known-issue/ (libcudart.so and the cuda-dl variant)
+"""
+
+import re
+
+from .. import __version__
+from . import facts as image_facts
+
+# CSCS's quick start: the user's scratch, bound at the same path, is where the job starts.
+WORKDIR = "${SCRATCH}"
+MOUNTS = ("${SCRATCH}:${SCRATCH}",)
+HOOK = "com.hooks.aws_ofi_nccl"
+# Variants CSCS configures for NVIDIA nodes, linked statically against one CUDA major. Their
+# `cuda-dl` variant, linked dynamically, needs a libcudart.so on the library path, which images
+# with PyPI's torch lack (torch finds its CUDA runtime in site-packages); so a CUDA image gets
+# the variant of its own CUDA major, from the host's network stack (the known-issue page's fix).
+CUDA_VARIANTS = {"12": "cuda12", "13": "cuda13"}
+FALLBACK_VARIANT = "cuda-dl"  # CSCS's general recommendation, for a CUDA major it has no variant of
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def text(facts: image_facts.ImageFacts, image: str) -> str:
+    """The EDF for ``facts``'s image, whose squashfs will be at ``image`` on the site."""
+    lines = [
+        f"# CSCS Container Engine environment for {facts.target}, written by hpcml export ({__version__})",
+        f"# from {facts.target}.sif" + (f", built {facts.created}" if facts.created else "") + ".",
+        f"# Copy it to ~/.edf/{facts.target}.toml; then: srun --environment={facts.target} python ...",
+        "# Keys: https://docs.cscs.ch/software/container-engine/edf/",
+        f"image = {_string(image)}",
+        f"workdir = {_string(WORKDIR)}",
+        "mounts = [" + ", ".join(_string(mount) for mount in MOUNTS) + "]",
+        "",
+        "# The image's environment (its %environment); `$$` is a literal `$` to the Container Engine.",
+        "[env]",
+        *(f"{_key(name)} = {_string(literal(value))}" for name, value in facts.environment.items()),
+    ]
+    hook = annotations(facts)
+    if hook:
+        lines += ["", _why_annotations(facts), "[annotations]"]
+        lines += [
+            f"{'.'.join(_key(part) for part in name.split('.'))} = {_string(value)}" for name, value in hook.items()
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def annotations(facts: image_facts.ImageFacts) -> dict:
+    """The AWS OFI NCCL hook's annotations for a CUDA image; none for CPU and ROCm images (a CPU
+    image has no NCCL; a ROCm image brings its own aws-ofi-nccl plugin and libfabric, built
+    for RCCL, and CSCS's rocm variants are for its own ROCm versions)."""
+    if facts.flavour != "cuda":
+        return {}
+    major = facts.label("cuda.runtime").split(".")[0]
+    variant = CUDA_VARIANTS.get(major)
+    if variant is None:
+        return {f"{HOOK}.enabled": "true", f"{HOOK}.variant": FALLBACK_VARIANT}
+    return {"com.hooks.netstack.source": "host", f"{HOOK}.enabled": "true", f"{HOOK}.variant": variant}
+
+
+def _why_annotations(facts) -> str:
+    runtime = facts.label("cuda.runtime") or "unknown"
+    return (
+        f"# NCCL over Slingshot: the AWS OFI NCCL hook, the variant of the image's CUDA ({runtime}).\n"
+        "# https://docs.cscs.ch/software/container-engine/resource-hook/#aws-ofi-nccl-hook"
+    )
+
+
+def literal(value: str) -> str:
+    """The Container Engine expands ${VAR} in every value; the image's values are meant as written."""
+    return value.replace("$", "$$")
+
+
+def _key(name: str) -> str:
+    return name if _BARE_KEY.fullmatch(name) else _string(name)
+
+
+def _string(value: str) -> str:
+    """A TOML basic string."""
+    escapes = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r"}
+    out = []
+    for char in value:
+        if char in escapes:
+            out.append(escapes[char])
+        elif ord(char) < 0x20 or ord(char) == 0x7F:
+            out.append(f"\\u{ord(char):04x}")
+        else:
+            out.append(char)
+    return '"' + "".join(out) + '"'

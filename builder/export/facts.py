@@ -1,0 +1,126 @@
+"""What the formats carry besides the files, read from the image itself: the environment
+Apptainer gives it (`/.singularity.d/env/90-environment.sh`, the definition's %environment), its
+labels (`/.singularity.d/labels.json`, what `apptainer inspect --labels` shows), when it was
+built, and the OCI annotations these map to."""
+
+import calendar
+import json
+import re
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import runner
+from ..errors import ToolError
+from ..labels import LABEL_PREFIX
+from . import sif
+
+ENVIRONMENT_FILE = ".singularity.d/env/90-environment.sh"
+LABELS_FILE = ".singularity.d/labels.json"
+# The PATH docker and podman give a container whose image sets none: the base that the
+# image's `export PATH="/opt/venv/bin:${PATH}"` extends, as Apptainer's own default does.
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+BUILD_DATE = "org.label-schema.build-date"  # Apptainer's form: Friday_27_November_2026_4:57:38_UTC
+BUILD_ARCH = "org.label-schema.build-arch"
+_BUILD_DATE = re.compile(r"^[A-Za-z]+_(\d{1,2})_([A-Za-z]+)_(\d{4})_(\d{1,2}):(\d{2}):(\d{2})_UTC$")
+_MONTHS = "January February March April May June July August September October November December".split()
+_SPLIT = "--hpcml-export-after--"  # between the environment before and after the image's script
+
+
+@dataclass(frozen=True)
+class ImageFacts:
+    target: str
+    environment: dict  # PATH first, then what the image sets, by name
+    labels: dict  # as the image names them (org.hpc-ml-containers.version.torch, ...)
+
+    @property
+    def created(self) -> str:
+        """The build date as RFC 3339 (UTC), or '' when the image has no build-date label."""
+        return build_date(self.labels.get(BUILD_DATE, ""))
+
+    def label(self, name) -> str:
+        """One of the project's own labels, by its short name (`version.torch`)."""
+        return self.labels.get(f"{LABEL_PREFIX}.{name}", "")
+
+    @property
+    def recipe(self) -> dict:
+        try:
+            recipe = json.loads(self.label("recipe") or "{}")
+        except ValueError:
+            return {}
+        return recipe if isinstance(recipe, dict) else {}
+
+    @property
+    def flavour(self) -> str:
+        """cpu, cuda or rocm: the torch build the image holds, from its recipe label."""
+        torch = self.recipe.get("torch")
+        return str(torch.get("flavour", "")) if isinstance(torch, dict) else ""
+
+
+def read(partition: sif.Partition, target: str) -> ImageFacts:
+    labels = parse_labels(sif.read_file(partition, LABELS_FILE), partition.image)
+    return ImageFacts(target, environment(sif.read_file(partition, ENVIRONMENT_FILE)), labels)
+
+
+def parse_labels(text: str, image) -> dict:
+    try:
+        labels = json.loads(text or "{}")
+    except ValueError:
+        raise ToolError(f"{image}: /{LABELS_FILE} is not JSON") from None
+    if not isinstance(labels, dict):
+        raise ToolError(f"{image}: /{LABELS_FILE} is not a JSON object of labels")
+    return {str(key): str(value) for key, value in sorted(labels.items())}
+
+
+def environment(script: str) -> dict:
+    """What ``script`` (an image's 90-environment.sh) exports, as Apptainer's shell would: it is
+    sourced by `sh` in an environment holding only PATH=DEFAULT_PATH, and the variables it
+    sets or changes are kept. PATH comes first and is always there (OCI images carry theirs)."""
+    env_program = shutil.which("env") or "/usr/bin/env"  # by path: the script may change PATH
+    with tempfile.TemporaryDirectory(prefix="hpcml-env-") as folder:
+        path = Path(folder) / "environment.sh"
+        path.write_text(script)
+        shell = f'"$2" -0; printf "%s\\0" "{_SPLIT}"; . "$1" >/dev/null; "$2" -0'
+        result = runner.run(
+            ["sh", "-c", shell, "sh", str(path), env_program], env={"PATH": DEFAULT_PATH}, cwd=folder, timeout=60
+        )
+    items = result.stdout.split("\0")
+    if _SPLIT not in items:
+        raise ToolError("the image's environment script gave no environment")
+    cut = items.index(_SPLIT)
+    old, new = _variables(items[:cut]), _variables(items[cut + 1 :])
+    changed = {name: value for name, value in sorted(new.items()) if old.get(name) != value and name != "PATH"}
+    return {"PATH": new.get("PATH", DEFAULT_PATH), **changed}
+
+
+def _variables(items) -> dict:
+    return dict(item.split("=", 1) for item in items if "=" in item)
+
+
+def build_date(label: str) -> str:
+    """Apptainer's build-date label as RFC 3339 (2026-11-27T04:57:38Z); '' when not in its form."""
+    found = _BUILD_DATE.match(label)
+    if not found or found[2] not in _MONTHS:
+        return ""
+    day, month, year, hour, minute, second = found[1], found[2], found[3], found[4], found[5], found[6]
+    month = _MONTHS.index(month) + 1
+    return f"{year}-{month:02d}-{int(day):02d}T{int(hour):02d}:{minute}:{second}Z"
+
+
+def epoch(created: str):
+    """Seconds since 1970 of an RFC 3339 time from `build_date`; None for ''."""
+    return calendar.timegm(time.strptime(created, "%Y-%m-%dT%H:%M:%SZ")) if created else None
+
+
+def annotations(facts: ImageFacts) -> dict:
+    """The image's labels as OCI annotations, and the `org.opencontainers.image.*` ones whose
+    value the image knows (the OCI image spec's pre-defined annotation keys)."""
+    known = {
+        "org.opencontainers.image.title": facts.target,
+        "org.opencontainers.image.version": facts.label("version.torch"),
+        "org.opencontainers.image.created": facts.created,
+        "org.opencontainers.image.description": str(facts.recipe.get("description", "")),
+    }
+    return {**facts.labels, **{key: value for key, value in known.items() if value}}

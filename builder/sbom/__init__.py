@@ -1,0 +1,48 @@
+"""The SBOM beside each built image: images/<target>.sbom.json, CycloneDX 1.6 JSON, made
+from what the image holds (inventory) when the build ends, and again only when the image's
+layer key changes. `publish` places it beside the published image and names it in the module.
+
+Example: ensure(target, Path("images/cpu.sif"), key) -> Path("images/cpu.sbom.json").
+"""
+
+import json
+from pathlib import Path
+
+from ..fileio import write_atomic
+from ..host.images import read_labels, ready_apptainer
+from . import document, inventory
+
+SUFFIX = ".sbom.json"
+PUBLISHED = "sbom.cdx.json"  # its name beside a published image
+
+
+def path_for(image: Path) -> Path:
+    """images/cpu.sif -> images/cpu.sbom.json"""
+    return image.with_name(image.name.removesuffix(".sif") + SUFFIX)
+
+
+def recorded_key(sbom: Path):
+    """The image layer key an SBOM file was made for; None when absent or unreadable."""
+    try:
+        properties = json.loads(sbom.read_text())["metadata"]["component"]["properties"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return next((p.get("value") for p in properties if p.get("name") == document.KEY_PROPERTY), None)
+
+
+def ensure(target, image: Path, key: str, progress=None, apptainer=None) -> Path:
+    """The image's SBOM, made (atomically) unless the one beside it was made for this key;
+    apptainer: the command that reads the image (default: the one installed, or the toolbox)."""
+    sbom = path_for(image)
+    if recorded_key(sbom) == key:
+        return sbom
+    apptainer = apptainer or ready_apptainer(target.sites[0])
+    labels = read_labels(apptainer, image)
+    contents = inventory.read(apptainer, image, target.python.venv)
+    write_atomic(sbom, document.render(target, key, labels, contents))
+    if progress:
+        progress.step(
+            f"wrote {sbom}: {len(contents.debs)} Debian packages, {len(contents.dists)} Python "
+            f"distributions, {len(contents.ops)} DeepSpeed ops (CycloneDX 1.6)"
+        )
+    return sbom

@@ -1,0 +1,117 @@
+"""An image's SBOM as a CycloneDX 1.6 JSON document, made with cyclonedx-python-lib from
+what the image holds (inventory.Inventory) and what its labels measured.
+
+- the image itself is the document's subject (a container), with its target, arch, layer
+  key and measured stack (NCCL or RCCL, CUDA runtime or HIP, oldest driver) as properties;
+- each installed Debian package is a component with its deb purl (distro from the image's
+  os-release), each Python distribution one with its pypi purl;
+- the communication library and GPU runtime the labels measured are generic components;
+- DeepSpeed's component lists its compiled ops as `hpcml:deepspeed:op` properties.
+
+Deterministic: the serial number derives from the image's layer key and the timestamp is
+the image's build date, so the same image always gives the same bytes.
+"""
+
+import datetime
+import uuid
+import warnings
+
+from cyclonedx.model import Property
+from cyclonedx.model.bom import Bom
+from cyclonedx.model.component import Component, ComponentType
+from cyclonedx.output.json import JsonV1Dot6
+from cyclonedx.schema import SchemaVersion
+from cyclonedx.validation.json import JsonStrictValidator
+from packageurl import PackageURL
+
+from ..errors import ToolError
+
+PROPERTY = "hpcml:"  # our properties' namespace
+KEY_PROPERTY = PROPERTY + "layer-key"
+OP_PROPERTY = PROPERTY + "deepspeed:op"
+# labels (less their prefix) that name a library the image carries, and the component's name
+MEASURED_LIBRARIES = {
+    "nccl.version": "nccl",
+    "rccl.version": "rccl",
+    "cuda.runtime": "cuda-runtime",
+    "rocm.hip": "hip",
+}
+BUILD_DATE = "org.label-schema.build-date"  # Apptainer's: Friday_27_November_2026_4:59:33_UTC
+
+
+def render(target, key: str, labels: dict, inventory) -> str:
+    """The SBOM's JSON text. target: the builder's Target; key: the image layer's key."""
+    bom = Bom(serial_number=uuid.uuid5(uuid.NAMESPACE_URL, f"hpc-ml-containers:{target.name}:{key}"))
+    bom.metadata.timestamp = build_date(labels.get(BUILD_DATE, ""))
+    image = Component(
+        type=ComponentType.CONTAINER,
+        name=target.name,
+        version=labels.get("version.torch", target.torch.version),
+        bom_ref="image",
+        properties=_image_properties(target, key, labels),
+    )
+    bom.metadata.component = image
+    parts = [*_debian(inventory), *_python(inventory), *_measured(labels)]
+    for part in parts:
+        bom.components.add(part)
+    bom.register_dependency(image, parts)
+    with warnings.catch_warnings():  # the library warns of what we do not describe (licenses, hashes)
+        warnings.simplefilter("ignore")
+        text = JsonV1Dot6(bom).output_as_string(indent=1) + "\n"
+    problem = JsonStrictValidator(SchemaVersion.V1_6).validate_str(text)
+    if problem is not None:  # our own mistake, never the user's: say it plainly
+        raise ToolError(f"the SBOM of {target.name} is not valid CycloneDX 1.6: {problem}")
+    return text
+
+
+def build_date(value: str):
+    """Apptainer's build-date label as a UTC datetime; None when absent or unreadable."""
+    try:
+        parsed = datetime.datetime.strptime(value.replace("_UTC", ""), "%A_%d_%B_%Y_%H:%M:%S")
+    except ValueError:
+        return None
+    return parsed.replace(tzinfo=datetime.UTC)
+
+
+def _image_properties(target, key, labels):
+    facts = {"target": target.name, "arch": target.arch, KEY_PROPERTY[len(PROPERTY) :]: key}
+    facts.update((name, labels[name]) for name in ("cuda.min_driver", *MEASURED_LIBRARIES) if labels.get(name))
+    if target.archs:
+        facts["gpu-archs"] = ",".join(target.archs)
+    return [Property(name=PROPERTY + name, value=str(value)) for name, value in facts.items()]
+
+
+def _debian(inventory):
+    distro = f"{inventory.os.get('ID', 'debian')}-{inventory.os.get('VERSION_ID', '')}".rstrip("-")
+    for name, version, arch in inventory.debs:
+        purl = PackageURL(
+            type="deb",
+            namespace=inventory.os.get("ID", "debian"),
+            name=name,
+            version=version,
+            qualifiers={"arch": arch, "distro": distro},
+        )
+        yield Component(type=ComponentType.LIBRARY, name=name, version=version, purl=purl, bom_ref=purl.to_string())
+
+
+def _python(inventory):
+    for name, version in inventory.dists:
+        purl = PackageURL(type="pypi", name=name.lower().replace("_", "-"), version=version)
+        ops = inventory.ops if purl.name == "deepspeed" else ()
+        yield Component(
+            type=ComponentType.LIBRARY,
+            name=name,
+            version=version,
+            purl=purl,
+            bom_ref=purl.to_string(),
+            properties=[Property(name=OP_PROPERTY, value=op) for op in ops],
+        )
+
+
+def _measured(labels):
+    for label, name in MEASURED_LIBRARIES.items():
+        if labels.get(label):
+            purl = PackageURL(type="generic", name=name, version=labels[label])
+            yield Component(
+                type=ComponentType.LIBRARY, name=name, version=labels[label], purl=purl, bom_ref=purl.to_string()
+            )

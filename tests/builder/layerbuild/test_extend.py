@@ -1,0 +1,111 @@
+"""`hpcml extend`: a Dockerfile's steps as one more layer on a built image. With the fake
+runner: what is built from what, when it is up to date, and the mistakes; then for real on
+the CPU image with Apptainer."""
+
+import subprocess
+
+import pytest
+from conftest import RECIPES, run_builder
+from helpers.fake_runner import FakeRunner
+
+from builder.errors import RecipeError
+from builder.host import hostinfo
+from builder.host.images import Built
+from builder.host.progress import Progress
+from builder.layerbuild import extend, layers
+from builder.recipes.tree import RecipeTree
+from builder.render.extension import plan_extension
+
+TREE = RecipeTree(RECIPES)
+DOCKERFILE = """\
+FROM ignored
+ENV HPCML_EXTRA=added
+RUN echo "made in the extra layer" > /opt/made.txt
+COPY greet.py /opt/project/
+CMD ["python", "/opt/project/greet.py"]
+"""
+GREET = "import os, torch\nprint(os.environ['HPCML_EXTRA'], torch.__version__)\n"
+
+
+def extended(images, dockerfile, name):
+    target = TREE.target("cpu")
+    built = Built(target, target.sites[0], images / "cpu.sif")
+    plan = plan_extension(TREE, target, dockerfile, name)
+    return extend.build_extension(built, plan, images=images, progress=Progress())
+
+
+def project(folder):
+    folder.mkdir(exist_ok=True)
+    (folder / "greet.py").write_text(GREET)
+    (folder / "Dockerfile").write_text(DOCKERFILE)
+    return folder / "Dockerfile"
+
+
+@pytest.fixture
+def fake(monkeypatch, tmp_path):
+    monkeypatch.setattr(extend, "find_apptainer", lambda site, progress, images: ("apptainer", "apptainer (fake)"))
+    monkeypatch.setattr(hostinfo, "needs_fakeroot", lambda: False)
+    monkeypatch.setattr(layers.host_settings, "write", lambda host, indexes, progress: host.mkdir(parents=True))
+    images = tmp_path / "images"
+    images.mkdir()
+    (images / "cpu.sif").write_text("the cpu image")
+    return FakeRunner(monkeypatch), images
+
+
+def test_the_layer_builds_on_the_image_by_name_and_is_up_to_date_until_a_file_changes(fake, tmp_path, capsys):
+    runner, images = fake
+    dockerfile = project(tmp_path / "project")
+    made = extended(images, dockerfile, "cpu-project")
+    assert made == images / "cpu-project.sif" and made.is_file()
+    (build,) = runner.builds
+    assert build.build_args == {"BASE": "cpu.sif"} and not build.uncompressed
+    assert "cpu-project.context/greet.py /opt/project/" in build.definition
+    assert (images / "cpu-project.def").read_text() == build.definition  # beside it, for the user to read
+    assert not (images / "cpu-project.context").exists()  # the staged copies are gone
+    runner.builds.clear()
+    extended(images, dockerfile, "cpu-project")
+    assert runner.builds == [] and f"{made} is up to date" in capsys.readouterr().out
+    (tmp_path / "project" / "greet.py").write_text(GREET + "# changed\n")
+    extended(images, dockerfile, "cpu-project")
+    assert len(runner.builds) == 1
+
+
+@pytest.mark.parametrize(
+    "name, message",
+    [("cpu", "--name 'cpu': expected a new image name"), ("a b", "--name 'a b'"), ("puhti-cuda", "not a target's")],
+)
+def test_a_name_that_would_replace_a_targets_image_is_refused(fake, tmp_path, name, message):
+    _, images = fake
+    with pytest.raises(RecipeError, match=message):
+        extended(images, project(tmp_path / "p"), name)
+    assert sorted(p.name for p in images.iterdir()) == ["cpu.sif"]
+
+
+def test_without_the_image_built_it_is_one_line_and_exit_2(tmp_path):
+    result = run_builder("extend", "cpu", project(tmp_path / "p"), "--images", tmp_path / "images")
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert "cpu.sif: no image; build it first with" in result.stderr
+    assert not (tmp_path / "images").exists()
+
+
+def test_the_extended_image_runs_the_steps_with_the_stack_of_the_image(cpu_image, apptainer, tmp_path):
+    dockerfile = project(tmp_path / "project")
+    result = run_builder(
+        "extend",
+        "cpu",
+        dockerfile,
+        "--name",
+        "cpu-extra",
+        "--images",
+        cpu_image.parent,
+        timeout=900,
+        env={"HPCML_APPTAINER": apptainer},
+    )
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    image = cpu_image.parent / "cpu-extra.sif"
+    ran = subprocess.run([apptainer, "run", str(image)], capture_output=True, text=True, timeout=300)
+    assert ran.stdout.split() == ["added", "2.13.0+cpu"], ran.stderr
+    made = subprocess.run([apptainer, "exec", str(image), "cat", "/opt/made.txt"], capture_output=True, text=True)
+    assert made.stdout == "made in the extra layer\n"
+    labels = subprocess.run([apptainer, "inspect", "--labels", str(image)], capture_output=True, text=True).stdout
+    assert "org.hpc-ml-containers.extended.from: cpu" in labels

@@ -1,0 +1,105 @@
+"""The SBOM's logic without an image: the CycloneDX document made from an inventory and
+labels, when it is made again, and the probe that reads an image, run here on this Debian
+host's own Python and dpkg. The SBOM of the real CPU image is in test_image_sbom.py."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+from conftest import RECIPES
+from cyclonedx.schema import SchemaVersion
+from cyclonedx.validation.json import JsonStrictValidator
+from helpers.fake_runner import FakeRunner
+
+from builder import sbom
+from builder.errors import ToolError
+from builder.recipes.tree import RecipeTree
+from builder.sbom import document, inventory
+
+TREE = RecipeTree(RECIPES)
+LABELS = {
+    "version.torch": "2.13.0",
+    "nccl.version": "2.28.9",
+    "cuda.runtime": "13.0",
+    "cuda.min_driver": "580.65.06",
+    "org.label-schema.build-date": "Friday_27_November_2026_4:59:33_UTC",
+}
+CONTENTS = inventory.Inventory(
+    os={"ID": "debian", "VERSION_ID": "13"},
+    debs=(("bash", "5.2.37-2+b5", "amd64"), ("libc6", "2.41-12", "amd64")),
+    dists=(("deepspeed", "0.19.8"), ("mpi4py", "4.1.2"), ("torch", "2.13.0+cu130"), ("typing_extensions", "4.15.0")),
+    ops=("cpu_adam_op", "fused_adam_op"),
+)
+
+
+def components(text):
+    return {c["purl"]: c for c in json.loads(text)["components"]}
+
+
+def test_the_document_lists_each_package_with_its_purl_and_is_valid_cyclonedx():
+    text = document.render(TREE.target("h100-cuda"), "abc123", LABELS, CONTENTS)
+    assert JsonStrictValidator(SchemaVersion.V1_6).validate_str(text) is None
+    found = components(text)
+    assert "pkg:deb/debian/bash@5.2.37-2%2Bb5?arch=amd64&distro=debian-13" in found
+    assert found["pkg:pypi/torch@2.13.0%2Bcu130"]["version"] == "2.13.0+cu130"
+    assert "pkg:pypi/typing-extensions@4.15.0" in found  # the purl's normal form of the name
+    assert found["pkg:generic/nccl@2.28.9"]["name"] == "nccl"
+    ops = [p["value"] for p in found["pkg:pypi/deepspeed@0.19.8"]["properties"] if p["name"] == "hpcml:deepspeed:op"]
+    assert ops == ["cpu_adam_op", "fused_adam_op"]
+    image = json.loads(text)["metadata"]["component"]
+    facts = {p["name"]: p["value"] for p in image["properties"]}
+    assert (image["type"], image["name"], image["version"]) == ("container", "h100-cuda", "2.13.0")
+    assert facts["hpcml:layer-key"] == "abc123" and facts["hpcml:gpu-archs"] == "sm_90"
+    assert facts["hpcml:cuda.min_driver"] == "580.65.06"
+
+
+def test_the_same_image_gives_the_same_bytes_and_its_build_date():
+    first = document.render(TREE.target("cpu"), "k1", LABELS, CONTENTS)
+    assert first == document.render(TREE.target("cpu"), "k1", LABELS, CONTENTS)
+    assert json.loads(first)["metadata"]["timestamp"] == "2026-11-27T04:59:33+00:00"
+    other = document.render(TREE.target("cpu"), "k2", LABELS, CONTENTS)
+    assert json.loads(other)["serialNumber"] != json.loads(first)["serialNumber"]
+
+
+@pytest.mark.parametrize("value", ["", "yesterday", "Friday_31_February_2026_4:59:33_UTC"])
+def test_an_unreadable_build_date_leaves_the_timestamp_out(value):
+    assert document.build_date(value) is None
+
+
+def test_ensure_makes_the_sbom_once_per_image_key(monkeypatch, tmp_path):
+    fake = FakeRunner(monkeypatch)
+    image = tmp_path / "cpu.sif"
+    image.write_text("an image")
+    made = sbom.ensure(TREE.target("cpu"), image, "key-1", apptainer="apptainer")
+    assert made == tmp_path / "cpu.sbom.json" and sbom.recorded_key(made) == "key-1"
+    assert [c[1] for c in fake.commands] == ["inspect", "exec"]
+    assert fake.commands[1][3:5] == ["/opt/venv/bin/python", "-c"]  # the image's own venv
+    fake.commands.clear()
+    sbom.ensure(TREE.target("cpu"), image, "key-1", apptainer="apptainer")
+    assert fake.commands == []  # made for this image already
+    sbom.ensure(TREE.target("cpu"), image, "key-2", apptainer="apptainer")
+    assert sbom.recorded_key(made) == "key-2"
+
+
+def test_a_probe_that_prints_no_inventory_is_one_clear_error_and_nothing_is_written(monkeypatch, tmp_path):
+    FakeRunner(monkeypatch, answers={"apptainer": "Segmentation fault\n"})
+    image = tmp_path / "cpu.sif"
+    image.write_text("an image")
+    with pytest.raises(ToolError, match="could not read the contents of .*cpu.sif"):
+        inventory.read("apptainer", image, "/opt/venv")
+    assert sbom.recorded_key(sbom.path_for(image)) is None and list(tmp_path.iterdir()) == [image]
+
+
+def test_the_probe_reads_this_hosts_dpkg_and_python_as_it_reads_an_image():
+    """The probe's own code, run by this (Debian) machine's Python: what it prints is what
+    dpkg-query and importlib.metadata say here."""
+    shown = subprocess.run([sys.executable, "-c", inventory.PROBE], capture_output=True, text=True, timeout=60)
+    assert shown.returncode == 0, shown.stderr
+    found = json.loads(shown.stdout)
+    assert found["os"]["ID"] == "debian"
+    debs = {name: version for name, version, _ in found["debs"]}
+    dpkg = subprocess.run(["dpkg-query", "-W", "-f=${Version}", "bash"], capture_output=True, text=True, timeout=30)
+    assert debs["bash"] == dpkg.stdout
+    dists = {name.lower(): version for name, version in found["dists"]}
+    assert dists["pytest"] == pytest.__version__
