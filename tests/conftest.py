@@ -221,18 +221,10 @@ def smoked(cpu_image, apptainer):
 def environment_modules(tmp_path_factory):
     """Environment Modules 5 (Tcl) unpacked from Debian's package: it conflicts with lmod as
     an installed package, but its modulecmd.tcl runs from any folder with Lmod's tclsh."""
-    from builder import runner
-    from builder.host.cache import cache_dir
+    from helpers import debs
 
-    debs = cache_dir() / "debs"
-    debs.mkdir(parents=True, exist_ok=True)
-    found = sorted(debs.glob("environment-modules_*.deb"))
-    if not found:
-        download = ["apt-get", "download", "environment-modules"]
-        if runner.run(download, cwd=debs, check=False).returncode != 0:
-            runner.run(["apt-get", "update", "-qq"])
-            runner.run(download, cwd=debs)
-        found = sorted(debs.glob("environment-modules_*.deb"))
+    from builder import runner
+
     root = tmp_path_factory.mktemp("envmodules")
-    runner.run(["dpkg-deb", "-x", str(found[-1]), str(root)])
+    runner.run(["dpkg-deb", "-x", str(debs.downloaded("environment-modules")), str(root)])
     return next(root.rglob("modulecmd.tcl"))

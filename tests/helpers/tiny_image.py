@@ -1,33 +1,21 @@
 """A tiny base image (about 1 MB): Debian's statically linked busybox with its applets as
-/bin commands, for the tests of the layer build's mechanics (faults, kept steps, squashfs
+/bin commands, for the tests of the layer build's mechanics (a failing build, squashfs
 flags, signals), which need a layer to build on, not a Python stack. Built on the CPU
 image's 1.1 GB base layer, each of those builds unpacked and packed a gigabyte; on this
-one they take seconds. The .deb is kept in the user's cache (apt-get download, once)."""
+one they take seconds. The .deb is kept in the user's cache (helpers/debs.py)."""
 
 import subprocess
 from pathlib import Path
 
+from helpers import debs
+
 from builder import runner
-from builder.host.cache import cache_dir
-
-
-def busybox_deb() -> Path:
-    debs = cache_dir() / "debs"
-    debs.mkdir(parents=True, exist_ok=True)
-    found = sorted(debs.glob("busybox-static_*.deb"))
-    if not found:
-        download = ["apt-get", "download", "busybox-static"]
-        if runner.run(download, cwd=debs, check=False).returncode != 0:
-            runner.run(["apt-get", "update", "-qq"])
-            runner.run(download, cwd=debs)
-        found = sorted(debs.glob("busybox-static_*.deb"))
-    return found[-1]
 
 
 def build(apptainer, folder: Path) -> Path:
     """folder/tiny.sif: /bin/busybox and a link per applet (sh, echo, sleep, cp, ...)."""
     unpacked, root = folder / "deb", folder / "root"
-    runner.run(["dpkg-deb", "-x", str(busybox_deb()), str(unpacked)])
+    runner.run(["dpkg-deb", "-x", str(debs.downloaded("busybox-static")), str(unpacked)])
     # what Apptainer binds into a build (/mnt: the builder's host folder) must exist in a %post
     # run with --writable, as it does in any Debian root
     for inside in ("bin", "etc", "tmp", "mnt", "proc", "sys", "dev", "root", "home", "run", "var/tmp"):
