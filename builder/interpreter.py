@@ -9,7 +9,13 @@ import sys
 
 MIN_PYTHON = (3, 10)
 # import name: the package to install (pyproject.toml's dependencies)
-NEEDED = {"yaml": "pyyaml", "jsonschema": "jsonschema", "jinja2": "jinja2"}
+NEEDED = {
+    "yaml": "pyyaml",
+    "jsonschema": "jsonschema",
+    "jinja2": "jinja2",
+    "cyclonedx": "cyclonedx-python-lib",
+    "spython": "spython",
+}
 
 
 def lacking(packages, why="") -> str:

@@ -109,7 +109,7 @@ def test_the_wrong_interpreter_gets_one_line_naming_what_is_missing(tmp_path):
     )
     assert result.returncode == 2, result.stderr
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr, result.stderr
-    assert "lacks the packages pyyaml, jsonschema, jinja2;" in result.stderr
+    assert "lacks the packages pyyaml, jsonschema, jinja2, cyclonedx-python-lib, spython;" in result.stderr
     assert "make setup" in result.stderr and ".venv/bin/python -m builder" in result.stderr
 
 
