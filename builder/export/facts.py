@@ -5,7 +5,6 @@ built, and the OCI annotations these map to."""
 
 import calendar
 import json
-import re
 import shutil
 import tempfile
 import time
@@ -14,7 +13,8 @@ from pathlib import Path
 
 from .. import runner
 from ..errors import ToolError
-from ..labels import LABEL_PREFIX
+from ..labels import BUILD_DATE, LABEL_PREFIX
+from ..labels import build_date as label_time
 from . import sif
 
 ENVIRONMENT_FILE = ".singularity.d/env/90-environment.sh"
@@ -22,10 +22,7 @@ LABELS_FILE = ".singularity.d/labels.json"
 # The PATH docker and podman give a container whose image sets none: the base that the
 # image's `export PATH="/opt/venv/bin:${PATH}"` extends, as Apptainer's own default does.
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-BUILD_DATE = "org.label-schema.build-date"  # Apptainer's form: Friday_27_November_2026_4:57:38_UTC
 BUILD_ARCH = "org.label-schema.build-arch"
-_BUILD_DATE = re.compile(r"^[A-Za-z]+_(\d{1,2})_([A-Za-z]+)_(\d{4})_(\d{1,2}):(\d{2}):(\d{2})_UTC$")
-_MONTHS = "January February March April May June July August September October November December".split()
 _SPLIT = "--hpcml-export-after--"  # between the environment before and after the image's script
 
 
@@ -101,12 +98,8 @@ def _variables(items) -> dict:
 
 def build_date(label: str) -> str:
     """Apptainer's build-date label as RFC 3339 (2026-11-27T04:57:38Z); '' when not in its form."""
-    found = _BUILD_DATE.match(label)
-    if not found or found[2] not in _MONTHS:
-        return ""
-    day, month, year, hour, minute, second = found[1], found[2], found[3], found[4], found[5], found[6]
-    month = _MONTHS.index(month) + 1
-    return f"{year}-{month:02d}-{int(day):02d}T{int(hour):02d}:{minute}:{second}Z"
+    when = label_time(label)
+    return when.strftime("%Y-%m-%dT%H:%M:%SZ") if when else ""
 
 
 def epoch(created: str):

@@ -12,7 +12,6 @@ Deterministic: the serial number derives from the image's layer key and the time
 the image's build date, so the same image always gives the same bytes.
 """
 
-import datetime
 import uuid
 import warnings
 
@@ -25,6 +24,7 @@ from cyclonedx.validation.json import JsonStrictValidator
 from packageurl import PackageURL
 
 from ..errors import ToolError
+from ..labels import BUILD_DATE, build_date
 
 PROPERTY = "hpcml:"  # our properties' namespace
 KEY_PROPERTY = PROPERTY + "layer-key"
@@ -36,7 +36,6 @@ MEASURED_LIBRARIES = {
     "cuda.runtime": "cuda-runtime",
     "rocm.hip": "hip",
 }
-BUILD_DATE = "org.label-schema.build-date"  # Apptainer's: Friday_27_November_2026_4:59:33_UTC
 
 
 def render(target, key: str, labels: dict, inventory) -> str:
@@ -62,15 +61,6 @@ def render(target, key: str, labels: dict, inventory) -> str:
     if problem is not None:  # our own mistake, never the user's: say it plainly
         raise ToolError(f"the SBOM of {target.name} is not valid CycloneDX 1.6: {problem}")
     return text
-
-
-def build_date(value: str):
-    """Apptainer's build-date label as a UTC datetime; None when absent or unreadable."""
-    try:
-        parsed = datetime.datetime.strptime(value.replace("_UTC", ""), "%A_%d_%B_%Y_%H:%M:%S")
-    except ValueError:
-        return None
-    return parsed.replace(tzinfo=datetime.UTC)
 
 
 def _image_properties(target, key, labels):
