@@ -5,7 +5,7 @@ TARGET ?= cpu
 NAME   ?= pytorch
 PY     := $(VENV)/bin/python
 
-.PHONY: setup render check test unit test-heavy build smoke jobscript publish sign export two-nodes doctor list show clean
+.PHONY: setup render check test unit test-full test-heavy build smoke jobscript publish sign export two-nodes doctor list show clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,13 +27,20 @@ check: setup
 
 # Two passes: first what `make unit` runs, four at a time (no image, no cluster: they share
 # nothing); then the tests that use the image, Apptainer or a Slurm cluster, one at a time, as
-# they share one CPU image, its layer cache and the machine's two cores.
+# they share one CPU image, its layer cache and the machine's two cores. Of a long matrix
+# (every publish step killed, every site twin and launch) it runs representative cases;
+# `make test-full` runs the rest.
 test: setup
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(PY) -m builder check
 	$(PY) -m pytest -n 4 -m "not heavy and not image and not cluster"
-	$(PY) -m pytest -m "(image or cluster) and not heavy"
+	$(PY) -m pytest -m "(image or cluster) and not heavy and not full"
+
+# The rest of the long matrices (marker `full`): the publish steps, site twins, launches and
+# framework examples make test leaves to one representative each; about an hour on 2 cores.
+test-full: setup
+	$(PY) -m pytest -m "full and not heavy"
 
 # The fast loop: lint, then every test that needs no image, Apptainer or Slurm cluster
 # (markers set by tests/conftest.py from the fixtures a test uses), four at a time: most of

@@ -201,6 +201,9 @@ def test_a_master_the_second_node_cannot_resolve_stops_its_ranks_at_once_in_one_
     ), text[-3000:]
 
 
+# 5 min: make test sees a node die in test_two_nodes (the job ends, naming it); the requeue and
+# resume after it run in make test-full.
+@pytest.mark.full
 def test_a_job_whose_node_dies_is_queued_again_by_slurm_and_resumes_bit_for_bit(
     straight, two_nodes, tmp_path, cpu_image, env
 ):

@@ -194,6 +194,11 @@ def job_script(folder, cpu_image, launch, *command, name="job.sh"):
     return name
 
 
+# make test trains each framework once, under both launchers between them (45 s a case);
+# make test-full runs the other five.
+REPRESENTATIVE = ("lightning-torchrun", "hf-trainer-deepspeed-srun", "accelerate-srun")
+
+
 def run_job(folder, env, script, timeout=400):
     """(the log of a job that must complete, seconds from sbatch to its end)."""
     started = time.monotonic()
@@ -221,7 +226,10 @@ def losses(text):
 
 
 @NEEDS_TWO_NODES
-@pytest.mark.parametrize("case", CASES, ids=[case[0] for case in CASES])
+@pytest.mark.parametrize(
+    "case",
+    [pytest.param(case, id=case[0], marks=() if case[0] in REPRESENTATIVE else pytest.mark.full) for case in CASES],
+)
 def test_a_framework_example_learns_on_two_nodes_and_resumes_from_rank_0s_checkpoint(
     case, frameworks, tmp_path, cpu_image, env
 ):

@@ -45,6 +45,18 @@ FEWER_RUNS = {
     "karolina": ((2, "deepspeed"), (1, "mpirun")),
     "roihu": ((1, "torchrun"), (2, "srun")),
 }
+# Of those, make test runs these (12 runs, a third of the time): every launch on two nodes and
+# one on one node on the twin without an MPI plugin, two shapes on each plugin's twin and one
+# on each other site; make test-full runs the rest (marker `full`).
+REPRESENTATIVE_RUNS = {
+    "local": ((1, "torchrun"), (2, "srun"), (2, "mpirun"), (2, "deepspeed")),
+    "jean-zay": ((2, "srun"), (1, "mpirun")),
+    "lumi": ((2, "srun"), (1, "deepspeed")),
+    "jean-zay-v100": ((2, "torchrun"),),
+    "jean-zay-h100": ((2, "mpirun"),),
+    "karolina": ((2, "deepspeed"),),
+    "roihu": ((1, "torchrun"),),
+}
 LAUNCHES = ("srun", "torchrun", "mpirun", "deepspeed")
 PYTHON_LEAKS = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "PYTHONPATH")
 # What the stand-in image cannot do on a twin, and why. LUMI's image carries MPICH (cray-mpich's
@@ -207,7 +219,8 @@ def twin_runs():
         for nodes in (1, 2):
             for launch in LAUNCHES:
                 if (nodes, launch) in FEWER_RUNS.get(site, ((nodes, launch),)):
-                    yield pytest.param(site, nodes, launch, id=f"{site}-{nodes}-{launch}")
+                    full = () if (nodes, launch) in REPRESENTATIVE_RUNS[site] else pytest.mark.full
+                    yield pytest.param(site, nodes, launch, id=f"{site}-{nodes}-{launch}", marks=full)
 
 
 @pytest.mark.parametrize("twin, nodes, launch", list(twin_runs()), indirect=["twin"])
@@ -327,3 +340,9 @@ def test_without_its_module_line_the_jean_zay_script_cannot_start_the_container(
     assert (
         "neither apptainer nor singularity found; on jean-zay load it first: module load singularity" in log.read_text()
     ), log.read_text()[-3000:]
+
+
+def test_the_representative_runs_are_runs_of_the_full_matrix():
+    for site, runs in REPRESENTATIVE_RUNS.items():
+        assert set(runs) <= set(FEWER_RUNS.get(site, [(n, launch) for n in (1, 2) for launch in LAUNCHES])), site
+    assert set(REPRESENTATIVE_RUNS) == set(SITES)

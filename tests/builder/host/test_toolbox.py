@@ -22,7 +22,10 @@ def test_without_root_the_error_says_what_to_install(tmp_path, monkeypatch):
     assert not (tmp_path / "hpc-ml-containers" / "toolbox").exists()
 
 
-@pytest.mark.image  # provisions Apptainer itself: a minute of debootstrap and unpacking
+# Provisions Apptainer itself, twice (debootstrap and unpacking: 7 min on 2 cores); on a fresh
+# machine make test's first image test provisions the user's toolbox the same way.
+@pytest.mark.image
+@pytest.mark.full
 def test_provision_repair_and_remove(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     status = run_builder("toolbox", "status").stdout.splitlines()
