@@ -93,15 +93,23 @@ def test_a_layer_copied_from_the_cache_into_a_full_disk_names_the_folder(cpu_ima
         assert leftovers(images, tmp_path / "tmp") == []
 
 
-def build_one_layer(tmp_path, post, images, tmp):
-    """One layer on the CPU image's base layer, as `build` runs each (test_build's script)."""
+def build_one_layer(tmp_path, post, images, tmp, base=None):
+    """One layer on the CPU image's base layer (or base), as `build` runs each (test_build's script)."""
     definition = tmp_path / "x.def"
     definition.write_text(f"Bootstrap: localimage\nFrom: {{{{ BASE }}}}\n\n%post\n{post}\n")
     previous = images / "x.sif"
     previous.write_bytes(PREVIOUS)
     env = dict(os.environ, APPTAINER_TMPDIR=str(tmp), PYTHONPATH=str(ROOT))
     result = subprocess.run(
-        [sys.executable, "-c", BUILD_ONE_LAYER, definition, previous, RECIPES, Path(images_of_cpu) / "cpu.base.sif"],
+        [
+            sys.executable,
+            "-c",
+            BUILD_ONE_LAYER,
+            definition,
+            previous,
+            RECIPES,
+            base or Path(images_of_cpu) / "cpu.base.sif",
+        ],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -134,12 +142,13 @@ def test_apptainer_filling_its_temporary_folder_is_named(tmp_path):
         assert leftovers(images, small) == [] and list(small.iterdir()) == []
 
 
-def test_the_image_file_filling_the_images_folder_is_named(tmp_path):
+def test_the_image_file_filling_the_images_folder_is_named(tmp_path, tiny_image):
     """The tree fits in the temporary folder; the layer file (with 120 MB of random data,
-    which no compression shrinks) does not fit in a 100 MB images folder."""
+    which no compression shrinks) does not fit in a 100 MB images folder. On the 1 MB busybox
+    base: the CPU image's base made this a two-minute test."""
     with tmpfs(tmp_path / "small", "size=100m") as images:
         result, previous = build_one_layer(
-            tmp_path, "head -c 120000000 /dev/urandom > /random.bin", images, tmp_path / "tmp"
+            tmp_path, "head -c 120000000 /dev/urandom > /random.bin", images, tmp_path / "tmp", base=tiny_image
         )
         assert result.returncode == 1, result.stderr
         line = one_line(result.stderr)
