@@ -91,6 +91,16 @@ def parameters_digest(model):
     return digest.hexdigest()
 
 
+def training_device():
+    """The one place the examples take their device from: this rank's GPU where there is one
+    (LOCAL_RANK picks it, as every launcher sets it), else the CPU. Whatever a collective gets
+    must be made on it: NCCL takes device tensors only (gloo takes CPU tensors too, so a CPU
+    run alone would not show a tensor left behind)."""
+    if torch.cuda.is_available():
+        return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")) % torch.cuda.device_count())
+    return torch.device("cpu")
+
+
 def hosts(distributed):
     """The sorted host names of all ranks: proof that the job spans the nodes it asked for."""
     names = [socket.gethostname()]
@@ -131,10 +141,11 @@ class CheckpointSignal:
     def _set(self, signum, frame):
         self.received = True
 
-    def agreed(self, distributed):
+    def agreed(self, distributed, device):
         """True on every rank once any rank got the signal (ranks get it at slightly
-        different moments; they must stop at the same step)."""
-        flag = torch.tensor([1 if self.received else 0])
+        different moments; they must stop at the same step). `device`: the one the ranks
+        train on, where the backend reduces (NCCL refuses a CPU tensor)."""
+        flag = torch.tensor([1 if self.received else 0], device=device)
         if distributed:
             torch.distributed.all_reduce(flag, op=torch.distributed.ReduceOp.MAX)
         return bool(flag.item())

@@ -34,6 +34,7 @@ from common import (  # noqa: E402
     make_model,
     parameters_digest,
     save_atomically,
+    training_device,
 )
 
 
@@ -64,7 +65,7 @@ def join(timeout):
     """(rank, world, local rank, device, distributed) from the launcher's variables."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank, local_rank = int(os.environ.get("RANK", "0")), int(os.environ.get("LOCAL_RANK", "0"))
-    device = torch.device(f"cuda:{local_rank}") if torch.cuda.is_available() else torch.device("cpu")
+    device = training_device()
     if world > 1:
         if device.type == "cuda":
             torch.cuda.set_device(device)
@@ -151,7 +152,8 @@ def train(args, rank, world, device, distributed):
 
     while epoch < args.epochs:
         sampler.set_epoch(epoch)
-        started, totals = time.perf_counter(), torch.zeros(3, dtype=torch.float64)  # loss sum, right, seen
+        # loss sum, right, seen: on the training device, where the backend reduces them
+        started, totals = time.perf_counter(), torch.zeros(3, dtype=torch.float64, device=device)
         done = step  # batches of this epoch already trained
         for step, (images, labels) in enumerate(itertools.islice(loader, done, None), start=done):
             images, labels = images.to(device), labels.to(device)
@@ -162,9 +164,11 @@ def train(args, rank, world, device, distributed):
             optimizer.step()
             time.sleep(args.step_pause)
             totals += torch.tensor(
-                [loss.item() * len(labels), (output.argmax(1) == labels).sum().item(), len(labels)], dtype=torch.float64
+                [loss.item() * len(labels), (output.argmax(1) == labels).sum().item(), len(labels)],
+                dtype=torch.float64,
+                device=device,
             )
-            if stop.agreed(distributed):
+            if stop.agreed(distributed, device):
                 checkpoint(epoch, step + 1)
                 log(
                     rank,

@@ -90,15 +90,16 @@ def main():
     )
     while epoch < args.epochs:
         sampler.set_epoch(epoch)
-        started, totals = time.perf_counter(), torch.zeros(2, dtype=torch.float64)  # loss sum, samples
+        # loss sum, samples: on the engine's device, where the backend reduces them
+        started, totals = time.perf_counter(), torch.zeros(2, dtype=torch.float64, device=engine.device)
         for index, (images, labels) in enumerate(loader):
             if index < step:  # resumed mid-epoch: these were trained already
                 continue
             loss = torch.nn.functional.cross_entropy(engine(images.to(engine.device)), labels.to(engine.device))
             engine.backward(loss)
             engine.step()
-            totals += torch.tensor([loss.item() * len(labels), len(labels)], dtype=torch.float64)
-            if stop.agreed(True):
+            totals += torch.tensor([loss.item() * len(labels), len(labels)], dtype=torch.float64, device=engine.device)
+            if stop.agreed(True, engine.device):
                 tag = save(engine, args.checkpoint_dir, epoch, index + 1)
                 log(
                     rank,

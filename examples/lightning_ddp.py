@@ -132,7 +132,9 @@ def main():
                         else f"no checkpoint in {args.checkpoint_dir}: starting from scratch",
                         flush=True,
                     )
-                environment = type(trainer.strategy.cluster_environment).__name__
+                # a strategy of one device (SingleDeviceStrategy) has no cluster environment
+                environment = getattr(trainer.strategy, "cluster_environment", None)
+                environment = type(environment).__name__ if environment else "one device"
                 print(
                     f"lightning_ddp: world {trainer.world_size} on {', '.join(names)}, "
                     f"{trainer.strategy.root_device.type}, {environment}, {trainer.num_nodes} node(s) x "
