@@ -138,6 +138,9 @@ class DeepSpeed:
     skipped: tuple  # ((op, reason), ...) ops the recipe turned off
     packages: tuple  # Debian packages the promised ops need to build and load
     fix_master_address: bool
+    # DS_BUILD_* of promised ops compiled from another promised op's sources: built after the
+    # parallel pass, one at a time (deepspeed-ops.yaml's shares_sources_with)
+    compiled_later: tuple = ()
 
     @classmethod
     def from_yaml(cls, spec: Section, flavour: str, archs: tuple, ops, version: str):
@@ -189,4 +192,7 @@ class DeepSpeed:
             skipped=tuple(sorted(skip.items())),
             packages=tuple(sorted({pkg for op in promised for pkg in table[op].get("packages", ())})),
             fix_master_address=spec.get("fix_master_address", True),
+            compiled_later=tuple(
+                sorted(table[op]["build_var"] for op in promised if table[op].get("shares_sources_with") in promised)
+            ),
         )

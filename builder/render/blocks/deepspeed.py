@@ -33,6 +33,7 @@ renders (containers/cpu.def, shortened):
 """
 
 from ...shell import cmd, python_check
+from ..cpu_baseline import cpu_stand_in
 from ..parts import CROSS_MOUNT, Kept, Part
 from . import os
 
@@ -98,50 +99,22 @@ _CROSS = (
     "# shellcheck source=/dev/null  # bound only by `builder build` on an x86-64 host",
     f'if [ -r {CROSS_MOUNT}/enter.sh ]; then cross={CROSS_MOUNT}; . "$cross/enter.sh"; fi',
 )
-# DeepSpeed compiles its CPU ops (cpu_adam, async_io, ...) for the build host's CPU: with
-# -march=native, and with the SIMD code py-cpuinfo (else lscpu) reports, AVX-512 on an Intel
-# host, and the x86-64 host's under QEMU. An image runs elsewhere (LUMI's EPYC 7A53, Zen 3,
-# has no AVX-512: SIGILL), so the compile is held to the arch's baseline: a stand-in
-# py-cpuinfo reports it, and on x86-64 the build's op_builder takes a fixed -march (the
-# wheel's own copy, which JIT builds on a node use, keeps -march=native). aarch64: NEON; the
-# x86-64 cross compilers take -march=native as armv8-a (builder/host/cross_tools.py).
-# arch: (py-cpuinfo's answer, the -march the compile takes, DeepSpeed's SIMD switch)
-_CPU_BASELINE = {
-    # AVX2 and FMA (x86-64-v3): Intel since Haswell (2013), every AMD Zen
-    "x86_64": ('{"arch": "X86_64", "flags": "avx2"}', "-march=x86-64-v3", "-D__AVX256__"),
-    "aarch64": ('{"arch": "ARM_8", "flags": ""}', None, None),
-}
-# what DeepSpeed's op_builder now takes, checked before the compile (neither reads self)
-_CPU_DETECT = (
-    "import sys; from op_builder.builder import OpBuilder as B; found = [B.cpu_arch(B), B.simd_width(B)]; "
-    'assert found == sys.argv[1:], f"DeepSpeed would compile its CPU ops with {found}; expected {sys.argv[1:]}"; '
-    'print("DeepSpeed compiles its CPU ops with", *found)'
-)
 
 
-def cpu_stand_in(arch) -> tuple:
-    """Lines run in DeepSpeed's unpacked source before the compile that make it compile for
-    the baseline CPU of ``arch``; PYTHONPATH is set until the caller unsets it."""
-    if arch not in _CPU_BASELINE:
-        return ()
-    cpuinfo, march, simd = _CPU_BASELINE[arch]
-    lines = (
-        'mkdir -p "$ds_tmp/cpu"',
-        "printf '%s\\n' 'def get_cpu_info():' '    return " + cpuinfo + '\' > "$ds_tmp/cpu/cpuinfo.py"',
-        'export PYTHONPATH="$ds_tmp/cpu"',
-    )
-    if march is None:
-        return lines
-    # one line (the definitions stay a page): the check fails the step if the sed changed nothing
-    sed = cmd("sed", "-i", f"s/-march=native/{march}/", "op_builder/builder.py")
-    return (*lines, f"{sed}; {cmd('python', '-c', _CPU_DETECT, march, simd)}")
-
-
-def compile_commands(version, before=()) -> list:
+def compile_commands(version, before=(), later=()) -> list:
     """Shell lines that compile DeepSpeed ``version`` with its ops into a wheel in WHEELS
     (the DS_BUILD_* switches set already). From the sdist, so that build_ext can take -j:
     pip would build the ops one after another. ``before``: lines run in the unpacked source
-    before the compile."""
+    before the compile. ``later``: DS_BUILD_* of ops made from another op's sources (they
+    would share its objects), left to a second pass, alone, the others then up to date."""
+    wheel = f"bdist_wheel -d {WHEELS}"
+    build = [f'MAX_JOBS=1 python setup.py --quiet build_ext -j "$jobs" {wheel}']
+    if later:
+        off = " ".join(f"{var}=0" for var in later)
+        build = [
+            f'{off} MAX_JOBS=1 python setup.py --quiet build_ext -j "$jobs"',
+            f'MAX_JOBS="$jobs" python setup.py --quiet build_ext {wheel}',
+        ]
     return [
         f"pip download --no-deps --no-binary :all: --no-build-isolation --no-cache-dir "
         f"-d {SOURCE} deepspeed=={version}",
@@ -150,7 +123,7 @@ def compile_commands(version, before=()) -> list:
         *before,
         _JOBS,
         'echo "compiling the DeepSpeed ops, $jobs at a time"',
-        f'MAX_JOBS=1 python setup.py --quiet build_ext -j "$jobs" bdist_wheel -d {WHEELS}',
+        *build,
         "cd /",
         f"rm -rf {SOURCE}",
     ]
@@ -164,7 +137,7 @@ def parts(target):
     # DS_BUILD_OPS=1 with an explicit switch per listed op: the wheel holds exactly the promise
     env = [*apt, ("DS_ACCELERATOR", ds.accelerator), ("DS_BUILD_OPS", "1"), *ds.switches]
     stand_in = cpu_stand_in(target.arch)
-    compile_ops = compile_commands(ds.version, before=stand_in) + ["unset PYTHONPATH"] * bool(stand_in)
+    compile_ops = compile_commands(ds.version, stand_in, ds.compiled_later) + ["unset PYTHONPATH"] * bool(stand_in)
     saved, restored, installed, checks = '"$ds_tmp"/wheel/deepspeed-*.whl', (), (), []
     if target.torch.flavour == "rocm":
         compile_ops, extra, restored, installed, checks = _rocm_steps(target)
@@ -218,7 +191,9 @@ def _rocm_steps(target):
     detect = python_check("python", _DETECT, arch, str(wavefront), ds.version) + f" {WHEELS}/{ROCM_RECORD}"
     compile_ops = (
         _replace_arch_tools(arch, wavefront)
-        + compile_commands(ds.version, before=(f"mkdir -p {WHEELS}", detect, *cpu_stand_in(target.arch)))
+        + compile_commands(
+            ds.version, before=(f"mkdir -p {WHEELS}", detect, *cpu_stand_in(target.arch)), later=ds.compiled_later
+        )
         + ["unset PYTHONPATH"]
         + _restore_arch_tools()
     )
