@@ -5,7 +5,7 @@ TARGET ?= cpu
 NAME   ?= pytorch
 PY     := $(VENV)/bin/python
 
-.PHONY: setup render check test unit test-full test-heavy build smoke jobscript publish sign export two-nodes doctor list show clean
+.PHONY: setup render check test unit test-full test-heavy test-gpu gpu-bundle build smoke jobscript publish sign export two-nodes doctor list show clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -35,7 +35,7 @@ test: setup
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(PY) -m builder check
-	$(PY) -m pytest -n 4 -m "not heavy and not image and not cluster"
+	$(PY) -m pytest -n 4 -m "not heavy and not image and not cluster and not gpu"
 	$(PY) -m pytest -o console_output_style=times -m "(image or cluster) and not heavy and not full"
 
 # The rest of the long matrices (marker `full`): the publish steps, site twins, launches and
@@ -49,13 +49,33 @@ test-full: setup
 unit: $(VENV)/.installed
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
-	$(PY) -m pytest -q -n 4 -m "not heavy and not image and not cluster"
+	$(PY) -m pytest -q -n 4 -m "not heavy and not image and not cluster and not gpu"
 
 # The heavy checks left out of `make test`: every CUDA image built for real and examined
 # (hours on 2 cores; the layer and DeepSpeed-wheel caches make reruns short).
 # HEAVY=a100-cuda picks targets (pytest -k).
 test-heavy: setup
 	$(PY) -m pytest -m heavy $(if $(HEAVY),-k "$(HEAVY)") tests/images/test_cuda_images.py
+
+# Proves a CUDA target on a GPU host without Apptainer or network (docs/smoke.md): DeepSpeed's ops
+# built as the image builds them, the smoke suite, every example on one GPU and resumed, and
+# DeepSpeed's own tests of the promised ops, in GPU_BUDGET seconds; one summary at the end.
+# Runs with the host's Python (GPU_PYTHON, torch and nvcc there) from what `make gpu-bundle` made
+# beforehand where the recipes and a package index are. OPS=2/2 (or a list) tests part of the
+# ops; DRY=1 needs no GPU: it checks the plan and prints each command.
+GPU_PYTHON ?= python3
+GPU_BUDGET ?= 540
+test-gpu:
+	$(GPU_PYTHON) -m pytest -p no:cacheprovider -m gpu tests/gpu --gpu-target "$(TARGET)" --gpu-budget "$(GPU_BUDGET)" \
+		$(if $(OPS),--gpu-ops "$(OPS)") $(if $(DRY),--gpu-dry) $(if $(GPU_OUT),--gpu-out "$(GPU_OUT)")
+
+# Writes .gpu-bundle/$(TARGET)/ for make test-gpu: the plan, the pinned DeepSpeed sdist, DeepSpeed's
+# tests at its release (DEEPSPEED_TESTS= a tarball or GITDIR@REF instead of GitHub), the wheels the
+# GPU host's Python (GPU_PYTHON_VERSION, default 3.12) lacks beyond torch, and libaio's packages.
+GPU_PYTHON_VERSION ?= 3.12
+gpu-bundle: setup
+	PYTHONPATH=tests $(PY) -m helpers.gpu_bundle "$(TARGET)" --python-version "$(GPU_PYTHON_VERSION)" \
+		$(if $(DEEPSPEED_TESTS),--deepspeed-tests "$(DEEPSPEED_TESTS)")
 
 # Renders the target's layers and builds images/$(TARGET).sif (running its %test); where no
 # apptainer or singularity is installed and we are root, provisions a toolbox first.

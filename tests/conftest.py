@@ -8,6 +8,9 @@ from pathlib import Path
 
 import pytest
 
+# make test-gpu's options and summary (standard library only, as this file: a GPU host runs them)
+pytest_plugins = ("helpers.gpu_summary",)
+
 ROOT = Path(__file__).resolve().parent.parent
 RECIPES = ROOT / "recipes"
 CONTAINERS = ROOT / "containers"
