@@ -24,7 +24,6 @@ Each writes one row of the summary (conftest.py): PASS, FAIL, SKIP or NOT RUN, w
 not fit the budget; the ops the examples and the smoke suite's engines need are always built.
 """
 
-import hashlib
 import json
 import math
 import os
@@ -38,6 +37,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from helpers.gpu_bundle import sha256
 
 pytestmark = pytest.mark.gpu
 
@@ -181,14 +181,6 @@ def work(options):
             shutil.rmtree(work / name, ignore_errors=True)
         (work / "torch-extensions").mkdir(parents=True)
     return work
-
-
-def sha256(path):
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 @contextmanager

@@ -35,8 +35,6 @@ import urllib.request
 import zipfile
 from pathlib import Path
 
-import yaml
-
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
@@ -81,6 +79,8 @@ def plan_for(name, python_version):
     resolved = target.resolved
     site = target.sites[0]
     other = other_arch_target(tree, target)
+    import yaml  # here: the GPU host imports this module for sha256 alone
+
     op_tests = yaml.safe_load(OP_TESTS.read_text())["ops"]
     table = yaml.safe_load((ROOT / "recipes" / "deepspeed-ops.yaml").read_text())["ops"]
     # the DeepSpeed step's variables as the image's build sets them (DS_ACCELERATOR, DS_BUILD_*)
