@@ -36,7 +36,7 @@ from torch.utils.weak import WeakIdKeyDictionary
 DEVICE_TYPE = torch.device(os.environ.get("RULE_DEVICE", "cpu")).type
 WATCHED = tuple(os.path.realpath(folder) + os.sep for folder in os.environ.get("RULE_WATCH", "").split(":") if folder)
 TORCH = os.path.dirname(torch.__file__) + os.sep
-HERE = os.path.realpath(__file__)
+OWN = {__file__, os.path.realpath(__file__)}  # this module's frames, as its code objects name it
 
 # made on the CPU unless told otherwise, whatever their data
 FACTORIES = {
@@ -99,8 +99,8 @@ def on_device(tensor):
 
 
 def _mark(value, placed):
-    for tensor in _tensors(value):
-        if placed:
+    if placed:
+        for tensor in _tensors(value):
             _on_device[tensor] = True
 
 
@@ -131,7 +131,7 @@ def _caller(skip=()):
     frame = sys._getframe(2)
     while frame:
         name = frame.f_code.co_filename
-        if not (name.startswith(TORCH) or os.path.realpath(name) == HERE or any(part in name for part in skip)):
+        if not (name.startswith(TORCH) or name in OWN or any(part in name for part in skip)):
             break
         frame = frame.f_back
     return (frame.f_code.co_filename, frame.f_lineno) if frame else ("?", 0)
