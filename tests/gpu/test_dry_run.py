@@ -15,8 +15,9 @@ from conftest import ROOT, TARGETS
 OP_TESTS = ROOT / "tests" / "gpu" / "deepspeed_op_tests.yaml"
 
 
-def plan_only(target, out):
-    made = subprocess.run(
+def bundle(target, out):
+    """`make gpu-bundle`'s program with --plan-only, in a fresh interpreter."""
+    return subprocess.run(
         [sys.executable, "-m", "helpers.gpu_bundle", target, "--plan-only", "--out", str(out)],
         cwd=ROOT,
         env={"PYTHONPATH": f"{ROOT / 'tests'}:{ROOT}", "PATH": "/usr/bin:/bin"},
@@ -24,6 +25,10 @@ def plan_only(target, out):
         text=True,
         timeout=120,
     )
+
+
+def plan_only(target, out):
+    made = bundle(target, out)
     assert made.returncode == 0, made.stderr
     return json.loads((out / target / "plan.json").read_text())
 
@@ -84,14 +89,7 @@ def test_an_op_outside_the_promise_is_refused_in_one_line(tmp_path):
 
 
 def test_a_cpu_target_has_no_gpu_plan(tmp_path):
-    made = subprocess.run(
-        [sys.executable, "-m", "helpers.gpu_bundle", "cpu", "--plan-only", "--out", str(tmp_path)],
-        cwd=ROOT,
-        env={"PYTHONPATH": f"{ROOT / 'tests'}:{ROOT}", "PATH": "/usr/bin:/bin"},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    made = bundle("cpu", tmp_path)
     assert made.returncode == 2 and "make test-gpu proves CUDA targets; cpu is cpu" in made.stderr, made.stderr
     assert not list(tmp_path.iterdir())
 

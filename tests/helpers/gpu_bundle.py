@@ -35,6 +35,8 @@ import urllib.request
 import zipfile
 from pathlib import Path
 
+from helpers import deepspeed_source
+
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
@@ -82,13 +84,12 @@ def plan_for(name, python_version):
     import yaml  # here: the GPU host imports this module for sha256 alone
 
     op_tests = yaml.safe_load(OP_TESTS.read_text())["ops"]
-    table = yaml.safe_load((ROOT / "recipes" / "deepspeed-ops.yaml").read_text())["ops"]
+    table = tree.ds_ops.data["ops"]
     # the DeepSpeed step's variables as the image's build sets them (DS_ACCELERATOR, DS_BUILD_*)
     build_env = next(dict(part.build_env) for part in deepspeed_block.parts(target) if part.stage == "build")
-    packages = sorted({pkg for op in target.deepspeed.promised for pkg in table[op].get("packages", ())})
     return {
         "format": 1,
-        "packages": packages,
+        "packages": list(target.deepspeed.packages),
         "target": target.name,
         "arch": target.arch,
         "python": python_version,
@@ -155,14 +156,6 @@ def sha256(path):
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
-
-
-def fetch_sdist(version, out):
-    pip("download", "--no-deps", "--no-binary", ":all:", "-d", str(out), f"deepspeed=={version}")
-    sdist = out / f"deepspeed-{version}.tar.gz"
-    if not sdist.is_file():
-        raise SystemExit(f"error: pip download left no {sdist.name} in {out}")
-    return sdist
 
 
 def requirements(sdist):
@@ -257,7 +250,7 @@ def make(name, out, python_version, tests_source, plan_only):
     staging = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=out))
     try:
         if not plan_only:
-            sdist = fetch_sdist(plan["deepspeed"]["version"], staging)
+            sdist = Path(shutil.copy2(deepspeed_source.sdist(plan["deepspeed"]["version"], staging), staging))
             plan["deepspeed"]["sdist"] = {"file": sdist.name, "sha256": sha256(sdist)}
             plan["requirements"], plan["wheels"] = fetch_wheels(plan, sdist, staging / "wheels")
             plan["debs"] = fetch_debs(plan["packages"], staging / "debs")
