@@ -18,7 +18,7 @@ and runs, in this order, each check against the time budget (--gpu-budget):
 8. the frameworks' examples under DeepSpeed, one rank, then resumed;
 9. nothing compiled at run time (TORCH_EXTENSIONS_DIR stayed empty).
 
-Each writes one row of the summary (conftest.py): PASS, FAIL, SKIP or NOT RUN, with why.
+Each writes one row of the summary (helpers/gpu_summary.py): PASS, FAIL, SKIP or NOT RUN, with why.
 `--gpu-dry` needs no GPU: it checks the plan and the bundle and prints each command instead.
 `--gpu-ops 2/3` (or a list) builds and tests part of the promised ops where all of them would
 not fit the budget; the ops the examples and the smoke suite's engines need are always built.
@@ -44,7 +44,6 @@ pytestmark = pytest.mark.gpu
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 RUNTIME = ROOT / "runtime"
-OP_TESTS = Path(__file__).with_name("deepspeed_op_tests.yaml")
 # built in every run: FusedAdam for ds_zero.py and the DeepSpeed configs, DeepSpeedCPUAdam for
 # the smoke suite's engines with offload
 ALWAYS_BUILT = ("cpu_adam", "fused_adam", "utils")
@@ -138,17 +137,6 @@ def plan(options):
     return plan
 
 
-def op_parts():
-    """{op: part} from deepspeed_op_tests.yaml, read without PyYAML (the GPU host may lack it)."""
-    parts, op = {}, None
-    for line in OP_TESTS.read_text().splitlines():
-        if re.fullmatch(r"  [a-z_]+:", line):
-            op = line.strip()[:-1]
-        elif op and (found := re.fullmatch(r"    part: ([0-9]+)", line)):
-            parts[op] = int(found.group(1))
-    return parts
-
-
 def select_ops(plan, choice):
     """(ops to build, ops whose tests run): the promised ops the choice names, plus ALWAYS_BUILT
     (built, not tested, unless chosen)."""
@@ -157,8 +145,7 @@ def select_ops(plan, choice):
         chosen = list(promised)
     elif re.fullmatch(r"[0-9]+/[0-9]+", choice):
         part = int(choice.split("/")[0])
-        parts = op_parts()
-        chosen = [op for op in promised if parts.get(op) == part]
+        chosen = [op for op in promised if (plan["op_tests"].get(op) or {}).get("part") == part]
     else:
         chosen = [op for op in choice.split(",") if op]
     unknown = [op for op in chosen if op not in promised]
@@ -220,6 +207,8 @@ def run(command, *, timeout, cwd=None, env=None, log=None):
     except subprocess.TimeoutExpired as expired:
         out = expired.stdout or ""
         status, output = 124, (out.decode(errors="replace") if isinstance(out, bytes) else out)
+    except FileNotFoundError as missing:  # nvidia-smi, say, not on this host's PATH
+        status, output = 127, str(missing)
     if log:
         Path(log).parent.mkdir(parents=True, exist_ok=True)
         Path(log).write_text(output)
@@ -336,24 +325,26 @@ def test_the_host_has_a_gpu_torch_and_nvcc(host, options, plan, summary):
 # --- the environment and the DeepSpeed build ------------------------------------------------------
 
 
-def host_lacks(paths):
-    return not any(Path(path).exists() for path in paths)
-
-
 @pytest.fixture(scope="session")
 def sysroot(plan, options, work):
-    """Debian packages the op build needs (libaio) unpacked where the host lacks them: (include
-    folders, library folders)."""
+    """Where the host lacks libaio: the bundle's Debian packages unpacked, and the variables
+    that hand them to the op build, the ops' loading and DeepSpeed's run-time probe of libaio
+    (it compiles and links a test program with CFLAGS and LDFLAGS). Empty where not needed."""
     debs = plan.get("debs", [])
-    if options["dry"] or not debs or not host_lacks(["/usr/include/libaio.h"]):
-        return [], []
+    if options["dry"] or not debs or Path("/usr/include/libaio.h").exists():
+        return {}
     root = work / "sysroot"
     shutil.rmtree(root, ignore_errors=True)
     for deb in debs:
         subprocess.run(["dpkg-deb", "-x", str(options["bundle"] / "debs" / deb), str(root)], check=True, timeout=60)
-    libs = sorted({str(path.parent) for path in root.rglob("lib*.so*")})
-    SYSROOT[0][:], SYSROOT[1][:] = [str(root / "usr" / "include")], libs
-    return SYSROOT
+    include, libs = str(root / "usr" / "include"), sorted({str(path.parent) for path in root.rglob("lib*.so*")})
+    return {
+        "CPATH": ":".join(filter(None, [include, os.environ.get("CPATH")])),
+        "LIBRARY_PATH": ":".join(filter(None, [*libs, os.environ.get("LIBRARY_PATH")])),
+        "LD_LIBRARY_PATH": ":".join(filter(None, [*libs, os.environ.get("LD_LIBRARY_PATH")])),
+        "CFLAGS": f"-I{include}",
+        "LDFLAGS": " ".join(f"-L{folder}" for folder in libs),
+    }
 
 
 def build_script(plan, built, options, work):
@@ -393,9 +384,7 @@ def build_script(plan, built, options, work):
     lines += [
         f"gcc -shared -Wl,-soname,libcuda.so.1 -o {tmp}/stubs/libcuda.so -x c /dev/null",
         f'export LIBRARY_PATH="{tmp}/stubs${{LIBRARY_PATH:+:$LIBRARY_PATH}}"',
-        # libaio unpacked from the bundle, where the host lacks it (DeepSpeed's check reads these)
-        'export LDFLAGS="-Wl,--as-needed${SYSROOT_LDFLAGS:+ $SYSROOT_LDFLAGS}"',
-        'if [ -n "${SYSROOT_CFLAGS:-}" ]; then export CFLAGS="$SYSROOT_CFLAGS"; fi',
+        'export LDFLAGS="-Wl,--as-needed${LDFLAGS:+ $LDFLAGS}"',  # the sysroot's -L, where there is one
         f'echo "compiling {jobs} DeepSpeed ops, {jobs} at a time, {per_op} files each; then {len(later)} alone"',
         *passes,
     ]
@@ -410,14 +399,7 @@ def build_env(plan, built, sysroot):
         if op in ds["promised_ops"]:
             env[switch] = "1" if op in built else "0"
     env["PATH"] = f"{Path(sys.executable).parent}:{env['PATH']}"
-    includes, libs = sysroot
-    for name, folders in (("CPATH", includes), ("LIBRARY_PATH", libs)):
-        if folders:
-            env[name] = ":".join([*folders, *filter(None, [env.get(name)])])
-    if includes:
-        env["SYSROOT_CFLAGS"] = " ".join(f"-I{folder}" for folder in includes)
-        env["SYSROOT_LDFLAGS"] = " ".join(f"-L{folder}" for folder in libs)
-    return env
+    return {**env, **sysroot}
 
 
 class Build:
@@ -425,6 +407,7 @@ class Build:
 
     def __init__(self, process, log, started):
         self.process, self.log, self.started, self.seconds = process, log, started, None
+        self.installed = False  # the wheel built, installed, every chosen op prebuilt
 
     def wait(self, timeout):
         if self.seconds is None:
@@ -524,22 +507,12 @@ def test_a_venv_gets_what_the_host_lacks_from_the_bundle(venv, options, plan, su
 # --- runs ---------------------------------------------------------------------------------------------
 
 
-# the bundle's Debian packages unpacked (sysroot): (include folders, library folders), for the
-# ops to load and for DeepSpeed's run-time probe of libaio (it compiles and links a test program)
-SYSROOT = ([], [])
-
-
-def run_env(work, extra=None):
-    env = dict(os.environ, TORCH_EXTENSIONS_DIR=str(work / "torch-extensions"), PYTHONUNBUFFERED="1")
-    includes, libs = SYSROOT
-    if libs:
-        env["LD_LIBRARY_PATH"] = ":".join([*libs, *filter(None, [env.get("LD_LIBRARY_PATH")])])
-        env["LIBRARY_PATH"] = ":".join(libs)
-        env["CFLAGS"] = " ".join(f"-I{folder}" for folder in includes)
-        env["LDFLAGS"] = " ".join(f"-L{folder}" for folder in libs)
+@pytest.fixture(scope="session")
+def base_env(work, sysroot):
+    """Every run's environment: no launcher's variables, JIT builds where the last check looks."""
+    env = dict(os.environ, TORCH_EXTENSIONS_DIR=str(work / "torch-extensions"), PYTHONUNBUFFERED="1", **sysroot)
     for name in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "PYTHONPATH"):
         env.pop(name, None)
-    env.update(extra or {})
     return env
 
 
@@ -553,7 +526,7 @@ def facts_file(work, name, facts):
     return path
 
 
-def test_preflight_refuses_the_image_facts_of_another_gpu_arch(venv, plan, options, work, summary):
+def test_preflight_refuses_the_image_facts_of_another_gpu_arch(venv, plan, options, base_env, work, summary):
     other = plan["other_arch"]
     with check(summary, f"preflight with {other['target']}'s facts (must fail)", needs=30) as row:
         facts = work / "other-arch.json"
@@ -564,18 +537,27 @@ def test_preflight_refuses_the_image_facts_of_another_gpu_arch(venv, plan, optio
         facts_file(work, "other-arch", other["image_facts"])
         status, output = run(
             command, timeout=min(120, summary.left() - RESERVE), cwd=work,
-            env=run_env(work, {"PYTHONPATH": str(RUNTIME)}), log=work / "runs" / "preflight-other.log",
+            env={**base_env, "PYTHONPATH": str(RUNTIME)}, log=work / "runs" / "preflight-other.log",
         )  # fmt: skip
         failed = [line for line in output.splitlines() if re.search(r"\bFAIL\b", line)]
         row["detail"] = failed[0].strip()[:200] if failed else tail(output, 3)
         assert status == 1 and failed, f"preflight with {other['archs']} facts must fail (exit 1): {tail(output)}"
 
 
-def example_command(case, args):
+def example_command(args):
     return [EXAMPLES / args[0], *(str(EXAMPLES / "ds_config_hf.json") if a == "DS_CONFIG_HF" else a for a in args[1:])]
 
 
-def run_example(case, venv, work, summary):
+def example_check(case, venv, options, base_env, work, summary):
+    """The example's row: its command in a dry run, else the two runs of run_example."""
+    with check(summary, f"example {case[0]} (+ resume)", needs=60) as row:
+        if options["dry"]:
+            row["result"], row["detail"] = "DRY", shlex.join(map(str, torchrun(venv, *example_command(case[1]))))
+            return
+        row["detail"] = run_example(case, venv, base_env, work, summary)
+
+
+def run_example(case, venv, base_env, work, summary):
     """Two runs in one folder, one rank on the GPU: the first, then the same with more steps,
     which must go on from the first's checkpoint."""
     name, args, more, resumed, _ = case
@@ -587,8 +569,8 @@ def run_example(case, venv, work, summary):
     for number, arguments in enumerate((args, second), start=1):
         started = time.monotonic()
         status, output = run(
-            torchrun(venv, *example_command(case, arguments)), timeout=min(240, summary.left() - RESERVE),
-            cwd=folder, env=run_env(work), log=folder / f"run{number}.log",
+            torchrun(venv, *example_command(arguments)), timeout=min(240, summary.left() - RESERVE),
+            cwd=folder, env=base_env, log=folder / f"run{number}.log",
         )  # fmt: skip
         seconds.append(time.monotonic() - started)
         outputs.append(output)
@@ -601,15 +583,11 @@ def run_example(case, venv, work, summary):
 
 
 @pytest.mark.parametrize("case", [c for c in EXAMPLE_CASES if not c[4]], ids=lambda c: c[0])
-def test_an_example_trains_on_the_gpu_and_resumes(case, venv, options, work, summary):
-    with check(summary, f"example {case[0]} (+ resume)", needs=60) as row:
-        if options["dry"]:
-            row["result"], row["detail"] = "DRY", shlex.join(map(str, torchrun(venv, *example_command(case, case[1]))))
-            return
-        row["detail"] = run_example(case, venv, work, summary)
+def test_an_example_trains_on_the_gpu_and_resumes(case, venv, options, base_env, work, summary):
+    example_check(case, venv, options, base_env, work, summary)
 
 
-def test_deepspeed_builds_its_ops_as_the_image_does(deepspeed_build, venv, plan, ops, options, work, summary):
+def test_deepspeed_builds_its_ops_as_the_image_does(deepspeed_build, venv, plan, ops, options, base_env, work, summary):
     built, _ = ops
     with check(summary, "DeepSpeed ops built", needs=60) as row:
         if options["dry"]:
@@ -636,30 +614,24 @@ def test_deepspeed_builds_its_ops_as_the_image_does(deepspeed_build, venv, plan,
             "import json, deepspeed.git_version_info as g\n"
             "print(json.dumps(sorted(op for op, done in g.installed_ops.items() if done)))"
         )
-        status, output = run([venv["python"], "-c", code], timeout=120, env=run_env(work))
+        status, output = run([venv["python"], "-c", code], timeout=120, env=base_env)
         assert status == 0, output
         installed = json.loads(output.strip().splitlines()[-1])
         missing = sorted(set(built) - set(installed))
         row["detail"] = f"{deepspeed_build.seconds:.0f} s for {len(built)} ops; installed: {', '.join(installed)}"
         assert not missing, f"not prebuilt: {missing}"
+        deepspeed_build.installed = True
 
 
-@pytest.fixture(scope="session")
-def deepspeed_ready(request, options):
+@pytest.fixture
+def deepspeed_ready(deepspeed_build, options):
     """Skips a test when the op build did not pass (its own row says why)."""
-    if options["dry"]:
-        return
-    failed = [
-        row
-        for row in request.config._gpu_summary.rows
-        if row["check"] == "DeepSpeed ops built" and row["result"] != "PASS"
-    ]
-    if failed or not any(row["check"] == "DeepSpeed ops built" for row in request.config._gpu_summary.rows):
+    if not options["dry"] and not deepspeed_build.installed:
         pytest.skip("the DeepSpeed ops were not built")
 
 
 def test_the_smoke_suite_passes_with_the_images_and_a_sites_facts(
-    deepspeed_ready, venv, plan, ops, options, work, summary
+    deepspeed_ready, venv, plan, ops, options, base_env, work, summary
 ):
     built, _ = ops
     with check(summary, f"smoke all ({plan['target']} image facts, {plan['site']} site facts)", needs=60) as row:
@@ -677,7 +649,7 @@ def test_the_smoke_suite_passes_with_the_images_and_a_sites_facts(
         facts_file(work, "site-facts", plan["site_facts"])
         status, output = run(
             command, timeout=min(300, summary.left() - RESERVE), cwd=work,
-            env=run_env(work, {"PYTHONPATH": str(RUNTIME)}), log=work / "runs" / "smoke-all.log",
+            env={**base_env, "PYTHONPATH": str(RUNTIME)}, log=work / "runs" / "smoke-all.log",
         )  # fmt: skip
         verdicts = [line.strip() for line in output.splitlines() if re.search(r"\b(PASS|FAIL|ERROR)\b", line)]
         row["detail"] = (
@@ -688,12 +660,10 @@ def test_the_smoke_suite_passes_with_the_images_and_a_sites_facts(
 
 
 @pytest.mark.parametrize("case", [c for c in EXAMPLE_CASES if c[0] == "ds_zero"], ids=lambda c: c[0])
-def test_a_deepspeed_example_trains_on_the_gpu_and_resumes(case, deepspeed_ready, venv, options, work, summary):
-    with check(summary, f"example {case[0]} (+ resume)", needs=60) as row:
-        if options["dry"]:
-            row["result"], row["detail"] = "DRY", shlex.join(map(str, torchrun(venv, *example_command(case, case[1]))))
-            return
-        row["detail"] = run_example(case, venv, work, summary)
+def test_a_deepspeed_example_trains_on_the_gpu_and_resumes(
+    case, deepspeed_ready, venv, options, base_env, work, summary
+):
+    example_check(case, venv, options, base_env, work, summary)
 
 
 # --- DeepSpeed's own tests --------------------------------------------------------------------------
@@ -734,20 +704,17 @@ def op_test_order(ops):
 
 
 def pytest_generate_tests(metafunc):
-    """One test per op this run chooses (from the plan, when there is one to read)."""
+    """One test per op this run chooses, from the plan (without one, the plan fixture stops the run)."""
     if "op" in metafunc.fixturenames:
         config = metafunc.config
         path = Path(config.getoption("--gpu-bundle")) / config.getoption("--gpu-target") / "plan.json"
-        if path.is_file():
-            chosen = select_ops(json.loads(path.read_text()), config.getoption("--gpu-ops"))[1]
-        else:  # the plan fixture stops the run
-            chosen = [
-                line.strip()[:-1] for line in OP_TESTS.read_text().splitlines() if re.fullmatch(r"  [a-z_]+:", line)
-            ]
+        chosen = select_ops(json.loads(path.read_text()), config.getoption("--gpu-ops"))[1] if path.is_file() else []
         metafunc.parametrize("op", op_test_order(chosen))
 
 
-def test_deepspeeds_own_tests_pass_for_a_prebuilt_op(op, deepspeed_ready, venv, plan, ops, options, work, summary):
+def test_deepspeeds_own_tests_pass_for_a_prebuilt_op(
+    op, deepspeed_ready, venv, plan, ops, options, base_env, work, summary
+):
     _, chosen = ops
     entry = plan["op_tests"][op]
     with check(summary, f"DeepSpeed tests: {op}", needs=45) as row:
@@ -768,7 +735,7 @@ def test_deepspeeds_own_tests_pass_for_a_prebuilt_op(op, deepspeed_ready, venv, 
         later = len(remaining) - remaining.index(op) - 1
         # an equal share of what is left for this op and each after it, the last takes the rest
         share = min(OP_TESTS_CAP, (summary.left() - RESERVE) / (later + 1))
-        status, output = run(command, timeout=share, cwd=tests, env=run_env(work), log=work / "runs" / f"ds-{op}.log")
+        status, output = run(command, timeout=share, cwd=tests, env=base_env, log=work / "runs" / f"ds-{op}.log")
         counts, finished = counted(output)
         reasons = skip_reasons(output)
         row["detail"] = (
@@ -784,13 +751,9 @@ def test_deepspeeds_own_tests_pass_for_a_prebuilt_op(op, deepspeed_ready, venv, 
 
 @pytest.mark.parametrize("case", [c for c in EXAMPLE_CASES if c[4] and c[0] != "ds_zero"], ids=lambda c: c[0])
 def test_a_framework_example_under_deepspeed_trains_on_the_gpu_and_resumes(
-    case, deepspeed_ready, venv, options, work, summary
+    case, deepspeed_ready, venv, options, base_env, work, summary
 ):
-    with check(summary, f"example {case[0]} (+ resume)", needs=60) as row:
-        if options["dry"]:
-            row["result"], row["detail"] = "DRY", shlex.join(map(str, torchrun(venv, *example_command(case, case[1]))))
-            return
-        row["detail"] = run_example(case, venv, work, summary)
+    example_check(case, venv, options, base_env, work, summary)
 
 
 def test_nothing_was_compiled_at_run_time(options, work, summary):

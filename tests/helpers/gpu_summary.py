@@ -23,8 +23,8 @@ def pytest_addoption(parser):
     group.addoption(
         "--gpu-ops",
         default="all",
-        help="the promised ops to build and test: all, a part (1/2, 2/2: deepspeed_op_tests.yaml's `part`) "
-        "or a comma-separated list; the ops the examples need are always built",
+        help="the promised ops to build and test: all, a part (1/3, 2/3, 3/3: deepspeed_op_tests.yaml's `part`) "
+        "or a comma-separated list; the ops the examples and the smoke suite's engines need are always built",
     )
     group.addoption("--gpu-budget", type=float, default=540, help="seconds for the whole run (default 540)")
     group.addoption("--gpu-work", default=str(ROOT / ".gpu-work"), help="scratch: venv, build, runs")
