@@ -175,16 +175,18 @@ def cmd_publish(args):
 
 
 def cmd_sign(args):
-    from ..host.images import built_image, image_lock, ready_apptainer
+    from ..host.images import built_image, checked_labels, image_lock, ready_apptainer
     from ..layerbuild import store
     from ..publish import signing
 
     key = Path(args.key)
     signing.check_private(key)  # a wrong key file: one line, before anything else
     built = built_image(load_tree(args.recipes), args.target, Path(args.images))
+    apptainer = ready_apptainer(built.site)
+    checked_labels(apptainer, built)
     with image_lock(Path(args.images), built.target.name):  # no build, smoke run or publish meanwhile
         layer_key = store.current_key(built.path)
-        signing.sign_in_place(ready_apptainer(built.site), built.path, key, built.path.parent)
+        signing.sign_in_place(apptainer, built.path, key, built.path.parent)
         if layer_key:  # the same layers, signed: `build` keeps it
             store.write_meta(built.path, layer_key)
     print(f"signed {built.path} with {key}; run its smoke tests now: publish needs a report of the signed image")

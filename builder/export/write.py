@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import RecipeError, ToolError
-from ..host.images import built_image, image_lock, ready_apptainer
+from ..host.images import built_image, checked_labels, image_lock, ready_apptainer
 from ..invocation import hint
 from . import edf, enroot, oci, sif
 from . import facts as image_facts
@@ -56,6 +56,7 @@ def export(tree, request: ExportRequest, progress) -> dict:
             "export --format oci or enroot unpacks the image's root filesystem with its owners: run it as root"
         )
     apptainer = ready_apptainer(built.site)
+    checked_labels(apptainer, built)
     with image_lock(images, name, shared=True), _export_lock(images, name):
         _remove_stale(images, name)
         work = Path(tempfile.mkdtemp(prefix=f".{name}.export-", dir=images))

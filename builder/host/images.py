@@ -85,6 +85,57 @@ def read_labels(apptainer, image) -> dict:
     return {key[len(prefix) :] if key.startswith(prefix) else key: value for key, value in labels.items()}
 
 
+def identity(target) -> dict:
+    """What an image built as ``target`` says it is, in its labels' words: the provenance
+    block writes target, arch and gpu.arch; the torch flavour is in the embedded recipe."""
+    return {
+        "target": target.name,
+        "arch": target.arch,
+        "gpu.arch": ",".join(target.archs) or "none",
+        "torch": target.torch.flavour,
+    }
+
+
+def _identity_of(labels: dict) -> dict:
+    try:
+        flavour = json.loads(labels.get("recipe", ""))["torch"]["flavour"]
+    except (ValueError, KeyError, TypeError):
+        flavour = None
+    return {
+        "target": labels.get("target"),
+        "arch": labels.get("arch"),
+        "gpu.arch": labels.get("gpu.arch"),
+        "torch": flavour,
+    }
+
+
+def _described(facts: dict) -> str:
+    return f"{facts['target']} ({facts['arch']}, GPU {facts['gpu.arch']}, torch {facts['torch']})"
+
+
+def checked_labels(apptainer, built: Built) -> dict:
+    """The image's labels, once they show it was built as the target the command names (an
+    image copied or renamed as another target's would otherwise be tested, published, signed
+    or exported under the wrong name); one line, exit 2, when they do not."""
+    labels = read_labels(apptainer, built.path)
+    found, wanted = _identity_of(labels), identity(built.target)
+    if found["target"] is None:
+        raise RecipeError(
+            f"not an image this builder made (no {LABEL_PREFIX}.target label); expected an image of {wanted['target']}",
+            file=str(built.path),
+        )
+    if found != wanted:
+        build = hint(
+            f"make build TARGET={built.target.name}", f"build {built.target.name} --images {built.path.parent}"
+        )
+        raise RecipeError(
+            f"the image was built as {_described(found)}, not as {_described(wanted)}; build {wanted['target']}'s "
+            f"own with: {build}",
+            file=str(built.path),
+        )
+    return labels
+
+
 def image_facts(target, images: Path) -> dict:
     """What the target's built image says about itself ({} when it is not built): its path and
     the labels only a build could measure (NCCL, CUDA runtime, oldest driver), for list/show."""

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ..fileio import sha256_file, write_atomic
 from ..host import emulation
-from ..host.images import find_apptainer, image_lock
+from ..host.images import checked_labels, find_apptainer, image_lock
 from . import store
 from .layers import LayerBuild, build_layer
 
@@ -22,6 +22,8 @@ def build_extension(built, extension, *, images: Path, progress) -> Path:
     """built: host.images.Built, the image to start from; extension: render.extension.Extension."""
     target, plan = built.target, extension.plan
     sif = images / f"{plan.owner}.sif"
+    apptainer, label = find_apptainer(target.sites[0], progress, images)
+    checked_labels(apptainer, built)  # the base is the target it names, before anything is written
     with image_lock(images, target.name, shared=True), image_lock(images, plan.owner):
         key = _key(plan.text, built.path, extension.folder, extension.files)
         if store.is_current(sif, key):
@@ -30,7 +32,6 @@ def build_extension(built, extension, *, images: Path, progress) -> Path:
         write_atomic(images / plan.file_name, plan.text)  # for the user to read; the build takes the plan
         context = _stage_files(images / extension.context, extension.folder, extension.files)
         try:
-            apptainer, label = find_apptainer(target.sites[0], progress, images)
             log = images / f"{plan.owner}.build.log"
             progress.step(f"building {sif} on {built.path} ({label}; log: {log})")
             emulated = target.arch != emulation.host_arch()

@@ -25,7 +25,7 @@ from pathlib import Path
 from .. import __version__, contract, faults, resources, sbom
 from ..errors import CheckFailed, RecipeError
 from ..fileio import copy_hashed, sha256_file, write_atomic
-from ..host.images import IMAGE_SUM, built_image, image_lock, read_labels, ready_apptainer
+from ..host.images import IMAGE_SUM, built_image, checked_labels, image_lock, ready_apptainer
 from ..invocation import hint
 from ..layerbuild import store
 from ..render.sitefile import render_site
@@ -63,11 +63,11 @@ def publish(tree, request: PublishRequest):
     built = built_image(tree, request.target, request.images, request.site or None)
     target, site, image = built.target, built.site, built.path
     name, target_name = request.name, request.target
+    apptainer = ready_apptainer(site)
+    labels = checked_labels(apptainer, built)  # an image of another target: refused before anything is made
     # shared with smoke runs and other publishes: no build replaces the image meanwhile
     with image_lock(request.images, target.name, shared=True):
         prefix = _check_prefix(request.prefix)
-        apptainer = ready_apptainer(site)
-        labels = read_labels(apptainer, image)
         version = request.version or f"{labels.get('version.torch', 'unknown')}-{target_name}"
         _check_names(name, version)
         smoke_dir = Path(request.smoke_dir or request.images / f"{target_name}.smoke")

@@ -7,7 +7,7 @@ from pathlib import Path
 from .. import contract, resources, runner
 from ..errors import CheckFailed
 from ..fileio import sha256_file, write_atomic
-from ..host.images import IMAGE_SUM, built_image, image_lock, ready_apptainer
+from ..host.images import IMAGE_SUM, built_image, checked_labels, image_lock, ready_apptainer
 from ..render.sitefile import render_site
 
 SITE_FILE = "site.sh"  # the site's settings as the recipes say now, beside the report
@@ -17,10 +17,11 @@ GRACE_S = 60  # beyond the suite's own timeout, before the whole run is stopped
 def run(tree, name, *, images: Path, out, ranks, timeout, site, extra):
     built = built_image(tree, name, images, site)
     image, site = built.path, built.site
+    apptainer = ready_apptainer(site)
+    checked_labels(apptainer, built)  # before anything is written
     ranks = ranks or site.gpu.per_node or 2
     out = Path(out or images / f"{name}.smoke").resolve()
     out.mkdir(parents=True, exist_ok=True)
-    apptainer = ready_apptainer(site)
     binds = ",".join(filter(None, [str(out), os.environ.get("SING_BIND")]))
     # the wrapper reads this site's settings (and hands its references to the suite) from the
     # recipes as they are now, not from a rendered copy that may be stale or absent

@@ -7,6 +7,7 @@ publishing and doctor logic is tested without Apptainer or an image.
     assert [c.layer for c in fake.builds] == ["devel", "base", "image"]
 """
 
+import json
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,8 +16,16 @@ from builder import runner
 
 # What a built image answers when asked about itself: its labels (`inspect`) and what the SBOM's
 # probe (`exec ... python -c PROBE`) prints, as a minimal image would
+# (the cpu target's: the labels that say which target it was built as, and its torch)
+CPU_LABELS = {
+    "org.hpc-ml-containers.target": "cpu",
+    "org.hpc-ml-containers.arch": "x86_64",
+    "org.hpc-ml-containers.gpu.arch": "none",
+    "org.hpc-ml-containers.recipe": json.dumps({"torch": {"flavour": "cpu"}}),
+    "org.hpc-ml-containers.version.torch": "2.13.0",
+}
 IMAGE_ANSWERS = {
-    ("inspect",): '{"data": {"attributes": {"labels": {"org.hpc-ml-containers.version.torch": "2.13.0"}}}}',
+    ("inspect",): json.dumps({"data": {"attributes": {"labels": CPU_LABELS}}}),
     ("exec",): '{"os": {"ID": "debian", "VERSION_ID": "12"}, "debs": [["bash", "5.2.15-2+b7", "amd64"]], '
     '"dists": [["torch", "2.13.0+cpu"]], "ops": []}',
 }

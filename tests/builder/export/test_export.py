@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from helpers.cli_here import run_here
-from helpers.fake_runner import FakeRunner
+from helpers.fake_runner import IMAGE_ANSWERS, FakeRunner
 
 from builder.errors import ToolError
 from builder.export import edf, enroot, facts, write
@@ -218,6 +218,8 @@ class FakeTools(FakeRunner):
         self.commands.append(argv)
         program = Path(argv[0]).name
         out = {"apptainer": SIF_LIST, "sh": SH_ENV}.get(program, "")
+        if argv[1:2] == ["inspect"]:
+            out = IMAGE_ANSWERS[("inspect",)]
         if program == "unsquashfs" and "-cat" in argv:
             out = json.dumps(LABELS) if argv[-1] == facts.LABELS_FILE else "export A=1\n"
         return subprocess.CompletedProcess(argv, 0, out, "")
