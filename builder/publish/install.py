@@ -34,6 +34,9 @@ from .modulefile import ENTRY_POINTS, module_for, render_default, render_entry, 
 from .placing import MANIFEST, fix_modules, link_target, lock, module_files, move_into_place, recover, symlink_atomic
 from .verify import SUMS, locate
 
+# A check's verdict when the site has a reference the run did not measure (the runtime's word,
+# runtime/smoke/verdict.py; the runtime cannot be imported here)
+NOT_MEASURED = "not measured"
 # No "+" or "@": Environment Modules reads them as variant and version specifiers.
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
@@ -164,7 +167,12 @@ def _check_prefix(prefix) -> Path:
             file="command line",
         )
     path = Path(prefix).resolve()
-    if path.exists() and not path.is_dir():
+    if not path.exists():  # never made here: a mistyped PREFIX would become a second module tree
+        raise RecipeError(
+            f"no such folder; expected the existing folder for published modules (a new one: mkdir -p {path})",
+            file=str(path),
+        )
+    if not path.is_dir():
         raise RecipeError("not a directory; expected the folder for published modules", file=str(path))
     if path.is_dir() and path.stat().st_mode & stat.S_IWOTH:
         raise RecipeError(
@@ -192,7 +200,20 @@ def _passed_report(smoke_dir: Path, image: Path):
             f"{data.get('verdict')!r}; failed: {', '.join(failed) or 'none'}); "
             "fix the image or the site, then run them again"
         )
-    return data, (recorded.read_text().split() or [""])[0] if recorded.is_file() else ""
+    # a site reference the run did not measure (a sweep cut short) proves nothing about it
+    unmeasured = [
+        f"{n} ({c.get('why')})" for n, c in data.get("checks", {}).items() if c.get("verdict") == NOT_MEASURED
+    ]
+    if unmeasured:
+        raise CheckFailed(
+            f"{report}: not measured: {'; '.join(unmeasured)}; run the smoke tests with the default sizes"
+        )
+    if not recorded.is_file():  # a run by hand (python -m smoke) records no image
+        raise CheckFailed(
+            f"{recorded}: missing, so the report does not say which image it tested; run `{smoke}`, "
+            f"or, where the report is of this image: sha256sum {image} > {recorded}"
+        )
+    return data, (recorded.read_text().split() or [""])[0]
 
 
 def _assemble(staging, checksum, site, module, labels, files, target_name, report, key, signer):

@@ -89,6 +89,7 @@ def test_a_build_stops_at_once_while_smoke_and_publish_read_the_image(images, ap
         )
         # readers share the image: a publish runs beside the smoke run
         prefix = tmp_path / "appl"
+        prefix.mkdir()
         published = run_builder(
             "publish",
             "cpu",
@@ -115,6 +116,7 @@ def test_smoke_and_publish_stop_at_once_while_a_build_replaces_the_image(images,
     before = state(images, cache.slot("cpu", "image"))
     build = start("build", "cpu", "--images", images, "--force")
     log = images / "cpu.image.build.log"
+    (tmp_path / "appl").mkdir()
     try:
         assert wait_until(lambda: log.exists() and held(images / ".cpu.lock"), 120)
         expected = f"error: cpu: a build of it is running (lock {images / '.cpu.lock'}); try again when it has finished"

@@ -76,6 +76,7 @@ def test_the_installed_builder_renders_what_the_checkout_does(installed, tmp_pat
 def test_the_installed_builder_publishes_a_module_with_its_wrapper(installed, tmp_path, cpu_image, apptainer):
     shutil.copytree(RECIPES, tmp_path / "recipes")
     prefix = tmp_path / "appl"
+    prefix.mkdir()
     result = hpcml(
         installed,
         "publish",

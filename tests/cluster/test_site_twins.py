@@ -284,6 +284,7 @@ def test_a_script_for_a_published_image_loads_its_module_and_runs_on_two_nodes(t
     """--published: the script loads the module publish installed (module use PREFIX/modulefiles;
     module load NAME/VERSION), which alone provides singularity_wrapper and the image here."""
     prefix = tmp_path / "appl"
+    prefix.mkdir()
     published = run_builder(
         "publish",
         "cpu",

@@ -11,6 +11,7 @@ LMOD_DIR = Path("/usr/share/lmod/lmod/libexec")
 
 
 def publish(image, prefix, *args, env):
+    Path(prefix).mkdir(parents=True, exist_ok=True)  # the admin's folder: publish makes none
     return run_builder("publish", "cpu", "--images", image.parent, "--prefix", prefix, *args, env=env, timeout=300)
 
 

@@ -24,6 +24,7 @@ from builder.publish.modulefile import Module, render_entry, render_lua, render_
 @pytest.fixture
 def prefix(tmp_path):
     path = tmp_path / "appl" / "ml"
+    path.mkdir(parents=True)  # an admin's folder: publish makes none
     return path
 
 
@@ -277,6 +278,19 @@ def test_no_publish_without_a_passing_smoke_report_of_this_image(smoked, prefix,
     result = publish(smoked, prefix, "--smoke-report", other, env=env)
     assert result.returncode == 1 and "the report is of another image" in result.stderr
     assert result.stderr.count("\n") == 1
+    (other / "image.sha256").unlink()  # a report of `python -m smoke` run by hand
+    result = publish(smoked, prefix, "--smoke-report", other, env=env)
+    assert result.returncode == 1 and result.stderr.count("\n") == 1
+    assert f"{other}/image.sha256: missing, so the report does not say which image it tested" in result.stderr
+    assert f"sha256sum {smoked} > {other}/image.sha256" in result.stderr
+    short = tmp_path / "short"
+    shutil.copytree(smoked.parent / "cpu.smoke", short)
+    report = json.loads((short / "smoke.json").read_text())
+    report["checks"]["allreduce busbw"] = {"verdict": "not measured", "why": "the sweep did not include 256 bytes"}
+    (short / "smoke.json").write_text(json.dumps(report))
+    result = publish(smoked, prefix, "--smoke-report", short, env=env)
+    assert result.returncode == 1 and result.stderr.count("\n") == 1
+    assert "not measured: allreduce busbw (the sweep did not include 256 bytes)" in result.stderr
     # nothing was published by any of these
     assert not list((prefix / "pytorch").glob("[!.]*")) and not list((prefix / "modulefiles" / "pytorch").iterdir())
     result = publish(smoked, prefix, "--smoke-report", empty, "--skip-smoke", "--version", "untested", env=env)
@@ -361,16 +375,18 @@ def test_a_killed_publish_leaves_the_published_tree_as_it_was(published, smoked,
         (["--version", "2.0.lua"], "--version '2.0.lua': expected letters"),
         (["--site", "lumi"], "site 'lumi' is not one cpu is built for (expected one of: local)"),
         (["--prefix", ""], "--prefix is empty"),
+        (["--prefix", "{prefix}/typo"], "/typo: no such folder; expected the existing folder for published modules"),
     ],
 )
 def test_publish_mistakes_get_one_line_and_exit_2(smoked, prefix, apptainer, args, message):
     if args[0] == "--prefix":
+        args = [arg.format(prefix=prefix) for arg in args]
         result = run_builder("publish", "cpu", "--images", smoked.parent, *args, env={"HPCML_APPTAINER": apptainer})
     else:
         result = publish(smoked, prefix, *args, env={"HPCML_APPTAINER": apptainer})
     assert result.returncode == 2 and message in result.stderr, result.stderr
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
-    assert not prefix.exists() or not list((prefix / "pytorch").glob("[!.]*"))
+    assert not list(prefix.iterdir())
 
 
 def test_a_world_writable_prefix_is_refused(smoked, tmp_path, apptainer):
