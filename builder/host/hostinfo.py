@@ -35,6 +35,12 @@ def debian_mirror() -> str:
     )
 
 
+def has_gpus(dev: Path = Path("/dev")) -> bool:
+    """Whether this machine shows a GPU to containers: NVIDIA's device files (nvidia0, ...)
+    or AMD's compute device (kfd); what the wrapper's --nv and --rocm bind."""
+    return (dev / "kfd").exists() or any(re.fullmatch(r"nvidia\d+", path.name) for path in dev.glob("nvidia*"))
+
+
 def capability_bounding_set() -> int:
     for line in Path("/proc/self/status").read_text().splitlines():
         if line.startswith("CapBnd:"):

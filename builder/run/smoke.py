@@ -7,6 +7,7 @@ from pathlib import Path
 from .. import contract, resources, runner
 from ..errors import CheckFailed
 from ..fileio import sha256_file, write_atomic
+from ..host import hostinfo
 from ..host.images import IMAGE_SUM, built_image, checked_labels, image_lock, ready_apptainer
 from ..render.sitefile import render_site
 
@@ -19,7 +20,8 @@ def run(tree, name, *, images: Path, out, ranks, timeout, site, extra):
     image, site = built.path, built.site
     apptainer = ready_apptainer(site)
     checked_labels(apptainer, built)  # before anything is written
-    ranks = ranks or site.gpu.per_node or 2
+    # one rank per GPU of the site's node, where this machine has GPUs; else two, on the CPU
+    ranks = ranks or (site.gpu.per_node if hostinfo.has_gpus() else 0) or 2
     out = Path(out or images / f"{name}.smoke").resolve()
     out.mkdir(parents=True, exist_ok=True)
     binds = ",".join(filter(None, [str(out), os.environ.get("SING_BIND")]))
