@@ -14,6 +14,7 @@ from ..render.quoting import tcl_word
 from ..render.sitefile import GPU_FLAGS
 from ..render.templating import templates
 from .stackinfo import stack_versions
+from .verify import SUMS
 
 # the commands a published module puts on PATH, each running inside the image
 ENTRY_POINTS = ("python", "python3", "torchrun", "deepspeed", "ds_report", "pip")
@@ -98,7 +99,8 @@ def module_for(target, site, name, version, root, labels, smoke, digest, signer)
             f"Recipe sha256: {recipe_sha} (full recipe: {root}/recipe.json)",
             f"Contents (SBOM, CycloneDX): {root}/{sbom.PUBLISHED}",
             f"Smoke tests: {tested}",
-            f"Check the files: python -m builder verify --prefix {root.parent.parent} {name}/{version}",
+            # coreutils, not the builder: the image's Python is first on PATH with the module loaded
+            f"Check the files: cd {root} && sha256sum --check --quiet {SUMS}",
             *([f"Host MPI: {site.mpi.host} ({site.mpi.abi} ABI, the image's too)"] if site.mpi.host else []),
             *(f"Note: {note}" for note in site.notes),
         ]

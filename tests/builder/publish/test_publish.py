@@ -107,6 +107,17 @@ def test_lmod_checks_the_syntax_and_whatis_and_help_name_the_versions(published,
         assert expected in text, (expected, text)
 
 
+def test_the_helps_check_of_the_files_runs_with_the_module_loaded(published, apptainer):
+    result = lmod("module help pytorch/1.0", published, apptainer)
+    lines = [line.strip() for line in (result.stderr + result.stdout).splitlines()]
+    check = next(line for line in lines if line.startswith("Check the files: "))
+    shell = "module load pytorch/1.0\n" + check.removeprefix("Check the files: ") + " && echo checked"
+    ran = lmod(shell, published, apptainer, PATH=os.environ["PATH"])
+    assert ran.returncode == 0 and ran.stdout.strip() == "checked", ran.stdout + ran.stderr
+    (published / "pytorch" / "1.0" / "recipe.json").write_text("{}")
+    assert lmod(shell, published, apptainer, PATH=os.environ["PATH"]).returncode != 0
+
+
 def test_the_images_sbom_is_published_beside_it_and_listed_in_the_checksums(published, smoked):
     root = published / "pytorch" / "1.0"
     assert (root / "sbom.cdx.json").read_bytes() == smoked.with_name("cpu.sbom.json").read_bytes()
