@@ -197,6 +197,8 @@ def test_apptainer_wrapper_is_the_same_program(env):
             {"HPCML_SITE": "nosuch"},
             "set HPCML_SITE to one of: jean-zay jean-zay-h100 jean-zay-v100 karolina local lumi mahti puhti",
         ),
+        (["exec", "true"], {"HPCML_SITE": "jeanzay"}, "sites/jeanzay.sh (did you mean 'jean-zay'?); set HPCML_SITE"),
+        (["exec", "true"], {"HPCML_SITE": "karolna"}, "sites/karolna.sh (did you mean 'karolina'?); set HPCML_SITE"),
     ],
 )
 def test_mistakes_get_one_line_and_exit_2(env, args, extra_env, message):
