@@ -7,8 +7,8 @@ checkout's runtime/, or builder/_data/runtime/ in an installed copy (resources.p
 a module: `from .. import contract` then `contract.SITE_FACTS`, or
 `from ..contract import SMOKE_REPORT`.
 
-One name is the builder's own, shared by the lines it renders and the build that runs them:
-FAILURE_MARKER.
+Names that are the builder's own: FAILURE_MARKER, shared by the lines it renders and the build
+that runs them, and BUILDER_VARIABLES, the `HPCML_*` variables only the builder reads.
 """
 
 import importlib.util
@@ -31,6 +31,15 @@ _CONTRACT = _load()
 # the build reports that line alone instead of the log's last lines (layerbuild/layers.py).
 # echo "hpcml-error: the frameworks need other versions of ..." >&2; exit 1
 FAILURE_MARKER = "hpcml-error: "
+
+# Variables only the builder reads, name -> meaning (docs/design.md lists them). Kept out of
+# the runtime's registry: that file is in every image, and a name added there changes them all.
+BUILDER_VARIABLES: dict[str, str] = {}
+RECIPES = "HPCML_RECIPES"
+BUILDER_VARIABLES[RECIPES] = (
+    "the recipe tree commands read when not given `--recipes` (default: `./recipes` where it holds "
+    "`versions.yaml`, else the recipes installed with the builder)"
+)
 
 
 def __getattr__(name):

@@ -1,8 +1,9 @@
-"""Where the files the builder ships beside its code live: the wrapper scripts and the source of
-the runtime package (launchenv and the smoke suite, which run inside images).
+"""Where the files the builder ships beside its code live: the wrapper scripts, the source of
+the runtime package (launchenv and the smoke suite, which run inside images) and the recipes
+it was released with.
 
-In a checkout (or an editable install) they are the repository's own `wrappers/` and
-`runtime/`; `pip install .` copies both into the package as `builder/_data/`.
+In a checkout (or an editable install) they are the repository's own `wrappers/`, `runtime/`
+and `recipes/`; `pip install .` copies them into the package as `builder/_data/`.
 """
 
 from pathlib import Path
@@ -35,3 +36,8 @@ def wrapper() -> Path:
 def runtime_source() -> Path:
     """The runtime package's project folder (pyproject.toml, launchenv.py, smoke/)."""
     return _find("runtime")
+
+
+def recipes():
+    """The recipe tree released with the builder; None when this install has none."""
+    return next((root / "recipes" for root in _ROOTS if (root / "recipes" / "versions.yaml").is_file()), None)

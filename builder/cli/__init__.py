@@ -5,8 +5,11 @@ Exit status: 0 done, 2 bad input (one line saying what and where), 1 a check or 
 tool failed.
 """
 
+import os
 import sys
+from pathlib import Path
 
+from .. import contract, resources
 from ..errors import BuilderError
 from ..invocation import program
 from .commands import load_tree
@@ -42,6 +45,7 @@ def main(argv=None):
             "no command given; expected one of: list, show, render, check, build, smoke, "
             "jobscript, publish, sign, extend, export, verify, default, doctor, toolbox"
         )
+    args.recipes, args.recipes_from = recipes_folder(args.recipes)
     try:
         _resolve_aliases(args)
         return args.func(args) or 0
@@ -54,6 +58,21 @@ def main(argv=None):
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return 130
+
+
+def recipes_folder(given):
+    """The recipe tree a command reads, and why that one: --recipes, else the environment's,
+    else ./recipes where it holds a tree (a checkout, or a site's own tree), else the recipes
+    installed with the builder, so that an installed hpcml works from any folder. Not checked
+    here: commands that read no recipes must not fail on a wrong one."""
+    if given:
+        return given, "--recipes"
+    if os.environ.get(contract.RECIPES):
+        return os.environ[contract.RECIPES], contract.RECIPES
+    if Path("recipes", "versions.yaml").is_file():
+        return "recipes", "in this folder"
+    installed = resources.recipes()
+    return (str(installed), "installed with the builder") if installed else ("recipes", "none installed")
 
 
 def _first_positional(args):

@@ -1,11 +1,13 @@
 """What each command does, once its arguments are read (cli.parser)."""
 
 import functools
+import os
 import sys
 from pathlib import Path
 
 import yaml
 
+from .. import contract
 from ..errors import CheckFailed, RecipeError
 from ..fileio import write_atomic
 from ..host.images import image_facts
@@ -232,9 +234,10 @@ def cmd_default(args):
 def cmd_doctor(args):
     from ..run.doctor import report
 
-    # outside a checkout there is no recipe tree: the host's facts are reported all the same
-    recipes = Path(args.recipes)
-    report(load_tree(recipes) if recipes.is_dir() or args.recipes != "recipes" else None, Path(args.images))
+    # an install without recipes (and none named): the host's facts are reported all the same
+    named = args.recipes_from in ("--recipes", contract.RECIPES)
+    tree = load_tree(args.recipes) if named or Path(args.recipes).is_dir() else None
+    report(tree, Path(args.images), f"{args.recipes} ({args.recipes_from})")
 
 
 def cmd_toolbox(args):

@@ -3,7 +3,7 @@
 import argparse
 import sys
 
-from .. import __version__
+from .. import __version__, contract
 from ..invocation import program
 from . import arguments, commands
 
@@ -44,7 +44,10 @@ EXAMPLES = {
 }
 
 
-RECIPES_HELP = "recipe tree with sites/, targets/, versions.yaml (default: recipes)"
+RECIPES_HELP = (
+    f"recipe tree with sites/, targets/, versions.yaml (default: ${contract.RECIPES}, else ./recipes "
+    "where it holds versions.yaml, else the recipes installed with the builder)"
+)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -59,7 +62,7 @@ def parser() -> argparse.ArgumentParser:
         epilog=f"example: {prog} list; {prog} COMMAND --help for each command",
     )
     top.add_argument("--version", action="version", version=f"hpc-ml-containers {__version__}")
-    top.add_argument("--recipes", default="recipes", metavar="DIR", help=RECIPES_HELP)
+    top.add_argument("--recipes", default=None, metavar="DIR", help=RECIPES_HELP)
     sub = top.add_subparsers(metavar="COMMAND", parser_class=_Parser, dest="command")
     built = _Parser(add_help=False)
     built.add_argument(

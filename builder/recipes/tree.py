@@ -3,6 +3,7 @@
 import re
 from pathlib import Path
 
+from .. import contract
 from ..errors import RecipeError
 from ..suggest import did_you_mean
 from . import validate, yamlsrc
@@ -32,7 +33,8 @@ class RecipeTree:
         base = Path(root)
         if not base.is_dir():
             raise RecipeError(
-                "recipes directory not found; expected a directory holding sites/, targets/ and versions.yaml",
+                "recipes directory not found; expected a directory holding sites/, targets/ and versions.yaml, "
+                f"named by --recipes DIR or {contract.RECIPES}",
                 file=self.root,
             )
         self.versions = self._load("versions.yaml", "versions")

@@ -9,14 +9,15 @@ from ..host.cache import cache_dir
 from ..host.images import installed_apptainer
 
 
-def report(tree, images):
-    """``tree`` None (no recipes here): Apptainer is looked up without a site's path."""
+def report(tree, images, recipes=""):
+    """``tree`` None (no recipes): Apptainer is looked up without a site's path; ``recipes``: its folder, and why."""
     rows = []
     site = None
     if tree is not None:
         site = tree.targets["cpu"].sites[0] if "cpu" in tree.targets else next(iter(tree.sites.values()), None)
+        rows += [("recipes", recipes)] if recipes else []
     else:
-        rows.append(("recipes", "none here (no recipes/ folder): host facts only"))
+        rows.append(("recipes", "none here (no recipe tree found): host facts only"))
     found = installed_apptainer(site)
     if found:
         rows.append(("runtime", f"{found}: {_version(found)}"))

@@ -18,11 +18,16 @@ from conftest import ROOT
 sys.path.insert(0, str(ROOT / "runtime"))
 import hpcml_contract  # noqa: E402
 
+from builder import contract  # noqa: E402
+
+# the builder's own (builder/contract.py): in no image, so outside the runtime's registry
+BUILDER_ONLY = contract.BUILDER_VARIABLES
+
 NAME = re.compile(r"HPCML_[A-Z0-9_]*[A-Z0-9]")
 DESIGN = ROOT / "docs" / "design.md"
 # every place a contract name can appear outside tests/
 SCANNED = ["builder", "runtime", "wrappers", "containers", "docs", "scripts", "README.md", "Makefile"]
-REGISTRY_FILE = ROOT / "runtime" / "hpcml_contract.py"
+REGISTRY_FILES = (ROOT / "runtime" / "hpcml_contract.py", ROOT / "builder" / "contract.py")
 
 
 def text_files():
@@ -53,12 +58,15 @@ def test_the_registry_is_well_formed():
         assert meaning and "\n" not in meaning, name
     for name, meaning in hpcml_contract.FILES.items():
         assert meaning and "\n" not in meaning, name
+    for name, meaning in BUILDER_ONLY.items():
+        assert NAME.fullmatch(name) and name not in hpcml_contract.VARIABLES, name
+        assert meaning and "\n" not in meaning, name
 
 
 def test_every_hpcml_name_outside_tests_is_in_the_registry():
     unknown = {}
     for file in text_files():
-        for name in set(NAME.findall(file.read_text(errors="replace"))) - set(hpcml_contract.VARIABLES):
+        for name in set(NAME.findall(file.read_text(errors="replace"))) - {*hpcml_contract.VARIABLES, *BUILDER_ONLY}:
             unknown.setdefault(name, []).append(str(file.relative_to(ROOT)))
     assert not unknown, f"not in runtime/hpcml_contract.py: {unknown}"
 
@@ -75,6 +83,10 @@ def test_the_wrapper_and_the_site_files_use_the_registrys_names():
 
 def test_design_md_gives_every_variable_with_the_registrys_meaning():
     assert design_rows("## `HPCML_*` variables") == hpcml_contract.VARIABLES
+
+
+def test_design_md_gives_every_builder_variable_with_its_meaning():
+    assert design_rows("### Read by the builder alone") == BUILDER_ONLY
 
 
 def test_design_md_gives_every_shared_file_with_the_registrys_meaning():
@@ -101,7 +113,7 @@ def spelled_out(path):
     ]
     texts += [node.arg for node in ast.walk(tree) if isinstance(node, ast.keyword) and node.arg]
     found = set()
-    for name in [*hpcml_contract.VARIABLES, *hpcml_contract.FILES]:
+    for name in [*hpcml_contract.VARIABLES, *hpcml_contract.FILES, *BUILDER_ONLY]:
         # whole names only: HPCML_SITE is not HPCML_SITE_FILE, smoke-report not --smoke-report
         pattern = re.compile(rf"(?<![\w-]){re.escape(name)}(?![\w-])")
         found |= {name for text in texts if pattern.search(text)}
@@ -112,7 +124,7 @@ def spelled_out(path):
 def test_python_code_names_the_contract_only_through_the_registry(top):
     spelled = {}
     for path in sorted((ROOT / top).rglob("*.py")):
-        if path != REGISTRY_FILE and "_data" not in path.parts:
+        if path not in REGISTRY_FILES and "_data" not in path.parts:
             names = spelled_out(path)
             if names:
                 spelled[str(path.relative_to(ROOT))] = sorted(names)
@@ -132,8 +144,6 @@ def test_a_spelled_out_name_is_caught(tmp_path):
 
 
 def test_the_builder_reads_the_runtimes_registry():
-    from builder import contract
-
     assert contract.VARIABLES == hpcml_contract.VARIABLES and contract.FILES == hpcml_contract.FILES
     assert (contract.SITE_FACTS, contract.SMOKE_REPORT) == ("HPCML_SITE_FACTS", "smoke.json")
     with pytest.raises(AttributeError):

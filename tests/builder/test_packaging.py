@@ -118,7 +118,29 @@ def test_the_installed_builder_names_itself_and_hints_at_its_own_commands(instal
 def test_doctor_of_the_installed_builder_runs_outside_a_checkout(installed, tmp_path):
     result = hpcml(installed, "doctor", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    assert "none here (no recipes/ folder)" in result.stdout and "\nruntime " in result.stdout
+    assert "/builder/_data/recipes (installed with the builder)\n" in result.stdout, result.stdout
+    assert "\nruntime " in result.stdout
+
+
+def test_the_installed_builder_writes_job_scripts_from_any_folder_with_its_own_recipes(installed, tmp_path):
+    """Issue 47: outside the checkout, `jobscript` said `recipes directory not found`; the
+    wheel carries the recipes it was released with, and the script names absolute paths."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "train.py").write_text("print('training')\n")
+    result = hpcml(installed, "jobscript", "cpu", "--site", "local", "--", "train.py", cwd=project)
+    assert result.returncode == 0, result.stderr
+    assert f"export SING_IMAGE={project}/images/cpu.sif\n" in result.stdout
+    wrapper = installed.parent.parent / "lib"  # the wheel's own wrapper, under site-packages
+    line = result.stdout.rstrip().splitlines()[-1]
+    assert line.startswith(f"srun --kill-on-bad-exit=1 {wrapper}/") and line.endswith(f" {project}/train.py"), line
+    listed = hpcml(installed, "list", cwd=project)
+    assert listed.returncode == 0 and "  cpu " in listed.stdout, listed.stderr
+    # a site's own tree, by the environment
+    ours = shutil.copytree(RECIPES, tmp_path / "ours")
+    (ours / "targets" / "ourcpu.yaml").write_text("description: Our CPU image\nextends: cpu\n")
+    listed = hpcml(installed, "list", cwd=project, env={"HPCML_RECIPES": ours})
+    assert listed.returncode == 0 and "  ourcpu " in listed.stdout, listed.stderr
 
 
 @pytest.mark.parametrize("name", ["singularity_wrapper", "apptainer_wrapper"])
