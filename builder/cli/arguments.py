@@ -65,7 +65,9 @@ def smoke_arguments(cmd):
 
 
 def jobscript_arguments(cmd):
-    cmd.add_argument("target", help="then -- and what the ranks run: train.py ARGS, or -m MODULE ARGS")
+    cmd.add_argument(
+        "target", help="then -- and what the ranks run: train.py ARGS (named by its absolute path), or -m MODULE ARGS"
+    )
     cmd.set_defaults(program=[])
     cmd.add_argument("--site", help="default: the target's first site")
     cmd.add_argument("--nodes", type=positive, default=1, help="default: 1")
@@ -77,7 +79,11 @@ def jobscript_arguments(cmd):
         "deepspeed is DeepSpeed's launcher on one node and, across nodes, the srun "
         "launch (ranks from launchenv; no DeepSpeed launcher or MPI discovery)",
     )
-    cmd.add_argument("--time", help="wall time limit (default: the site's slurm.time, else 01:00:00)")
+    cmd.add_argument(
+        "--time",
+        help="wall time limit in any form of sbatch's --time: 30 (minutes), 2:00:00, 1-12 (days-hours), ... "
+        "(default: the site's slurm.time, else 01:00:00)",
+    )
     cmd.add_argument("--account", help="the project to bill (the site's form, e.g. abc@a100)")
     cmd.add_argument("--partition", help="default: the first of the site's that fits")
     cmd.add_argument(
@@ -99,7 +105,11 @@ def jobscript_arguments(cmd):
         metavar="SIZE",
         help="ask for SIZE (such as 100G) of the site's NVMe pool on each node, and stage there (Roihu; whole nodes)",
     )
-    cmd.add_argument("--image", help="the image's path on the site (default: images/<target>.sif)")
+    cmd.add_argument(
+        "--image",
+        help="the image's path on the site, made absolute from here unless it starts with $VARIABLE "
+        "(default: the site's image folder's <target>.sif, else images/<target>.sif here)",
+    )
     cmd.add_argument(
         "--wrapper",
         help="how the script calls the wrapper (default: this install's, by its "

@@ -142,6 +142,7 @@ def cmd_jobscript(args):
         wrapper=args.wrapper or "",
         published=args.published or "",
         program=tuple(args.program),
+        folder=os.getcwd(),  # the script names its paths from here, wherever the job is submitted
     )
     plan = jobscript.plan(load_tree(args.recipes), args.target, request)
     text = jobscript.script(plan)

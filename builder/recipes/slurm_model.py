@@ -49,7 +49,7 @@ class Qos:
 class Partition:
     name: str
     max_nodes: int
-    max_time: str  # Slurm's D-HH:MM:SS
+    max_time: str  # any form of sbatch's --time (2-00:00:00, 90)
     max_gpus: int  # per node
     whole_nodes: bool  # takes only jobs that use whole nodes
     test: bool  # short tests: chosen only when named

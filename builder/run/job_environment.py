@@ -15,6 +15,7 @@ from .. import contract, resources
 from ..errors import RecipeError
 from ..publish.placing import MANIFEST
 from ..shell import cmd, env_value, leading_variable
+from .job_paths import absolute
 
 
 def _error(message):
@@ -39,6 +40,7 @@ def _read_record(published: str) -> dict:
             f"--published {published}: {path} is not a publish record ({MANIFEST} with name, version, target and site)"
         ) from None
     record["prefix"] = str(path.resolve().parent.parent.parent)
+    record["image"] = str(path.resolve().parent / "image.sif")  # where publish puts it, and its module says
     return record
 
 
@@ -76,20 +78,33 @@ def environment(p):
         module = f"{p.record['name']}/{p.record['version']}"
         p.module_lines += [cmd("module", "use", f"{p.record['prefix']}/modulefiles"), cmd("module", "load", module)]
         p.why.append(f"module {module}: the published image and its singularity_wrapper (--published)")
+    _image(p)
+    p.wrapper = request.wrapper or ("singularity_wrapper" if p.record else str(resources.wrapper()))
+
+
+def _image(p):
+    """SING_IMAGE: --image, else the published module's (which sets it), else the site's image
+    folder's or images/ of the folder the script is written in; by its absolute path, as the
+    job runs wherever it is submitted. Where the site runs images from one folder only, an
+    image elsewhere (a published module's too) is refused."""
+    site, request = p.site, p.request
     p.image = request.image
     if not p.image and not p.record:
         p.image = (
             f"{site.runtime.image_dir}/{p.target.name}.sif" if site.runtime.image_dir else f"images/{p.target.name}.sif"
         )
-    if site.runtime.image_dir and p.image and not _in_image_dir(p.image, site.runtime.image_dir):
+    p.image = absolute(p.image, request.folder)
+    image_dir = site.runtime.image_dir
+    runs = p.image or p.record.get("image", "")
+    if image_dir and runs and not _in_image_dir(runs, image_dir):
         copy = f" ({site.runtime.image_copy} IMAGE)" if site.runtime.image_copy else ""
+        what = f"--image {request.image}" if request.image else f"--published {request.published} (image {runs})"
         raise _error(
-            f"--image {p.image}: {site.name} runs images only from {site.runtime.image_dir}; copy "
-            f"it there{copy} and give --image '{site.runtime.image_dir}/NAME.sif'"
+            f"{what}: {site.name} runs images only from {image_dir}; copy "
+            f"it there{copy} and give --image '{image_dir}/NAME.sif'"
         )
-    if site.runtime.image_dir:
-        p.why.append(f"image from {site.runtime.image_dir}, expanded when the job runs (runtime.image_dir)")
-    p.wrapper = request.wrapper or ("singularity_wrapper" if p.record else str(resources.wrapper()))
+    if image_dir:
+        p.why.append(f"image from {image_dir}, expanded when the job runs (runtime.image_dir)")
 
 
 # SIZE of --nvme-pool: what CSC's examples write (10G, 20GB, 100G)
@@ -197,13 +212,3 @@ def _in_image_dir(image: str, image_dir: str) -> bool:
         return True
     folder = os.environ.get(name, "") if name else image_dir
     return bool(folder) and os.path.abspath(image).startswith(folder.rstrip("/") + "/")
-
-
-def image_hint(p) -> str:
-    """What the script says when the image is not where it looks."""
-    if p.record:
-        return f"the module {p.record['name']}/{p.record['version']} sets it"
-    if p.site.runtime.image_dir:
-        copy = f": {p.site.runtime.image_copy} {p.target.name}.sif" if p.site.runtime.image_copy else ""
-        return f"copy it into {p.site.runtime.image_dir} first{copy}"
-    return f"build it with: make build TARGET={p.target.name}, or give --image"

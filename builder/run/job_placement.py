@@ -50,12 +50,40 @@ def size(p):
     p.tasks_per_node = 1 if single_task else p.ranks_per_node
 
 
-def _seconds(slurm_time, what):
-    match = re.fullmatch(r"(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+)", slurm_time)
+# Every form of sbatch(1)'s --time: minutes, minutes:seconds, hours:minutes:seconds, days-hours,
+# days-hours:minutes, days-hours:minutes:seconds (builder/recipes/schemas/site.yaml: the same).
+SLURM_TIME = re.compile(r"(?:([0-9]+)-)?([0-9]+)(?::([0-9]+))?(?::([0-9]+))?")
+TIME_FORMS = (
+    "minutes, minutes:seconds, hours:minutes:seconds, days-hours, days-hours:minutes or days-hours:minutes:seconds"
+)
+
+
+def seconds(slurm_time, what="--time"):
+    """A Slurm time in seconds. No limit (0, UNLIMITED, INFINITE) is refused: it exceeds every
+    partition's limit, so Slurm would leave the job pending or refuse it, and we could choose
+    no partition for it."""
+    match = SLURM_TIME.fullmatch(slurm_time)
+    if slurm_time.upper() in ("UNLIMITED", "INFINITE") or (match and not re.search("[1-9]", slurm_time)):
+        raise command_line_error(f"{what} {slurm_time}: no time limit; a job needs one, such as 30 or 2:00:00")
     if not match:
-        raise command_line_error(f"{what} {slurm_time!r}: expected a Slurm time such as 2:00:00 or 1-12:00:00")
-    days, hours, minutes, seconds = (int(g) if g else 0 for g in match.groups())
-    return ((days * 24 + hours) * 60 + minutes) * 60 + seconds
+        raise command_line_error(
+            f"{what} {slurm_time!r}: expected a Slurm time ({TIME_FORMS}), such as 30, 2:00:00 or 1-12"
+        )
+    days, first, second, third = match.groups()
+    if days is None:  # minutes[:seconds], or hours:minutes:seconds
+        hours, minutes, secs = (first, second, third) if third is not None else (0, first, second or 0)
+    else:  # days-hours[:minutes[:seconds]]
+        hours, minutes, secs = first, second or 0, third or 0
+    return ((int(days or 0) * 24 + int(hours)) * 60 + int(minutes)) * 60 + int(secs)
+
+
+def shown(slurm_time) -> str:
+    """A time for messages, with its clock form where it is not one already: 90 (1:30:00)."""
+    if slurm_time.count(":") == 2:
+        return slurm_time
+    days, rest = divmod(seconds(slurm_time), 86400)
+    clock = f"{rest // 3600}:{rest % 3600 // 60:02d}:{rest % 60:02d}"
+    return f"{slurm_time} ({f'{days}-' if days else ''}{clock})"
 
 
 def _fits(p, partition):
@@ -63,8 +91,8 @@ def _fits(p, partition):
     nodes, site = p.request.nodes, p.site
     if nodes > partition.max_nodes:
         return f"{nodes} nodes > {partition.max_nodes}"
-    if _seconds(p.request.time, "--time") > _seconds(partition.max_time, "max_time"):
-        return f"--time {p.request.time} > {partition.max_time}"
+    if seconds(p.request.time) > seconds(partition.max_time, "max_time"):
+        return f"--time {shown(p.request.time)} > {shown(partition.max_time)}"
     if site.gpu.per_node and p.gpus > partition.max_gpus:
         return f"{p.gpus} GPUs per node > {partition.max_gpus}"
     job_gpus = nodes * p.gpus
@@ -79,7 +107,7 @@ def _fits(p, partition):
 
 def choose_partition(p):
     site, request = p.site, p.request
-    _seconds(request.time, "--time")
+    seconds(request.time)
     partitions = {part.name: part for part in site.slurm.partitions}
     if request.partition:
         chosen = partitions.get(request.partition)
@@ -111,15 +139,15 @@ def choose_partition(p):
         refused.append(f"{part.name}: {why_not}")
     raise command_line_error(
         f"no partition of {site.name} fits {request.nodes} node(s) x {p.gpus or p.ranks_per_node} "
-        f"{'GPUs' if p.gpus else 'ranks'} for {request.time} ({'; '.join(refused)})"
+        f"{'GPUs' if p.gpus else 'ranks'} for {shown(request.time)} ({'; '.join(refused)})"
     )
 
 
 def _qos_misfit(p, qos):
     """None when the job fits ``qos``'s limits, else why not."""
     gpus = p.request.nodes * p.gpus
-    if qos.max_time and _seconds(p.request.time, "--time") > _seconds(qos.max_time, "max_time"):
-        return f"--time {p.request.time} > {qos.max_time}"
+    if qos.max_time and seconds(p.request.time) > seconds(qos.max_time, "max_time"):
+        return f"--time {shown(p.request.time)} > {shown(qos.max_time)}"
     if qos.max_gpus and gpus > qos.max_gpus:
         return f"{gpus} GPUs > {qos.max_gpus}"
     return None
@@ -154,7 +182,7 @@ def _choose_qos(p) -> str:
             return qos.name
         refused.append(f"{qos.name}: {why_not}")
     raise command_line_error(
-        f"no QoS of {site.name} fits {p.request.nodes * p.gpus} GPUs for {p.request.time} ({'; '.join(refused)})"
+        f"no QoS of {site.name} fits {p.request.nodes * p.gpus} GPUs for {shown(p.request.time)} ({'; '.join(refused)})"
     )
 
 
@@ -213,6 +241,7 @@ def resources(p):
     for option in site.slurm.sbatch:
         name, _, value = option[2:].partition("=")
         sbatch.append((name, value))
+    # as the user wrote it: Slurm reads every form alike, and it matches the header's command line
     sbatch.append(("time", request.time))
     # Slurm queues a batch job again when one of its nodes fails; appending keeps the first
     # attempt's output (the error that says which node) in front of the second's

@@ -19,14 +19,15 @@ runs through singularity_wrapper, launched one of four ways:
              launcher (its ssh) nor its MPI discovery runs
 """
 
-import re
 from dataclasses import dataclass, field, replace
 
 from .. import __version__, contract
 from ..render.templating import templates
 from ..shell import cmd, export, path_value, quote
 from ..suggest import did_you_mean
-from .job_environment import environment, image_hint, per_node, steps, storage
+from .job_environment import environment, per_node, steps, storage
+from .job_paths import image_hint, variable_checks
+from .job_paths import program as program_words
 from .job_placement import choose_partition, command_line_error, resources, size
 
 LAUNCHES = ("torchrun", "srun", "mpirun", "deepspeed")
@@ -66,6 +67,7 @@ class Request:
     wrapper: str = ""  # default: singularity_wrapper of the published module, else
     # this install's, by its absolute path
     program: tuple = ()  # train.py --epochs 10, or -m smoke all
+    folder: str = ""  # where relative paths (image, program) are from; "" keeps them as given
 
     def command_line(self, target) -> str:
         """The jobscript command that asks for this, options in a fixed order."""
@@ -182,7 +184,7 @@ def _launch(p: Plan):
     site, request = p.site, p.request
     wrapper = [p.wrapper, "exec"]
     step = [*p.srun, KILL_ON_BAD_EXIT]  # the srun of every launch
-    program = _program(p)
+    program = program_words(p)
     # the site's masks give each GPU's task its nearest cores; they describe a whole node
     masks = site.cpu.cpu_bind and p.gpus == site.gpu.per_node and p.tasks_per_node == p.ranks_per_node
     bind = [f"--cpu-bind={site.cpu.cpu_bind}"] if masks else []
@@ -250,28 +252,6 @@ def _torchrun_line(p: Plan, launched, program) -> str:
     )
 
 
-# What users type first (`-- python train.py`): every launch already starts python itself.
-PYTHON = re.compile(r"^python(3(\.\d+)?)?$")
-
-
-def _program(p: Plan) -> list:
-    """The program after --, without a leading python (noted in the plan's reasons)."""
-    program = list(p.request.program)
-    if program and PYTHON.match(program[0]):
-        dropped = [program.pop(0)]
-        if program[:1] == ["-u"]:  # output is unbuffered anyway (PYTHONUNBUFFERED)
-            dropped.append(program.pop(0))
-        if program and program[0].startswith("-") and program[0] != "-m":
-            raise command_line_error(
-                f"python option {program[0]} after --: the job starts python itself; "
-                f"give the script or -m MODULE first, e.g. -- train.py --epochs 10"
-            )
-        p.notes.append(f"dropped {' '.join(dropped)!r} after --: each launch starts python itself")
-    if not program:
-        raise command_line_error("no program: give it after --, e.g. -- train.py --epochs 10")
-    return program
-
-
 def script(p: Plan) -> str:
     site, request = p.site, p.request
     exports = [(contract.SITE, site.name)]
@@ -283,7 +263,7 @@ def script(p: Plan) -> str:
     # the ranks' output reaches the job's log as it is printed, not when a buffer fills
     exports.append(("PYTHONUNBUFFERED", "1"))
     # the image first; its path may start with a site variable, expanded when the job runs
-    lines = [f"export SING_IMAGE={path_value(p.image)}"] if p.image else []
+    lines = [*variable_checks(p), f"export SING_IMAGE={path_value(p.image)}"] if p.image else []
     lines += [f"export {name}={quote(value)}" for name, value in exports]
     if p.node_local:  # its variables expand when the job runs
         lines.append(export(contract.NODE_LOCAL, p.node_local))

@@ -140,7 +140,7 @@ def test_an_interpreter_without_hatchling_lists_but_does_not_render(tmp_path):
 
 def test_make_jobscript_prints_only_the_script(tmp_path):
     result = subprocess.run(
-        ["make", "--no-print-directory", "jobscript", "TARGET=cpu", "NODES=1", "ARGS=train.py --epochs 2"],
+        ["make", "--no-print-directory", "jobscript", "TARGET=cpu", "NODES=1", "ARGS=examples/ddp_cnn.py --epochs 2"],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -246,8 +246,8 @@ def test_a_broken_site_file_is_named_by_every_command_that_needs_it(broken_lumi,
     assert not (tmp_path / "containers").exists()
 
 
-def test_doctor_outside_a_checkout_reports_the_host(tmp_path):
+def test_doctor_outside_a_checkout_reports_the_host_and_the_installed_recipes(tmp_path):
     result = run_here("doctor", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     rows = dict(line.split(None, 1) for line in result.stdout.splitlines() if line.strip())
-    assert rows["recipes"].startswith("none here") and "runtime" in rows and "mirror" in rows
+    assert rows["recipes"].endswith("(installed with the builder)") and "runtime" in rows and "mirror" in rows

@@ -45,6 +45,7 @@ def project(folder, cpu_image, launch, *command, time_limit="00:10:00"):
         folder / "job.sh",
         "--",
         *command,
+        cwd=folder,  # the program is the project's copy, named by its absolute path
     )
     assert written.returncode == 0, written.stderr
     return folder

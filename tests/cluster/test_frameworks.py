@@ -189,6 +189,7 @@ def job_script(folder, cpu_image, launch, *command, name="job.sh"):
         folder / name,
         "--",
         *command,
+        cwd=folder,  # the program is the project's copy, named by its absolute path
     )
     assert written.returncode == 0, written.stderr
     return name

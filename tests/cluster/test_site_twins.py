@@ -10,6 +10,7 @@ Neither HPCML_APPTAINER nor HPCML_SITE_FILE is set: the script finds the runtime
 wrapper and the image by itself, or the job fails."""
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -119,10 +120,21 @@ class Submitting:
         return where
 
     def write(self, folder: Path, *options, program=QUICK):
+        """The script, written as a user writes it: in the folder the job is submitted from."""
         account = ("--account", self.site.slurm.account.example) if self.site.slurm.account else ()
         script = folder / "job.sh"
         written = run_builder(
-            "jobscript", self.target, "--site", self.site.name, *account, *options, "--out", script, "--", *program
+            "jobscript",
+            self.target,
+            "--site",
+            self.site.name,
+            *account,
+            *options,
+            "--out",
+            script,
+            "--",
+            *program,
+            cwd=folder,
         )
         assert written.returncode == 0, written.stderr
         return script
@@ -341,6 +353,47 @@ def test_without_its_module_line_the_jean_zay_script_cannot_start_the_container(
     assert (
         "neither apptainer nor singularity found; on jean-zay load it first: module load singularity" in log.read_text()
     ), log.read_text()[-3000:]
+
+
+# what the project's own program prints in each rank: the python of the image, where it runs
+HELLO = """import os, sys, torch
+print(f"rank {os.environ['RANK']} of {os.environ['WORLD_SIZE']}: {__file__} in {os.getcwd()} "
+      f"torch {torch.__version__} {sys.prefix}", flush=True)
+"""
+
+
+@pytest.mark.parametrize("twin", ["local"], indirect=True)
+def test_a_script_written_outside_the_checkout_runs_from_another_folder(twin, tmp_path):
+    """Issue 47: the installed hpcml, run in a project folder outside the checkout, reads the
+    recipes it carries and names the image and the program by absolute paths; submitted from
+    another folder, the job runs them there."""
+    project, submit = tmp_path / "project", tmp_path / "submit"
+    project.mkdir()
+    submit.mkdir()
+    (project / "hello.py").write_text(HELLO)
+    twin.stand_in_image(project)  # project/images/cpu.sif, the script's default
+    hpcml = Path(sys.executable).with_name("hpcml")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH" and not k.startswith(("HPCML_", "SING_"))}
+    options = ["--site", "local", "--nodes", "2", "--launch", "srun", "--time", "10", "--out", "job.sh"]
+    written = subprocess.run(
+        [str(hpcml), "jobscript", "cpu", *options, "--", "hello.py"],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert written.returncode == 0, written.stderr
+    text = (project / "job.sh").read_text()
+    assert f"export SING_IMAGE={project}/images/cpu.sif\n" in text and "#SBATCH --time=10\n" in text
+    log = submit / "job.log"
+    submitted = twin.sbatch(submit, "--parsable", f"--output={log}", str(project / "job.sh"))
+    assert submitted.returncode == 0, submitted.stderr
+    state = wait_for(submitted.stdout.strip().split(";")[0], twin.cluster.env, timeout=300)
+    output = log.read_text() if log.exists() else ""
+    assert state == ("COMPLETED", "0:0"), output[-4000:]
+    ranks = re.findall(rf"^rank (\d) of 2: {project}/hello.py in {submit} torch \S+ /opt/venv$", output, re.M)
+    assert sorted(ranks) == ["0", "1"], output[-4000:]
 
 
 def test_the_representative_runs_are_runs_of_the_full_matrix():

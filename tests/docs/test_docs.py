@@ -301,7 +301,7 @@ def test_make_jobscript_prints_only_the_script(pristine, tmp_path):
     """`make jobscript ... > job.sh`, as the docs show it, gives a script and nothing else."""
     folder = tmp_path / "checkout"
     shutil.copytree(pristine, folder, symlinks=True)
-    result = _run('make jobscript TARGET=cpu ARGS="train.py" > job.sh', folder)
+    result = _run('make jobscript TARGET=cpu ARGS="examples/ddp_cnn.py" > job.sh', folder)
     assert result.returncode == 0, _shown(result)
     script = (folder / "job.sh").read_text()
     assert script.startswith("#!/bin/bash\n"), f"job.sh begins with make's output:\n{script[:500]}"

@@ -90,7 +90,8 @@ def test_a_missing_site_image_is_one_line_and_nothing_is_written(tmp_path):
 
 def test_job_scripts_of_a_site_image_target_load_the_sites_modules(tmp_path):
     recipes = stand_in_recipes(tmp_path, tmp_path / "site.sif")
-    result = run_builder("jobscript", "standin-image", "--recipes", recipes, "--", "python", "train.py")
+    (tmp_path / "train.py").write_text("print('training')\n")  # the script names it by its path
+    result = run_builder("jobscript", "standin-image", "--recipes", recipes, "--", "python", "train.py", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     use, load = f"module use {tmp_path / 'modules'}", "module load standin-bindings"

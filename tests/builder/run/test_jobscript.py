@@ -32,6 +32,13 @@ def make(tree, target, **asked):
     return plan, jobscript.script(plan)
 
 
+@pytest.fixture
+def project(tmp_path):
+    """A project folder holding the program the command lines name: the script runs it by its path."""
+    (tmp_path / "train.py").write_text("print('training')\n")
+    return tmp_path
+
+
 def sbatch_lines(text):
     return dict(re.findall(r"^#SBATCH --([a-z-]+)(?:=(.*))?$", text, re.M))
 
@@ -379,8 +386,8 @@ def test_a_leading_python_before_a_module_keeps_the_module(tree):
     assert launch_line(text).endswith("python -m launchenv -- python -m smoke all")
 
 
-def test_the_note_reaches_stderr_and_the_script_stays_clean():
-    result = run_here("jobscript", "cpu", "--", "python", "train.py")
+def test_the_note_reaches_stderr_and_the_script_stays_clean(project):
+    result = run_here("jobscript", "cpu", "--", "python", "train.py", cwd=project)
     assert result.returncode == 0, result.stderr
     assert "note: dropped 'python' after --: each launch starts python itself" in result.stderr
     assert "python python" not in result.stdout and "torchrun" in result.stdout
@@ -482,14 +489,14 @@ def test_an_account_the_site_would_refuse_is_one_line(tmp_path, args, message):
         (["v100-cuda", "--site", "jean-zay-v100", "--account", "abc@gpu"], "abc@gpu"),  # IDRIS's older form
     ],
 )
-def test_an_account_of_the_sites_form_is_written(args, account):
-    result = run_here("jobscript", *args, "--", "train.py")
+def test_an_account_of_the_sites_form_is_written(project, args, account):
+    result = run_here("jobscript", *args, "--", "train.py", cwd=project)
     assert result.returncode == 0, result.stderr
     assert f"#SBATCH --account={account}" in result.stdout.splitlines()
 
 
-def test_a_site_that_does_not_require_an_account_names_its_form_in_a_comment():
-    result = run_here("jobscript", "h100-cuda", "--", "train.py")
+def test_a_site_that_does_not_require_an_account_names_its_form_in_a_comment(project):
+    result = run_here("jobscript", "h100-cuda", "--", "train.py", cwd=project)
     assert result.returncode == 0, result.stderr
     assert '# Your project: add a line "#SBATCH --account=..." (on jean-zay-h100: abc@h100).' in result.stdout
 
@@ -582,7 +589,7 @@ def test_a_job_shell_without_module_is_one_line(tree, tmp_path):
 
 
 @pytest.mark.parametrize("image", ["images/a100-cuda.sif", "/scratch/me/a100-cuda.sif"])
-def test_an_image_outside_the_allowed_folder_is_refused_in_one_line(tmp_path, image):
+def test_an_image_outside_the_allowed_folder_is_refused_in_one_line(project, image):
     result = run_here(
         "jobscript",
         "a100-cuda",
@@ -611,6 +618,7 @@ def test_an_image_outside_the_allowed_folder_is_refused_in_one_line(tmp_path, im
         "--",
         "train.py",
         env={"SINGULARITY_ALLOWED_DIR": "/gpfs/allowed"},
+        cwd=project,
     )
     assert expanded.returncode == 0, expanded.stderr
 
