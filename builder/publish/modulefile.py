@@ -99,8 +99,7 @@ def module_for(target, site, name, version, root, labels, smoke, digest, signer)
             f"Recipe sha256: {recipe_sha} (full recipe: {root}/recipe.json)",
             f"Contents (SBOM, CycloneDX): {root}/{sbom.PUBLISHED}",
             f"Smoke tests: {tested}",
-            # coreutils, not the builder: the image's Python is first on PATH with the module loaded
-            f"Check the files: cd {root} && sha256sum --check --quiet {SUMS}",
+            f"Check the files: cd {root} && sha256sum --check --quiet {SUMS}",  # no builder needed
             *([f"Host MPI: {site.mpi.host} ({site.mpi.abi} ABI, the image's too)"] if site.mpi.host else []),
             *(f"Note: {note}" for note in site.notes),
         ]
