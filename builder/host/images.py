@@ -113,12 +113,15 @@ def _described(facts: dict) -> str:
     return f"{facts['target']} ({facts['arch']}, GPU {facts['gpu.arch']}, torch {facts['torch']})"
 
 
-def checked_labels(apptainer, built: Built) -> dict:
+def checked_labels(apptainer, built: Built, foreign=False) -> dict:
     """The image's labels, once they show it was built as the target the command names (an
     image copied or renamed as another target's would otherwise be tested, published, signed
-    or exported under the wrong name); one line, exit 2, when they do not."""
+    or exported under the wrong name); one line, exit 2, when they do not. With ``foreign``,
+    an image this builder did not make (no target label) passes: a job may run any image."""
     labels = read_labels(apptainer, built.path)
     found, wanted = _identity_of(labels), identity(built.target)
+    if found["target"] is None and foreign:
+        return labels
     if found["target"] is None:
         raise RecipeError(
             f"not an image this builder made (no {LABEL_PREFIX}.target label); expected an image of {wanted['target']}",

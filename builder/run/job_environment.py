@@ -15,7 +15,7 @@ from .. import contract, resources
 from ..errors import RecipeError
 from ..publish.placing import MANIFEST
 from ..shell import cmd, env_value, leading_variable
-from .job_paths import absolute
+from .job_paths import absolute, check_image
 
 
 def _error(message):
@@ -105,6 +105,7 @@ def _image(p):
         )
     if image_dir:
         p.why.append(f"image from {image_dir}, expanded when the job runs (runtime.image_dir)")
+    check_image(p)
 
 
 # SIZE of --nvme-pool: what CSC's examples write (10G, 20GB, 100G)

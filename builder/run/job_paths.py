@@ -5,8 +5,10 @@ them as given)."""
 
 import os
 import re
+from pathlib import Path
 
-from ..errors import RecipeError
+from ..errors import RecipeError, ToolError
+from ..host.images import Built, checked_labels, ready_apptainer
 from ..invocation import program as builder_command
 from ..shell import leading_variable, quote
 
@@ -58,6 +60,21 @@ def _script(word: str, folder: str) -> str:
             f"program {word}: no such file ({path}); give your script's path, or -m MODULE for a module in the image"
         )
     return path
+
+
+def check_image(p):
+    """An image named by --image that this host can read answers for the target, as smoke and
+    publish ask of theirs: one of this builder's built as another target is refused. One it did
+    not make (a site's own, a stand-in) is noted; where no Apptainer runs here, so is that."""
+    if not p.request.image or leading_variable(p.image) or not os.path.isfile(p.image):
+        return
+    try:
+        labels = checked_labels(ready_apptainer(p.site), Built(p.target, p.site, Path(p.image)), foreign=True)
+    except ToolError as error:
+        p.notes.append(f"--image {p.request.image}: its labels were not read ({error}); not checked")
+        return
+    if "target" not in labels:
+        p.notes.append(f"--image {p.request.image}: not built by this builder; not checked against {p.target.name}")
 
 
 def image_hint(p) -> str:

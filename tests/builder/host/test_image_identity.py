@@ -125,3 +125,39 @@ def test_the_cpu_image_named_as_a100_cuda_is_refused_by_every_command(impostor, 
         "not as a100-cuda (x86_64, GPU sm_80, torch cuda)" in result.stderr
     )
     assert listing(impostor) == before  # no report, module, signature, export or lock file
+
+
+def test_jobscript_refuses_the_cpu_image_given_as_a100_cudas(impostor, apptainer):
+    args = ("jobscript", "a100-cuda", "--site", "karolina", "--account", "OPEN-00-00")
+    result = run_builder(
+        *args, "--image", impostor / "a100-cuda.sif", "--", "examples/ddp_cnn.py", env={"HPCML_APPTAINER": apptainer}
+    )
+    assert result.returncode == 2 and result.stdout == "", result.stderr
+    assert (
+        result.stderr.count("\n") == 1
+        and "built as cpu (x86_64, GPU none, torch cpu), not as a100-cuda" in result.stderr
+    )
+    # its own target takes it
+    own = run_builder("jobscript", "cpu", "--image", impostor / "a100-cuda.sif", "--", "examples/ddp_cnn.py")
+    assert own.returncode == 0 and "export SING_IMAGE=" in own.stdout, own.stderr
+
+
+@pytest.mark.parametrize(
+    "labels, note",
+    [
+        ({"org.label-schema.build-arch": "amd64"}, "not built by this builder; not checked against a100-cuda"),
+        (None, "its labels were not read ("),
+    ],
+)
+def test_jobscript_notes_an_image_it_cannot_check_and_writes_the_script(monkeypatch, tmp_path, labels, note):
+    from helpers.cli_here import run_here
+
+    (tmp_path / "site.sif").write_bytes(b"a site's own image")
+    said = answer(labels)["apptainer"] if labels else "not json"
+    FakeRunner(monkeypatch, answers={"true": said})
+    monkeypatch.setenv("HPCML_APPTAINER", "/bin/true")  # an Apptainer found; the fake answers for it
+    args = ("jobscript", "a100-cuda", "--site", "karolina", "--account", "OPEN-00-00", "--image", tmp_path / "site.sif")
+    result = run_here(*args, "--", "examples/ddp_cnn.py")
+    assert result.returncode == 0, result.stderr
+    assert f"--image {tmp_path / 'site.sif'}: {note}" in result.stderr
+    assert f"export SING_IMAGE={tmp_path / 'site.sif'}" in result.stdout
