@@ -685,7 +685,7 @@ def test_no_publish_record_is_one_line(tmp_path):
 def test_karolina_starts_mpi_ranks_with_the_hosts_mpirun_after_loading_it(tree):
     """Problem 5: Karolina's mpirun mode was srun --mpi=pmix, which no source confirms there."""
     plan, text = make(tree, "a100-cuda", site="karolina", nodes=2, launch="mpirun")
-    assert "module load OpenMPI\n" in text and "module purge" not in text
+    assert "module load OpenMPI/5.0.3-GCC-13.3.0\n" in text and "module purge" not in text
     assert launch_line(text).startswith('mpirun -np "$SLURM_NTASKS" --map-by ppr:8:node ')
     # the other launch modes need no host MPI
     _, text = make(tree, "a100-cuda", site="karolina", nodes=2, launch="srun")
