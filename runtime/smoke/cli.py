@@ -15,6 +15,8 @@ from .session import EXIT_FAILED, Session, fail
 from .sizes import SizeError, parse_sweep
 from .verdict import ERROR, FAIL, PASS, Verdict
 
+# the suite's own summary (the package's first paragraph), not this module's docstring
+_DESCRIPTION = " ".join(sys.modules[__package__].__doc__.split("\n\n")[0].split())
 CHECKS = ("all", "preflight", "allreduce", "groups", "deepspeed", "mpi", "ddp")
 EXIT_BAD_INPUT = 2
 
@@ -27,7 +29,7 @@ class _Parser(argparse.ArgumentParser):
 def parser():
     p = _Parser(
         prog="python -m smoke",
-        description=__doc__.split(":", 1)[1].strip(),
+        description=_DESCRIPTION,
         epilog="Exit status: 0 every check passed or had nothing to judge, 1 a check "
         "failed, 2 bad input, 3 the run timed out.",
     )

@@ -375,3 +375,16 @@ def test_the_subgroups_are_made_as_tensor_and_data_parallelism_make_them():
     assert made["local rank 0 across nodes"] == [0, 2] and made["local rank 1 across nodes"] == [1, 3]
     one_node = dict(groups.plan(["n1", "n1"], [0, 1]))
     assert not [name for name in one_node if name.endswith("across nodes")]
+
+
+def test_the_help_opens_with_what_the_suite_does():
+    result = subprocess.run(
+        [sys.executable, "-m", "smoke", "--help"],
+        cwd=ROOT / "runtime",
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    description = result.stdout.split("\n\n")[1]
+    assert description.startswith("Smoke tests for an image on a machine: all-reduce correctness"), description
