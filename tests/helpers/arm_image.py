@@ -5,16 +5,10 @@ library's headers), minutes rather than gh200-cuda's hours, and is kept in the u
 under a hash of its definition, so a rerun takes it in seconds. tests/conftest.py hands it to
 tests as the session's `arm_image`."""
 
-import hashlib
-import os
-import subprocess
-import sys
-import time
-
 from conftest import ROOT
-from helpers import deffile
+from helpers import cached_image, deffile
 
-from builder.host import cache, emulation, hostinfo
+from builder.host import emulation
 
 ROUTE = deffile.split((ROOT / "containers" / "gh200-cuda.devel.def").read_text())[0]
 PACKAGES = "python3 g++"
@@ -36,19 +30,8 @@ def definition() -> str:
 def ready(apptainer):
     """The image's path, built first when the cache lacks it."""
     text = definition()
-    image = cache.cache_dir() / "test-images" / f"arm64-gxx-{hashlib.sha256(text.encode()).hexdigest()[:16]}.sif"
+    image = cached_image.path_for("arm64-gxx", text)
     if image.is_file():
         return image
     emulation.ensure("aarch64")  # as `build` does: registers Debian's qemu-user-static as root
-    image.parent.mkdir(parents=True, exist_ok=True)
-    path = image.with_suffix(".def")
-    path.write_text(text)
-    partial = image.with_suffix(".partial.sif")
-    argv = [apptainer, "build", "--force", *(["--fakeroot"] if hostinfo.needs_fakeroot() else [])]
-    argv += ["--build-arg", f"MIRROR={hostinfo.debian_mirror()}", str(partial), str(path)]
-    started = time.monotonic()
-    built = subprocess.run(argv, capture_output=True, text=True, timeout=2400)
-    assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
-    print(f"\naarch64 test image built under QEMU in {time.monotonic() - started:.0f} s", file=sys.stderr)
-    os.replace(partial, image)
-    return image
+    return cached_image.build(apptainer, image, text, 2400, "aarch64 test image (under QEMU)")

@@ -8,16 +8,9 @@ hours. Kept in the user's cache under a hash of its definition, so a rerun takes
 The runtime's launchenv is not in it: the tests bind the checkout's runtime/ in and put it on
 the container's PYTHONPATH (apptainer's APPTAINERENV_ variables)."""
 
-import hashlib
-import os
-import subprocess
-import sys
-import time
-
 from conftest import CONTAINERS
-from helpers import deffile
+from helpers import cached_image, deffile
 
-from builder.host import cache, hostinfo
 from builder.render.blocks import mpi
 
 # the layer of the CUDA images that installs their MPI from the distribution
@@ -43,18 +36,7 @@ def definition() -> str:
 def ready(apptainer):
     """The image's path, built first when the cache lacks it (the seconds it took on stderr)."""
     text = definition()
-    image = cache.cache_dir() / "test-images" / f"trixie-mpi-{hashlib.sha256(text.encode()).hexdigest()[:16]}.sif"
+    image = cached_image.path_for("trixie-mpi", text)
     if image.is_file():
         return image
-    image.parent.mkdir(parents=True, exist_ok=True)
-    path = image.with_suffix(".def")
-    path.write_text(text)
-    partial = image.with_suffix(".partial.sif")
-    argv = [apptainer, "build", "--force", *(["--fakeroot"] if hostinfo.needs_fakeroot() else [])]
-    argv += ["--build-arg", f"MIRROR={hostinfo.debian_mirror()}", str(partial), str(path)]
-    started = time.monotonic()
-    built = subprocess.run(argv, capture_output=True, text=True, timeout=1200)
-    assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
-    print(f"\ntrixie Open MPI stand-in image built in {time.monotonic() - started:.0f} s", file=sys.stderr)
-    os.replace(partial, image)
-    return image
+    return cached_image.build(apptainer, image, text, 1200, "trixie Open MPI stand-in image")
