@@ -59,6 +59,7 @@ def main():
     print(f"image {image} ({image.stat().st_size / 1e6:.0f} MB); smoke report: " + ("skipped" if skip else "used"))
     with tempfile.TemporaryDirectory(dir=image.parent) as scratch:
         prefix = Path(scratch) / "prefix"
+        prefix.mkdir()  # an admin's folder: publish makes none
         publish = [
             sys.executable,
             "-m",
