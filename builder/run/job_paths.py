@@ -62,6 +62,12 @@ def _script(word: str, folder: str) -> str:
     return path
 
 
+def data_paths(values, folder) -> list:
+    """--bind SRC[:DST[:OPTS]] and --stage DIR values, each source absolute from ``folder``
+    (the job runs wherever it is submitted); the container side stays as given."""
+    return [":".join([absolute(source, folder), *rest]) for source, *rest in (v.split(":", 1) for v in values)]
+
+
 def check_image(p):
     """An image named by --image that this host can read answers for the target, as smoke and
     publish ask of theirs: one of this builder's built as another target is refused. One it did

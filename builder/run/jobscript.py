@@ -26,7 +26,7 @@ from ..render.templating import templates
 from ..shell import cmd, export, path_value, quote
 from ..suggest import did_you_mean
 from .job_environment import environment, per_node, steps, storage
-from .job_paths import image_hint, variable_checks
+from .job_paths import data_paths, image_hint, variable_checks
 from .job_paths import program as program_words
 from .job_placement import choose_partition, command_line_error, resources, size
 
@@ -256,9 +256,9 @@ def script(p: Plan) -> str:
     site, request = p.site, p.request
     exports = [(contract.SITE, site.name)]
     if request.binds:
-        exports.append(("SING_BIND", ",".join(request.binds)))
+        exports.append(("SING_BIND", ",".join(data_paths(request.binds, request.folder))))
     if request.stage:
-        exports.append(("SING_STAGE", ",".join(request.stage)))
+        exports.append(("SING_STAGE", ",".join(data_paths(request.stage, request.folder))))
     exports.append(("OMP_NUM_THREADS", str(p.cores_per_rank)))
     # the ranks' output reaches the job's log as it is printed, not when a buffer fills
     exports.append(("PYTHONUNBUFFERED", "1"))

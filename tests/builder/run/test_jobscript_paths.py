@@ -136,6 +136,14 @@ def test_the_image_is_named_by_its_absolute_path_unless_it_starts_with_a_variabl
     assert exported(result.stdout, "SING_IMAGE") == '"${WORK}"/sifs/mine.sif'
 
 
+def test_bound_and_staged_data_are_named_from_the_project_folder(project):
+    args = ("--bind", "data", "--bind", "/gpfs/x:/x:ro", "--bind", "$SCRATCH/d", "--stage", "shards")
+    result = jobscript("cpu", *args, "--", "train.py", cwd=project)
+    assert result.returncode == 0, result.stderr
+    assert exported(result.stdout, "SING_BIND") == f"'{project}/data,/gpfs/x:/x:ro,$SCRATCH/d'"
+    assert exported(result.stdout, "SING_STAGE") == f"{project}/shards"
+
+
 def run_prelude(text, folder, env):
     """The script up to its launch lines in bash, with a `module` that does nothing."""
     script = folder / "prelude.sh"
