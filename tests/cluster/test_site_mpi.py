@@ -19,12 +19,12 @@ the site files' comments and docs/jobscripts.md ("Host and image MPI").
 
 import json
 import re
-import subprocess
 import sys
 import time
 
 import pytest
-from conftest import LMOD_INIT, RECIPES, ROOT, run_builder
+from conftest import RECIPES, ROOT, run_builder
+from helpers import site_twin
 from helpers.slurm_jobs import NEEDS_TWO_NODES, wait_for
 
 from builder.shell import leading_variable
@@ -63,7 +63,6 @@ record = {
 }
 Path(sys.argv[1], f"rank-{record['rank']}.json").write_text(json.dumps(record))
 """
-PYTHON_LEAKS = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "PYTHONPATH")
 
 
 def series(version: str) -> str:
@@ -168,28 +167,14 @@ def mpi_twin(request, tmp_path_factory, apptainer):
 
 
 def login_env(model, cluster) -> dict:
-    """A login shell of the twin, as tests/cluster/test_site_twins.py's: Lmod with the site's
-    modules, its variables, nothing of this project on PATH. Besides: the checkout's runtime
-    (launchenv) on the container's PYTHONPATH, which the stand-in image lacks (the jobs bind it)."""
-    env = {
-        name: value
-        for name, value in cluster.env.items()
-        if not name.startswith(("HPCML_", "LMOD", "SING_", "BASH_FUNC_", "APPTAINERENV_", "SINGULARITYENV_"))
-        and name not in PYTHON_LEAKS
-    }
-    env["PATH"] = ":".join(filter(None, [model.system_path(), "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"]))
-    env["MODULEPATH"] = str(model.modulefiles())
-    env["XDG_CACHE_HOME"] = str(model.root / "cache")
-    # the nodes' network for Open MPI's TCP transport, not the decoys (a site's Open MPI is
-    # configured for its own network)
-    subnet = f"{cluster.subnet}.0/24"
-    env.update(OMPI_MCA_btl_tcp_if_include=subnet, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    """A login shell of the twin (helpers/site_twin.py), and the checkout's runtime (launchenv)
+    on the container's PYTHONPATH, which the stand-in image lacks (the jobs bind it)."""
     runtime = str(ROOT / "runtime")
-    env.update(APPTAINERENV_PYTHONPATH=runtime, SINGULARITYENV_PYTHONPATH=runtime)
-    variable = leading_variable(model.site.runtime.image_dir)
-    if variable:
-        env[variable] = str(model.image_dir())
-    return env
+    return {
+        **site_twin.login_env(model, cluster),
+        "APPTAINERENV_PYTHONPATH": runtime,
+        "SINGULARITYENV_PYTHONPATH": runtime,
+    }
 
 
 @NEEDS_TWO_NODES
@@ -222,14 +207,7 @@ def test_the_images_open_mpi_runs_under_the_sites_launcher(mpi_twin, trixie_mpi,
         assert f"--mpi={site.mpi.slurm_mpi} " in text and "\nmpirun " not in text
     log = tmp_path / "job.log"
     started = time.monotonic()
-    submitted = subprocess.run(
-        ["bash", "-c", f"source {LMOD_INIT} && sbatch --parsable --output={log} {script}"],
-        env=env,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    submitted = site_twin.sbatch(env, tmp_path, "--parsable", f"--output={log}", script)
     assert submitted.returncode == 0, submitted.stderr
     state = wait_for(submitted.stdout.strip().split(";")[0], cluster.env, timeout=300)
     output = log.read_text() if log.exists() else ""

@@ -18,11 +18,11 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import LMOD_INIT, RECIPES, run_builder
+from conftest import RECIPES, run_builder
+from helpers import site_twin
 from helpers.slurm_jobs import C10D_NO_NAME, NEEDS_TWO_NODES, QUICK, wait_for
 
 from builder.fileio import link_or_copy
-from builder.shell import leading_variable
 
 pytestmark = NEEDS_TWO_NODES
 # the site files of machines in service, each with the target built for it
@@ -59,7 +59,6 @@ REPRESENTATIVE_RUNS = {
     "roihu": ((1, "torchrun"),),
 }
 LAUNCHES = ("srun", "torchrun", "mpirun", "deepspeed")
-PYTHON_LEAKS = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "PYTHONPATH")
 # What the stand-in image cannot do on a twin, and why. LUMI's image carries MPICH (cray-mpich's
 # ABI) for srun --mpi=pmi2; the CPU image standing in for it carries Debian's Open MPI, whose
 # MPI_Init cannot start under PMI-2: its mpi4py check fails there, and only that check.
@@ -91,24 +90,7 @@ class Submitting:
     def __init__(self, model, cluster, target, cpu_image):
         self.model, self.cluster, self.site, self.target = model, cluster, model.site, target
         self.cpu_image = cpu_image
-        env = {
-            name: value
-            for name, value in cluster.env.items()
-            if not name.startswith(("HPCML_", "LMOD", "SING_", "BASH_FUNC_")) and name not in PYTHON_LEAKS
-        }
-        system = model.system_path()
-        env["PATH"] = ":".join(filter(None, [system, "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"]))
-        env["MODULEPATH"] = str(model.modulefiles())
-        # no toolbox either: the wrapper's last resort would hide a runtime the script failed to load
-        env["XDG_CACHE_HOME"] = str(model.root / "cache")
-        # the nodes' network: Open MPI's TCP transport on the bridge, not the decoys (as a
-        # site's Open MPI is configured for its own network)
-        env["OMPI_MCA_btl_tcp_if_include"] = f"{cluster.subnet}.0/24"
-        env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-        variable = leading_variable(self.site.runtime.image_dir)
-        if variable:
-            env[variable] = str(model.image_dir())
-        self.env = env
+        self.env = site_twin.login_env(model, cluster)
 
     def stand_in_image(self, folder: Path) -> Path:
         """The CPU image under the name the script looks for: in the site's image folder, or
@@ -140,15 +122,7 @@ class Submitting:
         return script
 
     def sbatch(self, folder: Path, *argv):
-        line = " ".join(f"'{arg}'" for arg in ["sbatch", *argv])
-        return subprocess.run(
-            ["bash", "-c", f"source {LMOD_INIT} && {line}"],
-            env=self.env,
-            cwd=folder,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        return site_twin.sbatch(self.env, folder, *argv)
 
 
 def shapes(site):

@@ -14,11 +14,49 @@ the interconnect, accounting and QoS limits (no slurmdbd here).
 import os
 import shutil
 import stat
+import subprocess
 from pathlib import Path
+
+from conftest import LMOD_INIT
+
+from builder.shell import leading_variable
 
 # The site's runtime where the site has it on every node (no module): its folder goes on
 # PATH of the twin's jobs, as /usr/bin is on a real node's.
 SYSTEM_RUNTIME = "system-bin"
+# What the test process's own launch would leak into a job's ranks
+PYTHON_LEAKS = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "PYTHONPATH")
+_NOT_INHERITED = ("HPCML_", "LMOD", "SING_", "BASH_FUNC_", "APPTAINERENV_", "SINGULARITYENV_")
+
+
+def login_env(model, cluster) -> dict:
+    """A login shell of the twin: Lmod with the site's modules, its variables, nothing of this
+    project on PATH, no toolbox (the wrapper's last resort would hide a runtime the script
+    failed to load)."""
+    env = {
+        name: value
+        for name, value in cluster.env.items()
+        if not name.startswith(_NOT_INHERITED) and name not in PYTHON_LEAKS
+    }
+    env["PATH"] = ":".join(filter(None, [model.system_path(), "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"]))
+    env["MODULEPATH"] = str(model.modulefiles())
+    env["XDG_CACHE_HOME"] = str(model.root / "cache")
+    # the nodes' network: Open MPI's TCP transport on the bridge, not the decoys (as a site's
+    # Open MPI is configured for its own network)
+    env["OMPI_MCA_btl_tcp_if_include"] = f"{cluster.subnet}.0/24"
+    env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    variable = leading_variable(model.site.runtime.image_dir)
+    if variable:
+        env[variable] = str(model.image_dir())
+    return env
+
+
+def sbatch(env, folder: Path, *argv):
+    """`sbatch ARGV` from ``folder`` in that login shell, Lmod loaded as a login shell has it."""
+    line = " ".join(f"'{arg}'" for arg in ["sbatch", *argv])
+    return subprocess.run(
+        ["bash", "-c", f"source {LMOD_INIT} && {line}"], env=env, cwd=folder, capture_output=True, text=True, timeout=60
+    )
 
 
 class Twin:
