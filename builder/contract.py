@@ -1,14 +1,19 @@
 """The contract between builder, wrapper and runtime: every `HPCML_*` variable and shared file
-name, as the runtime package defines them (runtime/hpcml_contract.py).
+name, with what it means, in two registries.
 
-The runtime ships alone inside each image and cannot import the builder, so the definitions
-live there, and the builder loads that very file from where it keeps the runtime's source: a
-checkout's runtime/, or builder/_data/runtime/ in an installed copy (resources.py). Use it as
-a module: `from .. import contract` then `contract.SITE_FACTS`, or
-`from ..contract import SMOKE_REPORT`.
+- What crosses into the image, the variables the runtime reads and the files it shares, is
+  defined by the runtime (runtime/hpcml_contract.py): it ships alone inside each image and
+  cannot import the builder, so the builder loads that very file from where it keeps the
+  runtime's source (a checkout's runtime/, or builder/_data/runtime/ in an installed copy).
+- Every other variable (read by the builder, the wrapper, the site files or the tests) is
+  defined here, in BUILDER_VARIABLES: that registry is in no image, so adding a name the
+  image never reads leaves every image, definition and golden file as they are.
 
-Names that are the builder's own: FAILURE_MARKER, shared by the lines it renders and the build
-that runs them, and BUILDER_VARIABLES, the `HPCML_*` variables only the builder reads.
+Use it as a module: `from .. import contract` then `contract.SITE_FACTS` or `contract.SITE`.
+VARIABLES is both registries together, IMAGE_VARIABLES the runtime's alone.
+
+FAILURE_MARKER is the builder's own too, shared by the lines it renders and the build that runs
+them.
 """
 
 import importlib.util
@@ -26,24 +31,79 @@ def _load():
 
 
 _CONTRACT = _load()
+IMAGE_VARIABLES: dict[str, str] = _CONTRACT.VARIABLES
 
 # A %post or %test line that starts with this is the reason a layer build failed, for users:
 # the build reports that line alone instead of the log's last lines (layerbuild/layers.py).
 # echo "hpcml-error: the frameworks need other versions of ..." >&2; exit 1
 FAILURE_MARKER = "hpcml-error: "
 
-# Variables only the builder reads, name -> meaning (docs/design.md lists them). Kept out of
-# the runtime's registry: that file is in every image, and a name added there changes them all.
-BUILDER_VARIABLES: dict[str, str] = {}
-RECIPES = "HPCML_RECIPES"
-BUILDER_VARIABLES[RECIPES] = (
-    "the recipe tree commands read when not given `--recipes` (default: `./recipes` where it holds "
-    "`versions.yaml`, else the recipes installed with the builder)"
+BUILDER_VARIABLES: dict[str, str] = {}  # name -> meaning, in docs/design.md's order
+
+
+def _variable(name: str, meaning: str) -> str:
+    BUILDER_VARIABLES[name] = meaning
+    return name
+
+
+# --- for users and admins ---------------------------------------------------------------------
+SITE = _variable("HPCML_SITE", "which `wrappers/sites/<site>.sh` applies (default `local`)")
+APPTAINER = _variable("HPCML_APPTAINER", "the Apptainer or Singularity program to use")
+MIRROR = _variable("HPCML_MIRROR", "the Debian mirror for debootstrap bases, instead of the host's apt sources")
+STOP_GRACE = _variable(
+    "HPCML_STOP_GRACE", "seconds between SIGTERM and SIGKILL when a build or smoke run is stopped (default 10)"
 )
+NODE_LOCAL = _variable("HPCML_NODE_LOCAL", "where `SING_STAGE` copies go, before the site's node-local disk")
+STAGE_PRECHECK = _variable("HPCML_STAGE_PRECHECK", "`0`: copy without comparing `du` to `df` first (default `1`)")
+STAGE_WAIT = _variable("HPCML_STAGE_WAIT", "seconds a task waits for another task's copy (default 3600)")
+USER_BASE = _variable("HPCML_USER_BASE", "where `pip install` puts packages on top of a published image")
+MODULE = _variable("HPCML_MODULE", "`<name>/<version>`: names the default `HPCML_USER_BASE`")
+SITE_FILE = _variable("HPCML_SITE_FILE", "a site settings file to use instead of `wrappers/sites/$HPCML_SITE.sh`")
+RECIPES = _variable(
+    "HPCML_RECIPES",
+    "the recipe tree commands read when not given `--recipes` (default: `./recipes` where it holds "
+    "`versions.yaml`, else the recipes installed with the builder)",
+)
+
+# --- written into each site file by builder/render/sitefile.py, read by the wrapper -----------
+RUNTIME_PATH = _variable("HPCML_RUNTIME_PATH", "the site's `runtime.path`, tried after `HPCML_APPTAINER`")
+RUNTIME_MODULE = _variable(
+    "HPCML_RUNTIME_MODULE",
+    "the site's `runtime.module`: named in the error when no runtime is found (`module load singularity`)",
+)
+GPU_FLAG = _variable("HPCML_GPU_FLAG", "`--nv`, `--rocm` or empty")
+REQUIRES_JOB = _variable("HPCML_REQUIRES_JOB", "`1`: refuse to run outside a Slurm job")
+BINDS = _variable("HPCML_BINDS", "the site's binds (bash array; the ones missing on the host are skipped)")
+STAGE_ROOTS = _variable("HPCML_STAGE_ROOTS", "the site's node-local disk and tmpdir, for `SING_STAGE`")
+JOB_DIRS = _variable(
+    "HPCML_JOB_DIRS",
+    "the site's per-job folders (`NAME=folder` items, `${USER}` and `${SLURM_JOB_ID:-nojob}` "
+    "expanded by the wrapper): made and handed to the container when a job script has not",
+)
+MULTI_NODE_BINDS = _variable("HPCML_MULTI_NODE_BINDS", "extra binds on jobs of more than one node")
+MULTI_NODE_ENV = _variable(
+    "HPCML_MULTI_NODE_ENV", "extra environment on jobs of more than one node (`NAME=value` items)"
+)
+MULTI_NODE_LIBRARY_PATH = _variable(
+    "HPCML_MULTI_NODE_LIBRARY_PATH", "the container's `LD_LIBRARY_PATH` on jobs of more than one node"
+)
+
+# --- inside a build, not for users ---------------------------------------------------------------
+PIP_INDEXES_DOWN = _variable("HPCML_PIP_INDEXES_DOWN", "pip indexes that did not answer, left out of the build")
+TOOLBOX_BINDS = _variable(
+    "HPCML_TOOLBOX_BINDS", "folders to bind into the toolbox (images, work folder, cache), `:`-separated"
+)
+TOOLBOX_STEP = _variable("HPCML_TOOLBOX_STEP", "`inside` once it has entered its mount namespace")
+
+# --- for tests only: fault injection -----------------------------------------------------------
+KILL_AT = _variable("HPCML_KILL_AT", "SIGKILL the publish at this step")
+NO_RENAME_EXCHANGE = _variable("HPCML_NO_RENAME_EXCHANGE", "`1`: publish as on a file system without `RENAME_EXCHANGE`")
+
+VARIABLES: dict[str, str] = {**IMAGE_VARIABLES, **BUILDER_VARIABLES}
 
 
 def __getattr__(name):
-    """The runtime module's names, read through this one (PEP 562)."""
+    """The runtime registry's names, read through this one (PEP 562)."""
     return getattr(_CONTRACT, name)
 
 

@@ -1,7 +1,10 @@
-"""The contract between builder, wrapper and runtime (runtime/hpcml_contract.py): every
-`HPCML_*` name the three programs, the rendered files and the docs use is in the registry,
-docs/design.md gives each with the registry's meaning word for word, and Python code names
-them only through the registry. Bash cannot import it, hence the regexes.
+"""The contract between builder, wrapper and runtime: every `HPCML_*` name the three
+programs, the rendered files and the docs use is in one of its two registries (what the image
+reads in runtime/hpcml_contract.py, the rest in builder/contract.py), docs/design.md gives
+each with the registry's meaning word for word, and Python code names them only through the
+registries. Bash cannot import them, hence the regexes. The runtime's registry holds exactly
+what runtime/ reads, so that a name only the builder or the wrapper reads leaves every image
+alone.
 
 Names that only tests use stay in tests/ and are not part of the contract: HPCML_TWIN_*
 (the site twins' module markers), HPCML_TEST_MULTI_NODE and HPCML_X (what a test's
@@ -9,6 +12,8 @@ environment carries through the wrapper)."""
 
 import ast
 import re
+import shutil
+import subprocess
 import sys
 import tomllib
 
@@ -22,6 +27,7 @@ from builder import contract  # noqa: E402
 
 # the builder's own (builder/contract.py): in no image, so outside the runtime's registry
 BUILDER_ONLY = contract.BUILDER_VARIABLES
+RUNTIME = ROOT / "runtime"
 
 NAME = re.compile(r"HPCML_[A-Z0-9_]*[A-Z0-9]")
 DESIGN = ROOT / "docs" / "design.md"
@@ -77,16 +83,41 @@ def test_the_wrapper_and_the_site_files_use_the_registrys_names():
         if file.is_file():
             used |= set(NAME.findall(file.read_text()))
     # it reads most of the contract; nothing else may appear there
-    assert used <= set(hpcml_contract.VARIABLES)
-    assert {hpcml_contract.SITE_FACTS, hpcml_contract.SITE_FILE, hpcml_contract.STAGE_ROOTS} <= used
+    assert used <= set(contract.VARIABLES)
+    assert {contract.SITE_FACTS, contract.SITE_FILE, contract.STAGE_ROOTS} <= used
 
 
 def test_design_md_gives_every_variable_with_the_registrys_meaning():
-    assert design_rows("## `HPCML_*` variables") == hpcml_contract.VARIABLES
+    assert design_rows("## `HPCML_*` variables") == contract.VARIABLES
 
 
-def test_design_md_gives_every_builder_variable_with_its_meaning():
-    assert design_rows("### Read by the builder alone") == BUILDER_ONLY
+def test_design_md_names_the_variables_that_cross_into_the_image():
+    assert set(design_rows("### Read inside the image")) == set(hpcml_contract.VARIABLES)
+
+
+def read_by_runtime():
+    """The registry's names the code in runtime/ reads (`contract.NAME`, as each module
+    imports hpcml_contract)."""
+    names = set()
+    for path in sorted(RUNTIME.rglob("*.py")):
+        if path.name != "hpcml_contract.py":
+            tree = ast.parse(path.read_text())
+            names |= {
+                node.attr
+                for node in ast.walk(tree)
+                if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "contract"
+            }
+    return names
+
+
+def test_the_runtimes_registry_holds_exactly_what_the_runtime_reads():
+    """A name in runtime/hpcml_contract.py is in every image: one the runtime does not read
+    would change every image for nothing."""
+    constants = {
+        name: value for name, value in vars(hpcml_contract).items() if name.isupper() and isinstance(value, str)
+    }
+    assert set(constants.values()) == {*hpcml_contract.VARIABLES, *hpcml_contract.FILES}
+    assert read_by_runtime() == set(constants)
 
 
 def test_design_md_gives_every_shared_file_with_the_registrys_meaning():
@@ -144,7 +175,8 @@ def test_a_spelled_out_name_is_caught(tmp_path):
 
 
 def test_the_builder_reads_the_runtimes_registry():
-    assert contract.VARIABLES == hpcml_contract.VARIABLES and contract.FILES == hpcml_contract.FILES
+    assert contract.IMAGE_VARIABLES == hpcml_contract.VARIABLES and contract.FILES == hpcml_contract.FILES
+    assert contract.VARIABLES == {**hpcml_contract.VARIABLES, **BUILDER_ONLY}
     assert (contract.SITE_FACTS, contract.SMOKE_REPORT) == ("HPCML_SITE_FACTS", "smoke.json")
     with pytest.raises(AttributeError):
         contract.NO_SUCH_NAME  # noqa: B018
@@ -159,3 +191,45 @@ def test_an_installed_builder_carries_every_file_of_the_runtime_wheel():
     forced = builder["tool"]["hatch"]["build"]["targets"]["wheel"]["force-include"]
     for name in shipped:
         assert forced.get(f"runtime/{name}") == f"builder/_data/runtime/{name}", name
+
+
+def checkout_copy(folder):
+    """What `hpcml check` reads, copied: the builder, the runtime, the recipes, containers/
+    and the site files."""
+    for top in ("builder", "runtime", "recipes", "containers", "wrappers"):
+        shutil.copytree(ROOT / top, folder / top, ignore=shutil.ignore_patterns("__pycache__", "_data"))
+    return folder
+
+
+def add_variable(registry, name):
+    registry.write_text(registry.read_text() + f'\nEXAMPLE = _variable("{name}", "read by the wrapper alone")\n')
+
+
+def check(folder):
+    return subprocess.run(
+        [sys.executable, "-m", "builder", "check"],
+        cwd=folder,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(folder), "HOME": str(folder)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_a_variable_only_the_wrapper_reads_leaves_every_definition_as_it_is(tmp_path):
+    """Added to the builder's registry, containers/ still matches the recipes (so the runtime
+    wheel, whose hash each image's top layer carries, is unchanged); added to the runtime's,
+    every top layer is stale, and nothing below it."""
+    builder_side = checkout_copy(tmp_path / "builder-side")
+    add_variable(builder_side / "builder" / "contract.py", "HPCML_EXAMPLE")
+    result = check(builder_side)
+    assert result.returncode == 0 and "up to date" in result.stdout, result.stdout + result.stderr
+
+    image_side = checkout_copy(tmp_path / "image-side")
+    add_variable(image_side / "runtime" / "hpcml_contract.py", "HPCML_EXAMPLE")
+    result = check(image_side)
+    assert result.returncode != 0, result.stdout
+    stale = {line.split()[1] for line in result.stderr.splitlines() if line.startswith("stale: ")}
+    definitions = (ROOT / "containers").glob("*.def")
+    top_layers = {f"containers/{path.name}" for path in definitions if path.name.count(".") == 1}
+    assert stale == top_layers, result.stderr
