@@ -178,8 +178,8 @@ def cmd_publish(args):
 
 
 def cmd_sign(args):
+    from ..host import sidecar
     from ..host.images import built_image, checked_labels, image_lock, ready_apptainer
-    from ..layerbuild import store
     from ..publish import signing
 
     key = Path(args.key)
@@ -188,10 +188,10 @@ def cmd_sign(args):
     apptainer = ready_apptainer(built.site)
     checked_labels(apptainer, built)
     with image_lock(Path(args.images), built.target.name):  # no build, smoke run or publish meanwhile
-        layer_key = store.current_key(built.path)
+        layer_key = sidecar.current_key(built.path)
         signing.sign_in_place(apptainer, built.path, key, built.path.parent)
         if layer_key:  # the same layers, signed: `build` keeps it
-            store.write_meta(built.path, layer_key)
+            sidecar.write(built.path, layer_key)
     print(f"signed {built.path} with {key}; run its smoke tests now: publish needs a report of the signed image")
 
 

@@ -12,9 +12,8 @@ import shutil
 from pathlib import Path
 
 from ..fileio import sha256_file, write_atomic
-from ..host import emulation
+from ..host import emulation, sidecar
 from ..host.images import checked_labels, find_apptainer, image_lock
-from . import store
 from .layers import LayerBuild, build_layer
 
 
@@ -26,7 +25,7 @@ def build_extension(built, extension, *, images: Path, progress) -> Path:
     checked_labels(apptainer, built)  # the base is the target it names, before anything is written
     with image_lock(images, target.name, shared=True), image_lock(images, plan.owner):
         key = _key(plan.text, built.path, extension.folder, extension.files)
-        if store.is_current(sif, key):
+        if sidecar.is_current(sif, key):
             print(f"{sif} is up to date")
             return sif
         write_atomic(images / plan.file_name, plan.text)  # for the user to read; the build takes the plan
@@ -46,7 +45,7 @@ def build_extension(built, extension, *, images: Path, progress) -> Path:
 def _key(text, base: Path, folder: Path, files) -> str:
     """The definition, the base image (its layer key, else its size and time) and the bytes
     of every file the layer copies."""
-    recorded = store.current_key(base)
+    recorded = sidecar.current_key(base)
     stat = base.stat()
     parts = [text, recorded or f"{stat.st_size}:{stat.st_mtime_ns}"]
     for source, _ in files:

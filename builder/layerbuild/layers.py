@@ -16,7 +16,7 @@ from pathlib import Path
 
 from .. import contract, runner, sbom
 from ..errors import ToolError
-from ..host import cache, cross_tools, emulation, hostinfo, space
+from ..host import cache, cross_tools, emulation, hostinfo, sidecar, space
 from ..host.images import find_apptainer, image_lock
 from ..render import runtime_wheel
 from ..render.layer_sharing import plan_layers
@@ -47,7 +47,7 @@ class LayerBuild:
     plan: object  # render.plan.LayerPlan
     apptainer: str  # the apptainer or singularity command
     sif: Path  # the image it writes
-    key: str  # recorded beside it (store.write_meta)
+    key: str  # recorded beside it (host/sidecar.py)
     args: dict  # build arguments: parents by file name, host values
     log: Path
     reuse_kept: bool = True  # kept step outputs from the user's cache (False: remake them)
@@ -78,7 +78,7 @@ def build(tree, name, *, images: Path, force=None, progress, space_check=True):
     # asked before the keys: a layer built without one of its indexes is keyed so
     down = host_settings.indexes_down([url for plan in plans.values() for url in plan.pip_indexes])
     keys = store.layer_keys(plans, host_args, down)
-    if not forced and store.is_current(paths["image"], keys["image"]):
+    if not forced and sidecar.is_current(paths["image"], keys["image"]):
         return _up_to_date(target, paths["image"], keys["image"], progress)
     # before anything is written or pulled: what the layers to build fetch answers
     order = in_order(plans)
@@ -174,7 +174,7 @@ def _reused(plan, step, sif, key, where, progress) -> bool:
         # False also when a concurrent build pruned it since the plan: built then
         fetched = step == "fetch" and cache.fetch(plan.owner, plan.layer, key, sif)
     if fetched:
-        store.write_meta(sif, key)
+        sidecar.write(sif, key)
         progress.step(f"{plan.layer} layer {sif} taken from the cache ({cache.cache_dir()})")
     return fetched
 
@@ -211,7 +211,7 @@ def build_layer(job: LayerBuild, progress):
         if where.tmp == job.sif.parent.resolve() / space.DEFAULT_TMP:
             with contextlib.suppress(OSError):  # ours, and empty unless another build runs
                 where.tmp.rmdir()
-    store.write_meta(job.sif, job.key)
+    sidecar.write(job.sif, job.key)
 
 
 def _argv(job, args, host, tmp_sif, definition) -> list:

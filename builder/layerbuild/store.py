@@ -1,8 +1,8 @@
-"""Which layers a build can skip: keys, the sidecar beside each image, kept step outputs, and
-the user's layer cache (host.cache) they come from and go back to.
+"""Which layers a build can skip: keys, kept step outputs, and the user's layer cache
+(host.cache) they come from and go back to.
 
 A layer's key is a hash of its definition, its build arguments and the keys of the layers it
-starts from; the sidecar file `<image>.sif.json` records it with the image's size and mtime,
+starts from; the sidecar file `<image>.sif.json` (host/sidecar.py) records it with the image's size and mtime,
 so an unchanged target answers "up to date" without starting Apptainer, and the user's layer
 cache supplies a layer built before under the same key.
 """
@@ -13,8 +13,7 @@ import json
 from pathlib import Path
 
 from .. import __version__
-from ..fileio import write_atomic
-from ..host import cache
+from ..host import cache, sidecar
 from ..render import runtime_wheel
 from ..render.parts import KEPT_DIR
 from ..render.plan import PARENT_ARGS, in_order
@@ -87,37 +86,11 @@ def layer_paths(images: Path, plans: dict) -> dict:
     return {layer: images / plan.file_name.replace(".def", ".sif") for layer, plan in plans.items()}
 
 
-def is_current(sif: Path, key: str) -> bool:
-    try:
-        meta = json.loads(_meta_path(sif).read_text())
-        stat = sif.stat()
-    except (OSError, ValueError):
-        return False
-    return meta.get("key") == key and meta.get("size") == stat.st_size and meta.get("mtime_ns") == stat.st_mtime_ns
-
-
-def current_key(sif: Path):
-    """The layer key ``sif``'s record names while the file is still the one recorded, else None."""
-    try:
-        key = json.loads(_meta_path(sif).read_text()).get("key")
-    except (OSError, ValueError, AttributeError):
-        return None
-    return key if key and is_current(sif, key) else None
-
-
-def write_meta(sif, key):
-    stat = sif.stat()
-    write_atomic(
-        _meta_path(sif),
-        json.dumps({"key": key, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}, indent=1, sort_keys=True) + "\n",
-    )
-
-
 def step(plan, forced, sif, key) -> str:
     """What the build will do for a layer: "current", "fetch" (from the cache) or "build"."""
     if plan.layer in forced:
         return "build"
-    if is_current(sif, key):
+    if sidecar.is_current(sif, key):
         return "current"
     return "fetch" if cache.slot(plan.owner, plan.layer).joinpath(f"{key}.sif").is_file() else "build"
 
@@ -151,7 +124,3 @@ def store_kept(host: Path, folders: list, owner: str):
     for folder in folders:
         with contextlib.suppress(OSError):  # a cache that cannot grow hides no error
             cache.store_kept(folder, host / KEPT_DIR / folder, owner=owner)
-
-
-def _meta_path(sif):
-    return sif.with_name(sif.name + ".json")

@@ -25,13 +25,14 @@ from pathlib import Path
 from .. import __version__, contract, faults, resources, sbom
 from ..errors import CheckFailed, RecipeError
 from ..fileio import copy_hashed, sha256_file, write_atomic
+from ..host import sidecar
 from ..host.images import IMAGE_SUM, built_image, checked_labels, image_lock, ready_apptainer
 from ..invocation import hint
-from ..layerbuild import store
+from ..published import IMAGE, MANIFEST
 from ..render.sitefile import render_site
 from . import signing
 from .modulefile import ENTRY_POINTS, module_for, render_default, render_entry, render_lua, render_tcl
-from .placing import MANIFEST, fix_modules, link_target, lock, module_files, move_into_place, recover, symlink_atomic
+from .placing import fix_modules, link_target, lock, module_files, move_into_place, recover, symlink_atomic
 from .verify import SUMS, locate
 
 # A check's verdict when the site has a reference the run did not measure (the runtime's word,
@@ -78,7 +79,7 @@ def publish(tree, request: PublishRequest):
         if key:  # unsigned, another key's, or changed since: refused before any folder is made
             signing.check_signature(apptainer, image, key)
         # made at build time; an image built before SBOMs existed gets its own now
-        contents = sbom.ensure(target, image, store.current_key(image) or "unrecorded", apptainer=apptainer)
+        contents = sbom.ensure(target, image, sidecar.current_key(image) or "unrecorded", apptainer=apptainer)
 
         root = prefix / name / version
         modules = prefix / "modulefiles" / name
@@ -91,7 +92,7 @@ def publish(tree, request: PublishRequest):
             files = module_files(version, request.tcl)
             staging = Path(tempfile.mkdtemp(prefix=f".{version}.partial-", dir=root.parent))
             try:
-                checksum = copy_hashed(image, staging / "image.sif")
+                checksum = copy_hashed(image, staging / IMAGE)
                 module = module_for(target, site, name, version, root, labels, smoke, checksum, signer)
                 report = None if smoke is None else smoke_dir / contract.SMOKE_REPORT
                 shutil.copyfile(contents, staging / sbom.PUBLISHED)
@@ -250,11 +251,11 @@ def _assemble(staging, checksum, site, module, labels, files, target_name, repor
     }
     (staging / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
     _set_modes(staging)
-    lines = [f"{checksum}  image.sif"]
+    lines = [f"{checksum}  {IMAGE}"]
     lines += [
         f"{sha256_file(p)}  {p.relative_to(staging)}"
         for p in sorted(staging.rglob("*"))
-        if p.is_file() and not p.is_symlink() and p.name != "image.sif"
+        if p.is_file() and not p.is_symlink() and p.name != IMAGE
     ]
     (staging / SUMS).write_text("\n".join(lines) + "\n")
     os.chmod(staging / SUMS, 0o644)

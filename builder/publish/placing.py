@@ -23,8 +23,8 @@ from pathlib import Path
 
 from .. import faults
 from ..errors import CheckFailed
+from ..published import MANIFEST
 
-MANIFEST = "publish.json"
 LOCK = ".publish.lock"
 LOCK_WAIT = 3600  # s; a publish copies one image, minutes even on a slow file system
 

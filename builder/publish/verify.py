@@ -17,6 +17,7 @@ from .. import contract
 from ..errors import CheckFailed, RecipeError
 from ..fileio import sha256_file
 from ..host.images import ready_apptainer
+from ..published import IMAGE
 from . import signing
 from .placing import settle
 
@@ -107,7 +108,7 @@ def _signature_problems(root, signer, key, trusted) -> list:
     try:
         if not key and signing.fingerprint(public) != signer:
             return [f"{signing.PUBLIC_KEY}: not the key it was published with ({signer})"]
-        signing.check_signature(ready_apptainer(None), root / "image.sif", public)
+        signing.check_signature(ready_apptainer(None), root / IMAGE, public)
     except RecipeError as error:
         return [f"image.sif: {error.message}"]
     return []

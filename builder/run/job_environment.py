@@ -13,7 +13,7 @@ from pathlib import Path
 
 from .. import contract, resources
 from ..errors import RecipeError
-from ..publish.placing import MANIFEST
+from ..published import IMAGE, MANIFEST
 from ..shell import cmd, env_value, leading_variable
 from .job_paths import absolute, check_image
 
@@ -40,7 +40,7 @@ def _read_record(published: str) -> dict:
             f"--published {published}: {path} is not a publish record ({MANIFEST} with name, version, target and site)"
         ) from None
     record["prefix"] = str(path.resolve().parent.parent.parent)
-    record["image"] = str(path.resolve().parent / "image.sif")  # where publish puts it, and its module says
+    record["image"] = str(path.resolve().parent / IMAGE)  # where publish puts it, and its module says
     return record
 
 

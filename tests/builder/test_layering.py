@@ -1,13 +1,16 @@
-"""Imports in builder/ point down: each package imports only from its own floor or below, so a
-shared helper never hides in a stage and no stage reaches back up."""
+"""Imports in builder/ point down: each package imports only from lower floors or from
+itself, so a shared helper never hides in a stage, no stage reaches back up, and the stages
+on one floor (build, export, run, publish) never import one another: what two of them share
+lives below both (host/, sbom/, or a module of the bottom floor such as published.py)."""
 
 import ast
 
 from conftest import ROOT
 
 BUILDER = ROOT / "builder"
-# bottom to top; a module not named here sits on the bottom floor (errors, runner, shell, ...)
-FLOORS = ["host", "recipes", "render", "sbom", "layerbuild", "run publish", "cli __main__ wrapper_command"]
+# bottom to top; a module not named here sits on the bottom floor (errors, runner, shell, ...),
+# whose modules may import one another
+FLOORS = ["host", "recipes", "render", "sbom", "layerbuild export run publish", "cli wrapper_command", "__main__"]
 
 
 def floor(parts):
@@ -41,20 +44,42 @@ def imported(path, builder=BUILDER):
             yield from (tuple(a.name.split(".")[1:]) for a in node.names if a.name.startswith("builder."))
 
 
+def wrong_way(source, target):
+    """Up a floor, or across to another package of the same floor (the bottom floor aside)."""
+    here, there = floor(source), floor(target)
+    return there > here or (there == here > 0 and target[:1] != source[:1])
+
+
 def upward_imports(builder=BUILDER):
     found = []
     for path in sorted(builder.rglob("*.py")):
-        here = floor(module_parts(path, builder))
+        source = module_parts(path, builder)
         found += [
             f"{path.relative_to(builder)} imports {'.'.join(target)}"
             for target in imported(path, builder)
-            if floor(target) > here
+            if wrong_way(source, target)
         ]
     return found
 
 
-def test_every_import_in_builder_points_down_or_across():
+def test_every_import_in_builder_points_down():
     assert upward_imports() == []
+
+
+def test_every_package_of_builder_is_on_a_floor():
+    """A new stage is placed on purpose: a package no floor names would sit on the bottom
+    floor, where nothing guards it."""
+    packages = {path.parent.name for path in BUILDER.glob("*/__init__.py")}
+    assert packages <= {name for names in FLOORS for name in names.split()}
+
+
+def test_a_stage_importing_another_stage_is_caught(tmp_path):
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "job.py").write_text(
+        "from ..publish.placing import MANIFEST\nfrom ..export import oci\nfrom . import job_paths\n"
+        "from ..host import sidecar\nfrom .. import published\n"
+    )
+    assert upward_imports(tmp_path) == ["run/job.py imports publish.placing", "run/job.py imports export"]
 
 
 def test_an_upward_import_is_caught_in_each_spelling(tmp_path):

@@ -13,7 +13,7 @@ from conftest import run_builder
 from helpers.cli_here import run_here
 from helpers.publishing import publish
 
-from builder.layerbuild import store
+from builder.host import sidecar
 from builder.publish import signing
 
 
@@ -109,7 +109,7 @@ def signed(cpu_image, apptainer, keys, tmp_path):
     assert result.returncode == 0, result.stderr
     assert "run its smoke tests now" in result.stdout
     assert cached.read_bytes()[-65536:] == before and os.stat(cached).st_nlink == 1  # the cache's copy untouched
-    assert store.current_key(image) == record["key"]  # `build` still takes it as built
+    assert sidecar.current_key(image) == record["key"]  # `build` still takes it as built
     return image
 
 

@@ -10,7 +10,7 @@ from cyclonedx.schema import SchemaVersion
 from cyclonedx.validation.json import JsonStrictValidator
 
 from builder import sbom
-from builder.layerbuild import store
+from builder.host import sidecar
 from builder.recipes.tree import RecipeTree
 
 TARGET = RecipeTree(RECIPES).target("cpu")
@@ -34,7 +34,7 @@ def normal(name):
 def test_the_build_leaves_a_valid_sbom_of_this_image_beside_it(cpu_image):
     text, _ = read(cpu_image)
     assert JsonStrictValidator(SchemaVersion.V1_6).validate_str(text) is None
-    assert sbom.recorded_key(sbom.path_for(cpu_image)) == store.current_key(cpu_image)
+    assert sbom.recorded_key(sbom.path_for(cpu_image)) == sidecar.current_key(cpu_image)
 
 
 def test_the_sbom_lists_the_pinned_torch_deepspeed_and_mpi4py(cpu_image):
