@@ -171,7 +171,7 @@ def test_lumi_environment_follows_hpe_and_sets_nccl_net_on_multi_node_jobs_only(
     assert "NCCL_NET_GDR_LEVEL" not in env and "NCCL_NET=" not in env
     site = (ROOT / "wrappers" / "sites" / "lumi.sh").read_text()
     # HPE's rendezvous settings go with srun --network=disable_rdzv_get, which only the job
-    # scripts of multi-node jobs carry (tests/builder/run/test_jobscript.py)
+    # scripts of multi-node jobs carry (tests/builder/run/test_jobscript_environment.py)
     assert "HPCML_MULTI_NODE_ENV=('NCCL_NET=AWS Libfabric' FI_CXI_RDZV_PROTO=alt_read" in site
     # the image's libfabric is LUMI's choice: no host libfabric bound in
     assert "HPCML_MULTI_NODE_BINDS=(/var/spool/slurmd)" in site

@@ -1,16 +1,19 @@
-"""`jobscript` from a project folder (issue 47): the recipes it reads outside the checkout, the
-absolute paths its scripts name, the program it refuses at once, every form of Slurm's --time,
-and Jean Zay's image folder (an unset variable, a published module's image)."""
+"""`jobscript` from a project folder (issue 47) and the paths it names (builder/run/job_paths.py):
+the recipes it reads outside the checkout, the absolute paths its scripts name, the program (a
+leading `python` dropped; no program, one that is not there or another python option refused at
+once), every form of Slurm's --time, and Jean Zay's image folder (an image outside it, an unset
+variable, a published module's image)."""
 
 import json
 import shutil
 import subprocess
 
 import pytest
-from conftest import RECIPES, ROOT
+from conftest import RECIPES
 from helpers.cli_here import run_here
+from helpers.job_scripts import WRAPPER, launch_line, make
 
-WRAPPER = str(ROOT / "wrappers" / "singularity_wrapper")
+from builder.run.jobscript import LAUNCHES
 
 
 @pytest.fixture
@@ -31,10 +34,6 @@ def jobscript(*args, cwd, env=None, recipes=RECIPES):
 
 def exported(text, name):
     return next(line.split("=", 1)[1] for line in text.splitlines() if line.startswith(f"export {name}="))
-
-
-def launch_line(text):
-    return text.rstrip("\n").splitlines()[-1]
 
 
 def one_line_error(result):
@@ -129,6 +128,42 @@ def test_a_program_that_is_not_there_is_refused_when_the_script_is_written(proje
     assert "or -m MODULE for a module in the image" in error and not out.exists()
 
 
+def test_no_program_is_a_one_line_error():
+    result = run_here("jobscript", "cpu")
+    assert result.returncode == 2 and "no program: give it after --" in result.stderr
+
+
+@pytest.mark.parametrize("launch", LAUNCHES)
+@pytest.mark.parametrize("typed", [("python",), ("python3",), ("python3.12",), ("python", "-u")])
+def test_a_leading_python_is_dropped_with_a_note_in_every_launch_mode(tree, typed, launch):
+    # `-- python train.py` is what most users type; every launch starts python itself
+    site = "local" if launch in ("torchrun", "srun", "mpirun") else "lumi"
+    target = "cpu" if site == "local" else "lumi-rocm"
+    plain, expected = make(tree, target, site=site, launch=launch)
+    plan, text = make(tree, target, site=site, launch=launch, program=(*typed, "train.py", "--epochs", "10"))
+    assert launch_line(text) == launch_line(expected)
+    assert plan.notes == [f"dropped {' '.join(typed)!r} after --: each launch starts python itself"]
+    assert plain.notes == []
+
+
+def test_a_leading_python_before_a_module_keeps_the_module(tree):
+    plan, text = make(tree, "cpu", launch="srun", program=("python", "-m", "smoke", "all"))
+    assert launch_line(text).endswith("python -m launchenv -- python -m smoke all")
+
+
+def test_the_note_reaches_stderr_and_the_script_stays_clean(project):
+    result = run_here("jobscript", "cpu", "--", "python", "train.py", cwd=project)
+    assert result.returncode == 0, result.stderr
+    assert "note: dropped 'python' after --: each launch starts python itself" in result.stderr
+    assert "python python" not in result.stdout and "torchrun" in result.stdout
+
+
+def test_another_python_option_first_is_refused_in_one_line():
+    result = run_here("jobscript", "cpu", "--", "python", "-O", "train.py")
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert "python option -O after --: the job starts python itself" in result.stderr
+
+
 def test_the_image_is_named_by_its_absolute_path_unless_it_starts_with_a_variable(project):
     result = jobscript("cpu", "--image", "sifs/mine.sif", "--", "train.py", cwd=project)
     assert exported(result.stdout, "SING_IMAGE") == f"{project}/sifs/mine.sif"
@@ -170,7 +205,7 @@ def test_a_missing_image_on_a_site_says_what_puts_it_there_not_make(project):
     )
 
 
-# --- Jean Zay: the image folder's variable, and a published module's image -----------------
+# --- Jean Zay: images only from its image folder, the folder's variable, a published module's image
 
 
 def test_an_unset_image_folder_variable_is_the_scripts_own_one_line_error(project):
@@ -187,6 +222,41 @@ def test_an_unset_image_folder_variable_is_the_scripts_own_one_line_error(projec
     (allowed / "h100-cuda.sif").write_bytes(b"image")
     ran = run_prelude(result.stdout, project, {"SINGULARITY_ALLOWED_DIR": str(allowed)})
     assert ran.returncode == 0, ran.stderr
+
+
+@pytest.mark.parametrize("image", ["images/a100-cuda.sif", "/scratch/me/a100-cuda.sif"])
+def test_an_image_outside_the_allowed_folder_is_refused_in_one_line(project, image):
+    result = run_here(
+        "jobscript",
+        "a100-cuda",
+        "--site",
+        "jean-zay",
+        "--image",
+        image,
+        "--",
+        "train.py",
+        env={"SINGULARITY_ALLOWED_DIR": "/gpfs/allowed"},
+    )
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr == (
+        f"error: command line: --image {image}: jean-zay runs images only from "
+        "$SINGULARITY_ALLOWED_DIR; copy it there (idrcontmgr cp IMAGE) and give "
+        "--image '$SINGULARITY_ALLOWED_DIR/NAME.sif'\n"
+    )
+    # the folder as the login node names it is the same folder
+    expanded = run_here(
+        "jobscript",
+        "a100-cuda",
+        "--site",
+        "jean-zay",
+        "--image",
+        "/gpfs/allowed/x.sif",
+        "--",
+        "train.py",
+        env={"SINGULARITY_ALLOWED_DIR": "/gpfs/allowed"},
+        cwd=project,
+    )
+    assert expanded.returncode == 0, expanded.stderr
 
 
 def published(prefix):

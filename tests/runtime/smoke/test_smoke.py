@@ -177,7 +177,8 @@ def test_a_rank_that_exits_early_is_named_as_the_cause(env, tmp_path):
         [
             "python",
             "-c",
-            "import launchenv, torch.distributed as dist; launchenv.apply(); dist.init_process_group('gloo'); dist.destroy_process_group()",
+            "import launchenv, torch.distributed as dist; launchenv.apply(); "
+            "dist.init_process_group('gloo'); dist.destroy_process_group()",
         ],
         port=port,
     )

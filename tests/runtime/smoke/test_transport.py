@@ -3,15 +3,14 @@ and aws-ofi-nccl print (tests/data/nccl/*.log; each file's header names the upst
 and the verdict for a 2-node LUMI run."""
 
 import sys
-from pathlib import Path
 
 import pytest
 from conftest import ROOT
+from helpers.nccl_logs import NCCL_LOGS
 
 sys.path.insert(0, str(ROOT / "runtime"))
 from smoke import transport  # noqa: E402
 
-NCCL_LOGS = Path(__file__).parents[1] / "data" / "nccl"
 LUMI = {"transport": "ofi", "provider": "cxi"}
 SAMPLES = [
     "lumi-netofi-old.log",
@@ -356,3 +355,42 @@ def test_a_working_plugins_lines_are_no_alarm():
     assert diagnose.likely_cause(
         "NCCL INFO TUNER/Plugin: Could not find: librccl-tuner.so. Using internal tuner plugin."
     ).startswith("unknown")
+
+
+def _summary(name):
+    return transport.parse((NCCL_LOGS / name).read_text().splitlines())
+
+
+def test_transport_of_a_lumi_rank_with_the_plugin_stub_log():
+    info = _summary("lumi-ofi.log")
+    assert (info["library"], info["net"], info["provider"], info["missing_plugin"]) == (
+        "RCCL 2.22.3+hip6.4",
+        "ofi",
+        "cxi",
+        None,
+    )
+    assert info["plugin"] == "AWS Libfabric"
+
+
+def test_transport_without_the_plugin_stub_log_fails_a_multi_node_lumi_run():
+    info = _summary("lumi-no-plugin.log")
+    assert info["net"] == "socket" and "librccl-net.so" in info["missing_plugin"]
+    verdict = transport.judge(
+        [_summary("lumi-ofi.log"), info], {"transport": "ofi", "provider": "cxi"}, nodes=2, backend="nccl"
+    )
+    assert verdict.verdict == "fail"
+    assert "ofi, socket" in verdict.why and "LD_LIBRARY_PATH" in verdict.why
+
+
+def test_transport_verdicts_for_ib_one_node_and_gloo():
+    ib = [_summary("puhti-ib.log")] * 2
+    assert transport.judge(ib, {"transport": "ib"}, nodes=2, backend="nccl").verdict == "pass"
+    assert transport.judge(ib, {"transport": "ofi"}, nodes=2, backend="nccl").verdict == "fail"
+    sockets = [_summary("lumi-no-plugin.log")]
+    assert transport.judge(sockets, {"transport": "ofi"}, nodes=1, backend="nccl").verdict == "pass"
+    assert transport.judge([], {"transport": "ib"}, nodes=2, backend="gloo").verdict == "none"
+    wrong_provider = [dict(_summary("lumi-ofi.log"), provider="tcp")]
+    assert (
+        transport.judge(wrong_provider, {"transport": "ofi", "provider": "cxi"}, nodes=2, backend="nccl").verdict
+        == "fail"
+    )
