@@ -1,6 +1,6 @@
 """Every command the documentation shows runs as shown (issue 30).
 
-The fenced blocks of README.md and docs/*.md follow one convention (docs/design.md, "Tests"):
+The fenced blocks of README.md, CONTRIBUTING.md and docs/*.md follow one convention (docs/design.md, "Tests"):
 
     ```sh                 runs on a fresh checkout after `make setup`: no image, no cluster,
                           no root-only state, nothing written outside the checkout
@@ -30,7 +30,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+DOCS = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted((ROOT / "docs").glob("*.md"))]
 RUNNABLE = "sh"
 NOT_RUN = ("needs-image", "needs-cluster", "site", "admin")
 # info strings a fence may carry; a shell fence that is not `sh` would escape the convention
