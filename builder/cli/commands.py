@@ -14,7 +14,6 @@ from ..host.images import image_facts
 from ..invocation import program
 from ..recipes.tree import RecipeTree
 from ..render import runtime_wheel
-from ..render.layer_sharing import plan_layers
 from ..render.sitefile import render_site
 
 
@@ -67,6 +66,8 @@ def cmd_show(args):
 def cmd_render(args):
     if args.all == bool(args.targets):
         raise RecipeError("name one or more targets, or give --all (not both)", file="command line")
+    from ..render.layer_sharing import plan_layers  # jinja2 and the blocks: render and check only
+
     tree = load_tree(args.recipes)
     if args.all:
         tree.require_all_valid()
@@ -260,6 +261,8 @@ def cmd_toolbox(args):
 
 
 def cmd_check(args):
+    from ..render.layer_sharing import plan_layers
+
     tree = load_tree(args.recipes)
     tree.require_all_valid()
     out = Path(args.out)

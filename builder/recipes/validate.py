@@ -1,11 +1,13 @@
 """Check recipe data against the JSON Schemas in builder/recipes/schemas/, one clear line per error."""
 
 import copy
+import importlib.util
 import re
+import sys
+import types
 from functools import cache
 from importlib import resources
 
-import jsonschema
 import yaml
 
 from .yamlsrc import Document, kind_of, safe_loader
@@ -28,6 +30,35 @@ def schema(name: str, partial: bool = False) -> dict:
     return _without_required(copy.deepcopy(loaded)) if partial else loaded
 
 
+@cache
+def _jsonschema():
+    """jsonschema, imported on a command's first validation, not at start-up.
+
+    Its import registers every format checker whose package is installed, and
+    rfc3987_syntax (iri formats, via cyclonedx-python-lib[json-validation]) compiles three
+    Earley grammars on import: about a second for each command. Our schemas use no format, so
+    jsonschema gets a stand-in that imports the real module on the first iri check (the SBOM's).
+    """
+    real = "rfc3987_syntax"
+    if "jsonschema" in sys.modules or real in sys.modules or importlib.util.find_spec(real) is None:
+        import jsonschema
+
+        return jsonschema
+    sys.modules[real] = stand_in = types.ModuleType(real)
+
+    def is_valid_syntax(term, value):
+        from rfc3987_syntax import is_valid_syntax as check_syntax
+
+        return check_syntax(term, value)
+
+    stand_in.is_valid_syntax = is_valid_syntax
+    try:
+        import jsonschema
+    finally:
+        del sys.modules[real]  # later imports get the real module
+    return jsonschema
+
+
 def _without_required(node):
     """A file that `extends:` another may leave out keys its base provides."""
     if isinstance(node, dict):
@@ -46,7 +77,7 @@ def check(doc: Document, data: dict, name: str, partial: bool = False, origin=No
 
     ``origin`` (a merge.Origin) names the file each key path came from, for merged targets.
     """
-    validator = jsonschema.Draft202012Validator(schema(name, partial))
+    validator = _jsonschema().Draft202012Validator(schema(name, partial))
     errors = list(validator.iter_errors(data))
     if not errors:
         return

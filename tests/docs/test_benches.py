@@ -78,6 +78,12 @@ BENCHES = {
         900,
     ),
     "wrapper_bench": (["{image}"], [rf"^overhead: {NUMBER} ms, ratio {NUMBER}"], 300),
+    # against this checkout's own HEAD: the quick run checks the bench, not a figure
+    "startup_bench": (
+        ["--baseline", "HEAD"],
+        [rf"^{re.escape(name)} +{NUMBER} +{NUMBER} +{NUMBER} +{NUMBER} +{NUMBER}" for name in ("--help", "show cpu")],
+        300,
+    ),
 }
 
 

@@ -1,0 +1,50 @@
+"""Start-up imports only what the command uses (issue 48): jsonschema's format checkers pulled
+in rfc3987_syntax, whose import compiles three Earley grammars (0.7 s for every command).
+Checked by the modules imported, not by a time."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+from conftest import ROOT
+
+# never needed to start a command; rfc3987_syntax only for an iri format check (the SBOM's)
+HEAVY = {"rfc3987_syntax", "lark"}
+
+
+def python(*args):
+    """A fresh interpreter in the checkout, as run_builder starts the CLI."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize(
+    ("args", "unused", "used"),
+    [(["--help"], {"jsonschema", "jinja2"}, set()), (["show", "cpu"], {"jinja2"}, {"jsonschema"})],
+    ids=["help", "show"],
+)
+def test_a_command_imports_only_what_it_uses(args, unused, used):
+    """What `python -X importtime -m builder ARGS` imports, or tries to: jsonschema only where
+    the command validates recipes, jinja2 only where it renders a template."""
+    result = python("-X", "importtime", "-m", "builder", *args)
+    assert result.returncode == 0, result.stderr[-2000:]
+    rows = [line.split("|") for line in result.stderr.splitlines() if line.startswith("import time:")]
+    modules = {row[-1].strip() for row in rows if len(row) == 3}
+    assert {"builder.cli"} | used <= modules  # the listing is real
+    assert not (HEAVY | unused) & modules
+
+
+def test_iri_format_checks_still_work_after_the_recipes_validate():
+    """The stand-in leaves jsonschema's iri checkers in place; the first check imports the real module."""
+    code = (
+        "import sys\n"
+        "from builder.recipes import validate\n"
+        "checker = validate._jsonschema().Draft7Validator.FORMAT_CHECKER\n"
+        "assert 'rfc3987_syntax' not in sys.modules\n"
+        "print(checker.conforms('http://a b', 'iri-reference'), checker.conforms('https://ä.example/x', 'iri'))\n"
+        "print(sys.modules['rfc3987_syntax'].__file__ is not None)\n"
+    )
+    result = python("-c", code)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["False", "True", "True"]
