@@ -16,21 +16,9 @@ FAILURE_MARKER is the builder's own too, shared by the lines it renders and the 
 them.
 """
 
-import importlib.util
-
 from . import resources
 
-_SOURCE = resources.runtime_source() / "hpcml_contract.py"
-
-
-def _load():
-    spec = importlib.util.spec_from_file_location("hpcml_contract", _SOURCE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-_CONTRACT = _load()
+_CONTRACT = resources.runtime_module("hpcml_contract")
 IMAGE_VARIABLES: dict[str, str] = _CONTRACT.VARIABLES
 
 # A %post or %test line that starts with this is the reason a layer build failed, for users:

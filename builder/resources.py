@@ -6,6 +6,8 @@ In a checkout (or an editable install) they are the repository's own `wrappers/`
 and `recipes/`; `pip install .` copies them into the package as `builder/_data/`.
 """
 
+import importlib.util
+import sys
 from pathlib import Path
 
 from .errors import ToolError
@@ -36,6 +38,21 @@ def wrapper() -> Path:
 def runtime_source() -> Path:
     """The runtime package's project folder (pyproject.toml, launchenv.py, smoke/)."""
     return _find("runtime")
+
+
+def runtime_module(name: str):
+    """One of the runtime's standard-library modules (hpcml_contract, hpcml_facts), loaded
+    from its source. Registered under its own name, so that code importing it by that name
+    (the smoke suite, on a host in tests) gets the same module and the same record classes."""
+    source = runtime_source() / f"{name}.py"
+    loaded = sys.modules.get(name)
+    if loaded is not None and Path(getattr(loaded, "__file__", "") or "").resolve() == source.resolve():
+        return loaded
+    spec = importlib.util.spec_from_file_location(name, source)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 def recipes():

@@ -35,9 +35,8 @@ MASTER_PORT_BASE = _variable(
 )
 SITE_FACTS = _variable(
     "HPCML_SITE_FACTS",
-    "the site's all-reduce references, network and notes as "
-    "JSON; the wrapper passes it into the container, where "
-    "`python -m smoke` reads it",
+    "the site's all-reduce references, network and Slurm MPI plugin as JSON (`hpcml_facts.SiteFacts`); "
+    "the wrapper passes it into the container, where `python -m smoke` reads it",
 )
 LAUNCHED_BY = _variable("HPCML_LAUNCHED_BY", "which launcher the ranks came from, kept when CMD reads them again")
 NETCHECK_SYSFS = _variable("HPCML_NETCHECK_SYSFS", "a stand-in for `/sys`, to fake a CXI device")

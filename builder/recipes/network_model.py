@@ -4,6 +4,7 @@ against."""
 
 from dataclasses import dataclass, fields
 
+from .. import facts as handed_over
 from .section import Section
 
 
@@ -54,21 +55,12 @@ class Network:
     def host_library_path(self) -> tuple:
         return self.host_libfabric.library_path if self.libfabric == "host" else ()
 
-    def facts(self) -> dict:
+    def facts(self) -> handed_over.Network:
         """The keys the file sets, as the smoke suite reads them; with the host's libfabric,
         where its preflight expects the plugin's libfabric."""
-        facts = {
-            key: value
-            for key, value in (
-                ("transport", self.transport),
-                ("provider", self.provider),
-                ("libfabric", self.libfabric),
-            )
-            if value
-        }
-        if self.host_library_path:
-            facts["host_library_path"] = list(self.host_library_path)
-        return facts
+        return handed_over.Network(
+            self.transport or None, self.provider or None, self.libfabric or None, self.host_library_path
+        )
 
 
 @dataclass(frozen=True)
@@ -82,5 +74,5 @@ class Allreduce:
     dtype: str | None = None
     tolerance: float | None = None
 
-    def facts(self) -> dict:
-        return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
+    def facts(self) -> handed_over.Reference:
+        return handed_over.Reference(**{f.name: getattr(self, f.name) for f in fields(self)})

@@ -7,6 +7,7 @@ looks up when it runs."""
 import dataclasses
 from dataclasses import dataclass, fields
 
+from ..facts import SiteFacts
 from .network_model import Allreduce, Network
 from .section import Section
 from .slurm_model import Slurm
@@ -227,14 +228,12 @@ class Site:
         return self.network.host_library_path + self.multi_node.library_path
 
     @property
-    def smoke_facts(self) -> dict:
+    def smoke_facts(self) -> SiteFacts:
         """What the smoke suite judges a run on this site against; the wrapper hands it over
         at run time, so correcting a reference rebuilds no image."""
-        return {
-            "site": self.name,
-            "network": self.network.facts(),
-            "allreduce": [item.facts() for item in self.allreduce],
-            "slurm_mpi": self.mpi.slurm_mpi,
-            "gpus_per_node": self.gpu.per_node,
-            "notes": list(self.notes),
-        }
+        return SiteFacts(
+            site=self.name,
+            network=self.network.facts(),
+            allreduce=tuple(item.facts() for item in self.allreduce),
+            slurm_mpi=self.mpi.slurm_mpi,
+        )

@@ -14,7 +14,7 @@ GPU_FLAGS = {"nvidia": "--nv", "amd": "--rocm", "none": ""}
 
 
 def render_site(site) -> str:
-    facts = json.dumps(site.smoke_facts, sort_keys=True, separators=(",", ":"))
+    facts = json.dumps(site.smoke_facts.to_json(), sort_keys=True, separators=(",", ":"))
     lines = [
         f"# {site.name}: {site.description}",
         f"# Generated from recipes/sites/{site.name}.yaml by python -m builder render; do not edit.",

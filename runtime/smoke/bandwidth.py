@@ -12,14 +12,15 @@ def allreduce_busbw_gbs(algbw, ranks):
     return algbw * 2 * (ranks - 1) / ranks if ranks > 0 else 0.0
 
 
-def pick_threshold(entries, nodes, dtypes):
-    """The site's reference for this run's shape: the entry for exactly this many nodes, else
-    the largest node count below it; among those, one whose dtype was measured."""
-    fitting = [entry for entry in entries if entry["nodes"] <= nodes and entry.get("dtype", "float32") in dtypes]
+def pick_threshold(references, nodes, dtypes):
+    """The site's reference (hpcml_facts.Reference) for this run's shape, as the report
+    records it: the one for exactly this many nodes, else the largest node count below it;
+    among those, one whose dtype was measured."""
+    fitting = [ref for ref in references if ref.nodes <= nodes and (ref.dtype or "float32") in dtypes]
     if not fitting:
         return None
-    most = max(entry["nodes"] for entry in fitting)
-    return min((entry for entry in fitting if entry["nodes"] == most), key=lambda e: e["bytes"])
+    most = max(ref.nodes for ref in fitting)
+    return min((ref for ref in fitting if ref.nodes == most), key=lambda ref: ref.bytes).to_json()
 
 
 def judge(results, threshold):

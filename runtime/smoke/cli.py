@@ -93,7 +93,8 @@ def main(argv=None):
     args = parser().parse_args(argv)
     try:
         facts = config.image(args.image_facts)
-        site_name, site = config.site(args.site_facts)
+        site = config.site(args.site_facts)
+        site_name = site.site
         sizes = parse_sweep(args.sizes) if args.sizes else None
         dtypes = args.dtypes.split(",") if args.dtypes else None
         if dtypes and not set(dtypes) <= set(allreduce.EXACT_LIMIT):
@@ -130,26 +131,24 @@ def main(argv=None):
             checks["allreduce sum"] = Verdict.judged(
                 not wrong, f"{wrong} wrong values" if wrong else f"exact at all {len(rows)} sizes"
             )
-            threshold = bandwidth.pick_threshold(site.get("allreduce", []), session.nodes, dtypes)
+            threshold = bandwidth.pick_threshold(site.allreduce, session.nodes, dtypes)
             checks["allreduce busbw"] = bandwidth.judge(rows, threshold)
             session.doing("reading the transport logs")
             summary = transport.parse(session.transport_lines())
-            checks["transport"] = transport.judge(
-                session.gather(summary), site.get("network"), session.nodes, session.backend
-            )
+            checks["transport"] = transport.judge(session.gather(summary), site.network, session.nodes, session.backend)
         if args.check in ("all", "groups"):
             checks["groups"] = groups.run(session)
         if args.check in ("all", "deepspeed"):
             checks.update(_deepspeed(session, facts, args.op_timeout))
         if args.check in ("all", "mpi"):
             session.doing("the mpi4py all-reduce")
-            results = session.gather(mpicheck.check(session, site.get("slurm_mpi"), args.op_timeout))
+            results = session.gather(mpicheck.check(session, site.slurm_mpi, args.op_timeout))
             checks["mpi4py"] = next((r for r in results if r.verdict == FAIL), results[0])
         if args.check in ("all", "ddp"):
             checks["ddp"] = ddp.run(session)
         session.doing("writing the report")
         if session.rank == 0:
-            _report(session, site_name, argv, checks, rows, site)
+            _report(session, site_name, argv, checks, rows)
         session.leave()
     except KeyboardInterrupt:
         os.write(2, f"smoke: rank {session.rank} interrupted while {session.phase}\n".encode())
@@ -184,13 +183,13 @@ def _deepspeed(session, facts, op_timeout):
     """ds_report and the op loads on rank 0, the engine on every rank; one verdict each."""
     session.doing("the DeepSpeed op checks (rank 0)")
     results = {}
-    ds = facts.get("deepspeed", {})
-    promised = ds.get("promised_ops", [])
+    ds = facts.deepspeed
+    promised = list(ds.promised_ops)
     # the ops were built for this accelerator; a GPU image on a host without a GPU would
     # otherwise fall back to DeepSpeed's CPU accelerator and see none of them installed
-    os.environ.setdefault("DS_ACCELERATOR", ds.get("accelerator", "cpu"))
+    os.environ.setdefault("DS_ACCELERATOR", ds.accelerator)
     if session.rank == 0:
-        results["deepspeed ops"] = dscheck.check_ops(promised, ds.get("listed_ops"), timeout=op_timeout * 0.75)
+        results["deepspeed ops"] = dscheck.check_ops(promised, list(ds.listed_ops), timeout=op_timeout * 0.75)
         results["deepspeed op loads"] = dscheck.load_ops(promised)
     session.doing("the DeepSpeed engine under ZeRO 1, 2 and 3")
     if os.environ["DS_ACCELERATOR"] != "cpu" and session.device == "cpu":
@@ -209,7 +208,7 @@ def _deepspeed(session, facts, op_timeout):
     return merged
 
 
-def _report(session, site_name, argv, checks, rows, site):
+def _report(session, site_name, argv, checks, rows):
     data = report.document(session, site_name, argv, checks, rows)
     if rows:
         session.say(report.table(rows, session.world))

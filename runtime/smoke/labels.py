@@ -17,7 +17,7 @@ def measured(torch, image) -> dict:
     if not torch.version.cuda:
         return {"rccl.version": nccl, "rocm.hip": torch.version.hip}
     major = torch.version.cuda.split(".")[0]
-    minimums = (image.get("gpu") or {}).get("min_driver", {})
+    minimums = image.gpu.min_driver if image.gpu else {}
     if major not in minimums:
         raise SystemExit(f"no oldest driver known for CUDA {major}: add it to cuda_min_driver in recipes/versions.yaml")
     return {"nccl.version": nccl, "cuda.runtime": torch.version.cuda, "cuda.min_driver": minimums[major]}

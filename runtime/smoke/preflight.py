@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import hpcml_contract as contract
+from hpcml_facts import ImageFacts, SiteFacts
 
 from . import commands, fatbin, netcheck
 from .verdict import FAIL, Verdict
@@ -164,32 +165,32 @@ def _version(text):
     return tuple(int(part) for part in re.findall(r"\d+", text))
 
 
-def network(facts: dict, site: dict, nodes: int, run=netcheck.run) -> dict:
+def network(facts: ImageFacts, site: SiteFacts, nodes: int, run=netcheck.run) -> dict:
     """The image's network plugin, checked on this node as this job will use it: it loads
     with every symbol resolved against the image's RCCL and the libfabric the site chose
     (the host's, bound in on multi-node jobs, or the image's own), and that libfabric's
     provider finds the node's device (fi_info -p cxi where a CXI device is present)."""
-    comm = facts.get("comm") or {}
-    if not comm.get("plugin_path"):
+    comm = facts.comm
+    if comm is None or not comm.plugin_path:
         return {}
-    libfabric_dir = comm["libfabric_dir"]
-    chosen = site.get("network") or {}
-    if nodes > 1 and chosen.get("libfabric") == "host" and chosen.get("host_library_path"):
-        libfabric_dir = chosen["host_library_path"][0]
+    libfabric_dir = comm.libfabric_dir
+    chosen = site.network
+    if nodes > 1 and chosen.libfabric == "host" and chosen.host_library_path:
+        libfabric_dir = chosen.host_library_path[0]
     results = {}
     checks = [
         (
             "preflight net plugin",
             "plugin",
-            ["--plugin", comm["plugin_path"], "--rccl", comm["rccl"], "--libfabric-dir", libfabric_dir],
+            ["--plugin", comm.plugin_path, "--rccl", comm.rccl, "--libfabric-dir", libfabric_dir],
         )
     ]
-    if comm.get("provider"):
+    if comm.provider:
         checks.append(
             (
                 "preflight net provider",
                 "provider",
-                ["--libfabric", f"{libfabric_dir}/libfabric.so.1", "--provider", comm["provider"]],
+                ["--libfabric", f"{libfabric_dir}/libfabric.so.1", "--provider", comm.provider],
             )
         )
     for name, check, argv in checks:
@@ -198,12 +199,11 @@ def network(facts: dict, site: dict, nodes: int, run=netcheck.run) -> dict:
     return results
 
 
-def check(host: Host, facts: dict) -> dict:
+def check(host: Host, facts: ImageFacts) -> dict:
     """{check name: Verdict} for this node against the image's promises."""
-    if "gpu" not in facts:
+    if facts.target is None:
         return {"preflight": Verdict.none("not inside an image: nothing promised to check this node against")}
-    gpu = facts["gpu"] or {}
-    archs = gpu.get("archs", [])
+    archs = list(facts.gpu.archs) if facts.gpu else []
     results = {"preflight cpu arch": _cpu_arch(host), "preflight torch": _torch_build(host, archs)}
     if not archs:
         results["preflight gpu"] = Verdict.passed("a CPU image: no GPU to check")
@@ -217,7 +217,7 @@ def check(host: Host, facts: dict) -> dict:
         )
         return results
     if archs[0].startswith("sm_"):
-        results["preflight driver"] = _driver(host, gpu.get("min_driver", {}))
+        results["preflight driver"] = _driver(host, facts.gpu.min_driver)
     if host.gpu_error:
         results["preflight gpu"] = Verdict.failed(host.gpu_error)
         return results
@@ -270,9 +270,9 @@ def _built_for(archs, holders, what):
 
 
 def _ops_built_for(archs, op_archs, facts):
-    ds = facts.get("deepspeed") or {}
+    ds = facts.deepspeed
     if not op_archs:
-        if ds.get("accelerator") == "cuda" and ds.get("promised_ops"):
+        if ds.accelerator == "cuda" and ds.promised_ops:
             return Verdict.failed(
                 "no compiled DeepSpeed op holds CUDA code, but the image "
                 "promises CUDA ops: rebuild it (DS_ACCELERATOR=cuda)"

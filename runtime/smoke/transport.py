@@ -182,15 +182,16 @@ def _hints(summaries):
 
 
 def judge(summaries, expected, nodes, backend):
-    """Verdict for the ranks' summaries (in rank order) against the site's network (dict or None)."""
+    """Verdict for the ranks' summaries (in rank order) against the site's network
+    (hpcml_facts.Network)."""
     nets = sorted({s.get("net") or "unknown" for s in summaries})
     if backend == "gloo":
         return Verdict.none("gloo (CPU) always talks TCP; the network check is for NCCL/RCCL", nets=["socket"])
     if nodes <= 1:
         return Verdict.passed("one node: ranks talk over shared memory/NVLink/xGMI, the network is unused", nets=nets)
-    if not expected:
+    if not expected.transport:
         return Verdict.none("the site file names no network", nets=nets)
-    want = expected["transport"]
+    want = expected.transport
     stopped = [i for i, s in enumerate(summaries) if s.get("net_error")]
     if stopped:
         error = summaries[stopped[0]]["net_error"]
@@ -213,9 +214,7 @@ def judge(summaries, expected, nodes, backend):
             why += f" ({'; '.join(hints)})"
         return Verdict.failed(why, nets=nets)
     providers = sorted({s.get("provider") or "unknown" for s in summaries})
-    if expected.get("provider") and providers != [expected["provider"]]:
-        return Verdict.failed(
-            f"OFI provider {', '.join(providers)}, the site expects {expected['provider']}", nets=nets
-        )
-    provider = f" ({expected['provider']})" if expected.get("provider") else ""
+    if expected.provider and providers != [expected.provider]:
+        return Verdict.failed(f"OFI provider {', '.join(providers)}, the site expects {expected.provider}", nets=nets)
+    provider = f" ({expected.provider})" if expected.provider else ""
     return Verdict.passed(f"every rank used {want}{provider}", nets=nets)

@@ -104,10 +104,14 @@ def plan_for(name, python_version):
             "cpu_baseline": cpu_baseline(target.arch),
         },
         "frameworks": dict(target.python.frameworks),
-        "image_facts": runtime.image_facts(target),
+        "image_facts": runtime.image_facts(target).to_json(),
         "site": site.name,
-        "site_facts": site.smoke_facts,
-        "other_arch": {"target": other.name, "archs": list(other.archs), "image_facts": runtime.image_facts(other)},
+        "site_facts": site.smoke_facts.to_json(),
+        "other_arch": {
+            "target": other.name,
+            "archs": list(other.archs),
+            "image_facts": runtime.image_facts(other).to_json(),
+        },
         "op_tests": {op: op_tests.get(op) for op in target.deepspeed.promised},
     }
 

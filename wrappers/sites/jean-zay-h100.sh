@@ -18,4 +18,4 @@ HPCML_MULTI_NODE_ENV=()
 HPCML_MULTI_NODE_LIBRARY_PATH=()
 HPCML_MASTER_PORT_BASE=10000
 # what the smoke suite judges runs here against (python -m smoke reads it at run time)
-HPCML_SITE_FACTS='{"allreduce":[],"gpus_per_node":4,"network":{"transport":"ib"},"notes":["Rank variables come from Slurm (one task per GPU), as idr_torch reads them.","Node size (4 GPUs, 96 cores) and the node limit per job (16) are assumptions to verify with IDRIS'"'"'s pages."],"site":"jean-zay-h100","slurm_mpi":"pmix"}'
+HPCML_SITE_FACTS='{"allreduce":[],"network":{"transport":"ib"},"site":"jean-zay-h100","slurm_mpi":"pmix"}'

@@ -18,4 +18,4 @@ HPCML_MULTI_NODE_ENV=()
 HPCML_MULTI_NODE_LIBRARY_PATH=()
 HPCML_MASTER_PORT_BASE=10000
 # what the smoke suite judges runs here against (python -m smoke reads it at run time)
-HPCML_SITE_FACTS='{"allreduce":[],"gpus_per_node":4,"network":{"transport":"ib"},"notes":["Rank variables come from Slurm (one task per GPU), as idr_torch reads them.","gpu_p2 (8x V100 32 GB, 3 cores per GPU) runs the same image; its node shape is not described here.","The node limit per job (32) is an assumption, not a published figure."],"site":"jean-zay-v100","slurm_mpi":"pmix"}'
+HPCML_SITE_FACTS='{"allreduce":[],"network":{"transport":"ib"},"site":"jean-zay-v100","slurm_mpi":"pmix"}'

@@ -18,4 +18,4 @@ HPCML_MULTI_NODE_ENV=()
 HPCML_MULTI_NODE_LIBRARY_PATH=()
 HPCML_MASTER_PORT_BASE=10000
 # what the smoke suite judges runs here against (python -m smoke reads it at run time)
-HPCML_SITE_FACTS='{"allreduce":[],"gpus_per_node":8,"network":{"transport":"ib"},"notes":["Rank variables come from Slurm (one task per GPU), as idr_torch reads them."],"site":"jean-zay","slurm_mpi":"pmix"}'
+HPCML_SITE_FACTS='{"allreduce":[],"network":{"transport":"ib"},"site":"jean-zay","slurm_mpi":"pmix"}'

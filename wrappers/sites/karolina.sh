@@ -18,4 +18,4 @@ HPCML_MULTI_NODE_ENV=()
 HPCML_MULTI_NODE_LIBRARY_PATH=()
 HPCML_MASTER_PORT_BASE=10000
 # what the smoke suite judges runs here against (python -m smoke reads it at run time)
-HPCML_SITE_FACTS='{"allreduce":[{"busbw_gbs":66,"bytes":1073741824,"dtype":"float32","nodes":2,"source":"cscs-reframe-tests xccl_tests.py, A100 two-node all_reduce 1 GiB (CSCS nodes; a reference, not Karolina'"'"'s own)","tolerance":0.1}],"gpus_per_node":8,"network":{"transport":"ib"},"notes":[],"site":"karolina","slurm_mpi":"none"}'
+HPCML_SITE_FACTS='{"allreduce":[{"busbw_gbs":66,"bytes":1073741824,"dtype":"float32","nodes":2,"source":"cscs-reframe-tests xccl_tests.py, A100 two-node all_reduce 1 GiB (CSCS nodes; a reference, not Karolina'"'"'s own)","tolerance":0.1}],"network":{"transport":"ib"},"site":"karolina","slurm_mpi":"none"}'

@@ -34,6 +34,7 @@ and in containers/lumi-rocm.base.def:
     ldconfig
 """
 
+from ...facts import CommStack
 from ...shell import cmd, register_libraries
 from .. import git_sources
 from ..parts import Kept, Part
@@ -52,19 +53,21 @@ def parts(target):
     return []
 
 
-def image_facts(target) -> dict:
+def image_facts(target) -> CommStack:
     """The communication stack as image.json records it (the runtime block writes it): the
     library, and where the smoke suite's preflight finds the plugin, the RCCL it must be used
     with and the libfabric it was built against."""
-    facts = {"library": target.comm.library, "plugin": target.comm.plugin.project if target.comm.plugin else None}
-    if target.comm.library == "rccl" and target.comm.plugin is not None:
-        facts.update(
-            plugin_path=PLUGIN_FILE,
-            rccl=ROCM_RCCL,
-            libfabric_dir=libfabric.lib_dir(target),
-            provider="cxi" if target.comm.libfabric else None,
-        )
-    return facts
+    plugin = target.comm.plugin.project if target.comm.plugin else None
+    if target.comm.library != "rccl" or plugin is None:
+        return CommStack(target.comm.library, plugin)
+    return CommStack(
+        target.comm.library,
+        plugin,
+        plugin_path=PLUGIN_FILE,
+        rccl=ROCM_RCCL,
+        libfabric_dir=libfabric.lib_dir(target),
+        provider="cxi" if target.comm.libfabric else None,
+    )
 
 
 def _rccl_with_plugin(target, plugin):

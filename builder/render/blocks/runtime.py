@@ -34,6 +34,7 @@ libfabric: cxi}`) renders (containers/lumi-rocm.def, shortened):
 import json
 
 from ... import contract
+from ...facts import DeepSpeedPromise, GpuPromise, ImageFacts
 from ...shell import cmd, python_check
 from .. import runtime_wheel
 from ..parts import Part, build_arg
@@ -50,31 +51,23 @@ print("launchenv:", launchenv.__file__)
 """
 
 
-def image_facts(target) -> dict:
-    gpu = None
-    if target.archs:
-        # the archs of its sites' GPUs, which torch must carry and the ops were compiled for
-        gpu = {"archs": list(target.archs)}
-        if target.cuda_min_driver:
-            gpu["min_driver"] = dict(target.cuda_min_driver)
-        if target.wavefront_size:
-            gpu["wavefront_size"] = target.wavefront_size
-    return {
-        "target": target.name,
-        "gpu": gpu,
-        "deepspeed": {
-            "accelerator": target.deepspeed.accelerator,
-            "listed_ops": list(target.deepspeed.listed),
-            "promised_ops": list(target.deepspeed.promised),
-        },
-        "comm": rccl_ofi.image_facts(target),
-    }
+def image_facts(target) -> ImageFacts:
+    # the archs of its sites' GPUs, which torch must carry and the ops were compiled for
+    gpu = GpuPromise(tuple(target.archs), dict(target.cuda_min_driver or {}), target.wavefront_size or None)
+    return ImageFacts(
+        target=target.name,
+        gpu=gpu if target.archs else None,
+        deepspeed=DeepSpeedPromise(
+            target.deepspeed.accelerator, tuple(target.deepspeed.listed), tuple(target.deepspeed.promised)
+        ),
+        comm=rccl_ofi.image_facts(target),
+    )
 
 
 def parts(target):
     wheel = runtime_wheel.current()
     staged = f"{STAGING}/{wheel.name}"
-    facts = _two_levels(image_facts(target))
+    facts = _two_levels(image_facts(target).to_json())
     image_json = f"{target.python.venv}/{contract.IMAGE_FACTS}"  # smoke reads it under sys.prefix
     post = [
         f"echo {cmd(f'{wheel.sha256}  {staged}')} | sha256sum --check --quiet -",

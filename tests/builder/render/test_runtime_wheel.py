@@ -43,7 +43,7 @@ def test_the_wheel_holds_launchenv_the_contract_and_the_smoke_package_and_nothin
     with zipfile.ZipFile(__import__("io").BytesIO(runtime_wheel.current().data)) as wheel:
         names = wheel.namelist()
     code = sorted(n for n in names if ".dist-info/" not in n)
-    assert code == ["hpcml_contract.py", "launchenv.py"] + sorted(
+    assert code == ["hpcml_contract.py", "hpcml_facts.py", "launchenv.py"] + sorted(
         f"smoke/{p.name}" for p in (ROOT / "runtime" / "smoke").glob("*.py")
     )
 

@@ -7,11 +7,12 @@ import pytest
 from conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "runtime"))
+from hpcml_facts import Reference  # noqa: E402
 from smoke import bandwidth  # noqa: E402
 
 LUMI_REFS = [
-    {"nodes": 1, "bytes": 134217728, "dtype": "float16", "busbw_gbs": 125, "tolerance": 0.05, "source": "x"},
-    {"nodes": 2, "bytes": 134217728, "dtype": "float16", "busbw_gbs": 85, "tolerance": 0.05, "source": "y"},
+    Reference(nodes=1, bytes=134217728, dtype="float16", busbw_gbs=125, tolerance=0.05, source="x"),
+    Reference(nodes=2, bytes=134217728, dtype="float16", busbw_gbs=85, tolerance=0.05, source="y"),
 ]
 
 
@@ -36,7 +37,7 @@ def _row(busbw, nbytes=134217728, dtype="float16"):
 
 
 def test_verdicts_apply_the_tolerance_and_give_the_margin():
-    reference = LUMI_REFS[1]  # 85 GB/s, -5 % -> floor 80.75
+    reference = LUMI_REFS[1].to_json()  # 85 GB/s, -5 % -> floor 80.75; as pick_threshold gives it
     passed = bandwidth.judge([_row(81.0)], reference)
     assert passed.verdict == "pass" and passed.details["margin"] == pytest.approx(81 / 80.75 - 1)
     failed = bandwidth.judge([_row(80.5)], reference)

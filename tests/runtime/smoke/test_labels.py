@@ -7,6 +7,7 @@ import pytest
 from conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "runtime"))
+from hpcml_facts import GpuPromise, ImageFacts  # noqa: E402
 
 
 def fake_torch(cuda=None, hip=None, nccl=(2, 29, 7)):
@@ -21,13 +22,14 @@ def fake_torch(cuda=None, hip=None, nccl=(2, 29, 7)):
 def test_a_cuda_images_labels_name_nccl_cuda_and_the_oldest_driver():
     from smoke import labels
 
-    image = {"gpu": {"archs": ["sm_80"], "min_driver": {"12": "525.60.13", "13": "580.65.06"}}}
+    image = ImageFacts("a100-cuda", GpuPromise(("sm_80",), {"12": "525.60.13", "13": "580.65.06"}))
     assert labels.measured(fake_torch(cuda="13.0"), image) == {
         "nccl.version": "2.29.7",
         "cuda.runtime": "13.0",
         "cuda.min_driver": "580.65.06",
     }
-    assert labels.measured(fake_torch(hip="6.4.43484", nccl=2.22), {"gpu": {"archs": ["gfx90a"]}}) == {
+    rocm = ImageFacts("lumi-rocm", GpuPromise(("gfx90a",)))
+    assert labels.measured(fake_torch(hip="6.4.43484", nccl=2.22), rocm) == {
         "rccl.version": "2.22",
         "rocm.hip": "6.4.43484",
     }
@@ -37,4 +39,4 @@ def test_a_cuda_release_without_a_known_driver_stops_the_build():
     from smoke import labels
 
     with pytest.raises(SystemExit, match="no oldest driver known for CUDA 14: add it to cuda_min_driver"):
-        labels.measured(fake_torch(cuda="14.1"), {"gpu": {"min_driver": {"13": "580.65.06"}}})
+        labels.measured(fake_torch(cuda="14.1"), ImageFacts("h100-cuda", GpuPromise(("sm_90",), {"13": "580.65.06"})))

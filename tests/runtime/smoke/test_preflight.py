@@ -14,13 +14,25 @@ from conftest import ROOT, run_runtime_module
 
 sys.path.insert(0, str(ROOT / "runtime"))
 from helpers.elf_files import elf, entry, fat_binary  # noqa: E402
+from hpcml_facts import ImageFacts, SiteFacts  # noqa: E402
 from smoke import preflight  # noqa: E402
 from smoke.preflight import Host  # noqa: E402
 from smoke.verdict import Verdict  # noqa: E402
 
+
+def image(data: dict) -> ImageFacts:
+    """An image's image.json, of an image named test."""
+    return ImageFacts.from_json({"target": "test", **data}, "image.json")
+
+
+def site_facts(data: dict) -> SiteFacts:
+    return SiteFacts.from_json({"site": "test", **data}, "site facts")
+
+
 MIN_DRIVER = {"12": "525.60.13", "13": "580.65.06"}
-V100_A100 = {"gpu": {"archs": ["sm_70", "sm_80"], "min_driver": MIN_DRIVER}}
-H100 = {"gpu": {"archs": ["sm_90"], "min_driver": MIN_DRIVER}}
+V100_A100 = image({"gpu": {"archs": ["sm_70", "sm_80"], "min_driver": MIN_DRIVER}})
+H100 = image({"gpu": {"archs": ["sm_90"], "min_driver": MIN_DRIVER}})
+CPU_IMAGE = image({"gpu": None})
 CU126_ARCHS = ("sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90")
 CU130_ARCHS = ("sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120", "compute_120")
 
@@ -133,7 +145,7 @@ def test_without_a_gpu_the_gpu_checks_wait_for_a_gpu_node_and_the_torch_check_ru
 # hold machine code for each arch the image promises.
 OPS_80 = (("fused_adam_op", ("sm_80",)), ("transformer_op", ("sm_80",)))
 DS_CUDA = {"deepspeed": {"accelerator": "cuda", "promised_ops": ["fused_adam", "transformer"]}}
-A100 = {"gpu": {"archs": ["sm_80"], "min_driver": MIN_DRIVER}, **DS_CUDA}
+A100 = image({"gpu": {"archs": ["sm_80"], "min_driver": MIN_DRIVER}, **DS_CUDA})
 
 
 def test_an_image_built_right_passes_its_own_arch_checks_without_a_gpu():
@@ -144,7 +156,7 @@ def test_an_image_built_right_passes_its_own_arch_checks_without_a_gpu():
 
 
 def test_a_torch_without_the_images_arch_fails_the_build_not_the_first_job():
-    v100_image = {"gpu": {"archs": ["sm_70"], "min_driver": MIN_DRIVER}, **DS_CUDA}
+    v100_image = image({"gpu": {"archs": ["sm_70"], "min_driver": MIN_DRIVER}, **DS_CUDA})
     host = Host(torch="2.13.0", torch_cuda="13.0", torch_archs=CU130_ARCHS, op_archs=(("fused_adam_op", ("sm_70",)),))
     result = preflight.check(host, v100_image)["preflight image torch archs"]
     assert result.verdict == "fail"
@@ -228,11 +240,11 @@ def test_a_driver_without_nvidia_smi_means_the_container_lacks_nv():
 
 def test_a_cpu_torch_in_a_gpu_image_and_a_gpu_torch_in_the_cpu_image_fail():
     assert preflight.check(Host(torch="2.13.0"), V100_A100)["preflight torch"].verdict == "fail"
-    assert "does not import" in preflight.check(Host(), {"gpu": None})["preflight torch"].why
-    assert preflight.check(Host(), {}) == {
+    assert "does not import" in preflight.check(Host(), CPU_IMAGE)["preflight torch"].why
+    assert preflight.check(Host(), ImageFacts(target=None)) == {
         "preflight": Verdict.none("not inside an image: nothing promised to check this node against")
     }
-    cpu = preflight.check(Host(torch="2.13.0", torch_cuda="13.0"), {"gpu": None})
+    cpu = preflight.check(Host(torch="2.13.0", torch_cuda="13.0"), CPU_IMAGE)
     assert verdicts(cpu) == {"preflight cpu arch": "pass", "preflight torch": "fail", "preflight gpu": "pass"}
     assert "a cuda build where the image promises cpu" in cpu["preflight torch"].why
 
@@ -246,7 +258,8 @@ def test_rocm_archs_come_from_the_kfd_topology(tmp_path, monkeypatch):
     host = preflight.probe()
     assert [arch for _, arch in host.gpus] == ["gfx90a", "gfx90a"]
     lumi = preflight.check(
-        Host(gpus=host.gpus, torch="2.13.0", torch_hip="6.4", torch_archs=("gfx90a",)), {"gpu": {"archs": ["gfx90a"]}}
+        Host(gpus=host.gpus, torch="2.13.0", torch_hip="6.4", torch_archs=("gfx90a",)),
+        image({"gpu": {"archs": ["gfx90a"]}}),
     )
     assert verdicts(lumi) == {
         "preflight cpu arch": "pass",
@@ -274,7 +287,7 @@ def run_smoke(*args, env=None):
 
 def test_the_command_line_on_a_node_without_a_gpu(tmp_path):
     image = tmp_path / "image.json"
-    image.write_text(json.dumps({"target": "x", **V100_A100, "deepspeed": {"promised_ops": []}}))
+    image.write_text(json.dumps(V100_A100.to_json()))
     result = run_smoke("preflight", "--image-facts", image, "--out", tmp_path / "never")
     assert not (tmp_path / "never").exists()  # it writes nothing: it runs in a read-only %test
     # this machine's python has no torch: the torch check fails, the GPU checks wait
@@ -286,7 +299,7 @@ def test_the_command_line_on_a_node_without_a_gpu(tmp_path):
 
 def test_all_stops_before_any_collective_when_the_preflight_fails(tmp_path):
     image = tmp_path / "image.json"
-    image.write_text(json.dumps({"target": "x", **V100_A100, "deepspeed": {"promised_ops": []}}))
+    image.write_text(json.dumps(V100_A100.to_json()))
     result = run_smoke("all", "--image-facts", image, "--out", tmp_path / "report", "--timeout", "30")
     assert result.returncode == 1
     assert result.stdout.splitlines()[-1] == "smoke: the preflight failed, so no collective was started"
@@ -295,7 +308,7 @@ def test_all_stops_before_any_collective_when_the_preflight_fails(tmp_path):
 
 def test_one_process_per_node_reports_the_preflight(tmp_path):
     image = tmp_path / "image.json"
-    image.write_text(json.dumps({"target": "x", **V100_A100, "deepspeed": {"promised_ops": []}}))
+    image.write_text(json.dumps(V100_A100.to_json()))
     ranks = {
         "RANK": "1",
         "LOCAL_RANK": "1",
@@ -312,16 +325,18 @@ def test_one_process_per_node_reports_the_preflight(tmp_path):
 
 # --- the network plugin, as the job will load it ----------------------------------------------
 
-LUMI_COMM = {
-    "comm": {
-        "library": "rccl",
-        "plugin": "aws-ofi-nccl",
-        "provider": "cxi",
-        "plugin_path": "/opt/aws-ofi-nccl/lib/librccl-net.so",
-        "rccl": "/opt/rocm/lib/librccl.so.1",
-        "libfabric_dir": "/opt/libfabric/lib",
+LUMI_COMM = image(
+    {
+        "comm": {
+            "library": "rccl",
+            "plugin": "aws-ofi-nccl",
+            "provider": "cxi",
+            "plugin_path": "/opt/aws-ofi-nccl/lib/librccl-net.so",
+            "rccl": "/opt/rocm/lib/librccl.so.1",
+            "libfabric_dir": "/opt/libfabric/lib",
+        }
     }
-}
+)
 HOST_SITE = {
     "network": {
         "transport": "ofi",
@@ -353,7 +368,7 @@ def recorded_runs(results=None):
 )
 def test_the_plugin_is_checked_against_the_libfabric_the_job_uses(site, nodes, libfabric):
     calls, run = recorded_runs()
-    results = preflight.network(LUMI_COMM, site, nodes, run=run)
+    results = preflight.network(LUMI_COMM, site_facts(site), nodes, run=run)
     assert calls == [
         (
             "plugin",
@@ -373,32 +388,32 @@ def test_the_plugin_is_checked_against_the_libfabric_the_job_uses(site, nodes, l
 
 def test_a_failing_network_check_fails_the_preflight_with_its_line():
     _, run = recorded_runs({"provider": (False, "netcheck provider: FAIL: fi_info -p cxi exited 1")})
-    results = preflight.network(LUMI_COMM, {}, 2, run=run)
+    results = preflight.network(LUMI_COMM, site_facts({}), 2, run=run)
     assert results["preflight net provider"] == Verdict.failed("fi_info -p cxi exited 1")
     assert results["preflight net plugin"].verdict == "pass"
 
 
 def test_images_without_a_plugin_have_no_network_preflight():
     calls, run = recorded_runs()
-    assert preflight.network({"comm": {"library": "nccl", "plugin": None}}, {}, 2, run=run) == {}
-    assert preflight.network({"target": None}, {}, 2, run=run) == {} and calls == []
+    assert preflight.network(image({"comm": {"library": "nccl", "plugin": None}}), site_facts({}), 2, run=run) == {}
+    assert preflight.network(ImageFacts(target=None), site_facts({}), 2, run=run) == {} and calls == []
 
 
 def test_an_image_of_another_cpu_arch_than_the_node_fails_unless_emulation_is_asked_for():
     """Under QEMU uname says the image's architecture; the kernel's sysctl says the node's."""
     emulated = Host(torch="2.13.0", machine="aarch64", kernel_arch="x86_64")
-    results = preflight.check(emulated, {"gpu": None})
+    results = preflight.check(emulated, CPU_IMAGE)
     assert results["preflight cpu arch"].verdict == "fail"
     assert results["preflight cpu arch"].why == (
         "this aarch64 image runs emulated on an x86_64 node, many times slower: "
         "run it on an aarch64 node (HPCML_ALLOW_EMULATION=1 to go on)"
     )
-    allowed = preflight.check(dataclasses.replace(emulated, allow_emulation=True), {"gpu": None})
+    allowed = preflight.check(dataclasses.replace(emulated, allow_emulation=True), CPU_IMAGE)
     assert (
         allowed["preflight cpu arch"].verdict == "pass"
         and "HPCML_ALLOW_EMULATION=1" in allowed["preflight cpu arch"].why
     )
-    native = preflight.check(Host(torch="2.13.0", machine="aarch64", kernel_arch="aarch64"), {"gpu": None})
+    native = preflight.check(Host(torch="2.13.0", machine="aarch64", kernel_arch="aarch64"), CPU_IMAGE)
     assert native["preflight cpu arch"].verdict == "pass"
 
 
@@ -412,4 +427,4 @@ def test_the_node_arch_is_read_from_the_kernel_and_the_opt_in_from_the_environme
     monkeypatch.delenv("HPCML_ALLOW_EMULATION")
     host = preflight.probe()
     assert (host.kernel_arch, host.allow_emulation) == ("", False)
-    assert preflight.check(host, {"gpu": None})["preflight cpu arch"].verdict == "pass"
+    assert preflight.check(host, CPU_IMAGE)["preflight cpu arch"].verdict == "pass"

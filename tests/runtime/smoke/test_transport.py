@@ -9,9 +9,10 @@ from conftest import ROOT
 from helpers.nccl_logs import NCCL_LOGS
 
 sys.path.insert(0, str(ROOT / "runtime"))
+from hpcml_facts import Network  # noqa: E402
 from smoke import transport  # noqa: E402
 
-LUMI = {"transport": "ofi", "provider": "cxi"}
+LUMI = Network(transport="ofi", provider="cxi")
 SAMPLES = [
     "lumi-netofi-old.log",
     "lumi-ofi-1.18-libfabric.log",
@@ -375,22 +376,17 @@ def test_transport_of_a_lumi_rank_with_the_plugin_stub_log():
 def test_transport_without_the_plugin_stub_log_fails_a_multi_node_lumi_run():
     info = _summary("lumi-no-plugin.log")
     assert info["net"] == "socket" and "librccl-net.so" in info["missing_plugin"]
-    verdict = transport.judge(
-        [_summary("lumi-ofi.log"), info], {"transport": "ofi", "provider": "cxi"}, nodes=2, backend="nccl"
-    )
+    verdict = transport.judge([_summary("lumi-ofi.log"), info], LUMI, nodes=2, backend="nccl")
     assert verdict.verdict == "fail"
     assert "ofi, socket" in verdict.why and "LD_LIBRARY_PATH" in verdict.why
 
 
 def test_transport_verdicts_for_ib_one_node_and_gloo():
     ib = [_summary("puhti-ib.log")] * 2
-    assert transport.judge(ib, {"transport": "ib"}, nodes=2, backend="nccl").verdict == "pass"
-    assert transport.judge(ib, {"transport": "ofi"}, nodes=2, backend="nccl").verdict == "fail"
+    assert transport.judge(ib, Network(transport="ib"), nodes=2, backend="nccl").verdict == "pass"
+    assert transport.judge(ib, Network(transport="ofi"), nodes=2, backend="nccl").verdict == "fail"
     sockets = [_summary("lumi-no-plugin.log")]
-    assert transport.judge(sockets, {"transport": "ofi"}, nodes=1, backend="nccl").verdict == "pass"
-    assert transport.judge([], {"transport": "ib"}, nodes=2, backend="gloo").verdict == "none"
+    assert transport.judge(sockets, Network(transport="ofi"), nodes=1, backend="nccl").verdict == "pass"
+    assert transport.judge([], Network(transport="ib"), nodes=2, backend="gloo").verdict == "none"
     wrong_provider = [dict(_summary("lumi-ofi.log"), provider="tcp")]
-    assert (
-        transport.judge(wrong_provider, {"transport": "ofi", "provider": "cxi"}, nodes=2, backend="nccl").verdict
-        == "fail"
-    )
+    assert transport.judge(wrong_provider, LUMI, nodes=2, backend="nccl").verdict == "fail"

@@ -1,0 +1,220 @@
+"""The shapes of what the builder hands the runtime: the image's promises (`image.json`,
+written into the image at build time) and the site's facts (`$HPCML_SITE_FACTS`, which the
+wrapper hands over at run time). Typed, frozen records: the builder makes them from the
+recipe model (builder/facts.py loads this file), the smoke suite reads them by attribute.
+
+`to_json()` gives the JSON object the file or the variable holds; `from_json(data, where)`
+reads one back or raises FactsError, one line naming the key. Standard library only.
+
+Example: ImageFacts.from_json(json.loads(text), "image.json").deepspeed.promised_ops
+"""
+
+from dataclasses import dataclass, field
+
+
+class FactsError(ValueError):
+    pass
+
+
+def _take(data, key, kinds, where, default=None):
+    """data[key] when it is one of ``kinds`` (None allowed where default is None and absent)."""
+    if not isinstance(data, dict):
+        raise FactsError(f"{where}: expected a JSON object")
+    value = data.get(key, default)
+    if value is default or isinstance(value, kinds):
+        return value
+    raise FactsError(f"{where}: {key}: expected {' or '.join(kind.__name__ for kind in kinds)}, not {value!r}")
+
+
+def _strings(data, key, where) -> tuple:
+    values = _take(data, key, (list,), where, default=[])
+    if not all(isinstance(value, str) for value in values):
+        raise FactsError(f"{where}: {key}: expected a list of strings")
+    return tuple(values)
+
+
+def _without_empty(data: dict) -> dict:
+    return {key: value for key, value in data.items() if value not in (None, (), [], {})}
+
+
+# --- image.json ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GpuPromise:
+    archs: tuple  # sm_90, gfx90a, ...: torch and the ops carry code for each
+    min_driver: dict = field(default_factory=dict)  # CUDA major -> oldest driver it runs on
+    wavefront_size: int | None = None  # ROCm
+
+    def to_json(self) -> dict:
+        data = {"archs": list(self.archs)}
+        if self.min_driver:
+            data["min_driver"] = dict(self.min_driver)
+        if self.wavefront_size:
+            data["wavefront_size"] = self.wavefront_size
+        return data
+
+    @classmethod
+    def from_json(cls, data, where):
+        return cls(
+            _strings(data, "archs", where),
+            dict(_take(data, "min_driver", (dict,), where, default={})),
+            _take(data, "wavefront_size", (int,), where),
+        )
+
+
+@dataclass(frozen=True)
+class DeepSpeedPromise:
+    accelerator: str = "cpu"  # DS_ACCELERATOR the ops were built for
+    listed_ops: tuple = ()  # every op ds_report lists
+    promised_ops: tuple = ()  # those precompiled into the image
+
+    def to_json(self) -> dict:
+        return {
+            "accelerator": self.accelerator,
+            "listed_ops": list(self.listed_ops),
+            "promised_ops": list(self.promised_ops),
+        }
+
+    @classmethod
+    def from_json(cls, data, where):
+        return cls(
+            _take(data, "accelerator", (str,), where, default="cpu"),
+            _strings(data, "listed_ops", where),
+            _strings(data, "promised_ops", where),
+        )
+
+
+@dataclass(frozen=True)
+class CommStack:
+    library: str  # nccl or rccl
+    plugin: str | None = None  # the network plugin's project
+    # with RCCL and a plugin: where preflight finds it, the RCCL and libfabric it goes with
+    plugin_path: str | None = None
+    rccl: str | None = None
+    libfabric_dir: str | None = None
+    provider: str | None = None  # the libfabric provider it must find (cxi)
+
+    def to_json(self) -> dict:
+        data = {"library": self.library, "plugin": self.plugin}
+        if self.plugin_path:
+            data.update(
+                plugin_path=self.plugin_path, rccl=self.rccl, libfabric_dir=self.libfabric_dir, provider=self.provider
+            )
+        return data
+
+    @classmethod
+    def from_json(cls, data, where):
+        text = (str,)
+        return cls(
+            _take(data, "library", text, where, default="nccl"),
+            *(_take(data, key, text, where) for key in ("plugin", "plugin_path", "rccl", "libfabric_dir", "provider")),
+        )
+
+
+@dataclass(frozen=True)
+class ImageFacts:
+    """What an image promises; target None: not inside an image, nothing promised."""
+
+    target: str | None
+    gpu: GpuPromise | None = None  # None: a CPU image
+    deepspeed: DeepSpeedPromise = DeepSpeedPromise()
+    comm: CommStack | None = None
+
+    def to_json(self) -> dict:
+        return {
+            "target": self.target,
+            "gpu": self.gpu.to_json() if self.gpu else None,
+            "deepspeed": self.deepspeed.to_json(),
+            "comm": self.comm.to_json() if self.comm else None,
+        }
+
+    @classmethod
+    def from_json(cls, data, where):
+        gpu, comm = _take(data, "gpu", (dict,), where), _take(data, "comm", (dict,), where)
+        return cls(
+            _take(data, "target", (str,), where),
+            GpuPromise.from_json(gpu, f"{where}: gpu") if gpu is not None else None,
+            DeepSpeedPromise.from_json(_take(data, "deepspeed", (dict,), where, default={}), f"{where}: deepspeed"),
+            CommStack.from_json(comm, f"{where}: comm") if comm is not None else None,
+        )
+
+
+# --- $HPCML_SITE_FACTS ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Network:
+    transport: str | None = None  # what NCCL/RCCL must use between nodes (IB, AWS Libfabric, ...)
+    provider: str | None = None  # the libfabric provider (cxi)
+    libfabric: str | None = None  # "host" or "image": whose libfabric multi-node jobs use
+    host_library_path: tuple = ()  # the host's libfabric, bound in
+
+    def to_json(self) -> dict:
+        return _without_empty({**vars(self), "host_library_path": list(self.host_library_path)})
+
+    @classmethod
+    def from_json(cls, data, where):
+        text = (str,)
+        return cls(
+            *(_take(data, key, text, where) for key in ("transport", "provider", "libfabric")),
+            _strings(data, "host_library_path", where),
+        )
+
+
+@dataclass(frozen=True)
+class Reference:
+    """A reference all-reduce figure the smoke suite judges a run against."""
+
+    nodes: int
+    bytes: int
+    busbw_gbs: float
+    source: str
+    dtype: str | None = None  # float32 when not said
+    tolerance: float | None = None  # 0.05 when not said
+
+    def to_json(self) -> dict:
+        return _without_empty(dict(vars(self)))
+
+    @classmethod
+    def from_json(cls, data, where):
+        number = (int, float)
+        return cls(
+            _take(data, "nodes", (int,), where, default=0),
+            _take(data, "bytes", (int,), where, default=0),
+            _take(data, "busbw_gbs", number, where, default=0.0),
+            _take(data, "source", (str,), where, default=""),
+            _take(data, "dtype", (str,), where),
+            _take(data, "tolerance", number, where),
+        )
+
+
+@dataclass(frozen=True)
+class SiteFacts:
+    """What a run on a site is judged against; site None: nobody said which site."""
+
+    site: str | None
+    network: Network = Network()
+    allreduce: tuple = ()  # Reference, ...
+    slurm_mpi: str | None = None  # srun's --mpi plugin (pmix, pmi2) or none
+
+    def to_json(self) -> dict:
+        return {
+            "site": self.site,
+            "network": self.network.to_json(),
+            "allreduce": [reference.to_json() for reference in self.allreduce],
+            "slurm_mpi": self.slurm_mpi,
+        }
+
+    @classmethod
+    def from_json(cls, data, where):
+        if not isinstance(data, dict) or not isinstance(data.get("site"), str):
+            raise FactsError(f'{where}: expected a JSON object with the site\'s name under "site"')
+        site = data["site"]
+        references = _take(data, "allreduce", (list,), where, default=[])
+        return cls(
+            site,
+            Network.from_json(_take(data, "network", (dict,), where, default={}), f"{where}: network"),
+            tuple(Reference.from_json(item, f"{where}: allreduce[{i}]") for i, item in enumerate(references)),
+            _take(data, "slurm_mpi", (str,), where),
+        )
