@@ -1,7 +1,8 @@
-"""The records the builder hands the runtime, as the runtime defines them
+"""The records that pass between the builder and the runtime, as the runtime defines them
 (runtime/hpcml_facts.py, loaded from its source as builder/contract.py loads the variables):
-what an image promises (ImageFacts, written as image.json by the runtime block) and what a
-site expects of a run (SiteFacts, written into each site file as $HPCML_SITE_FACTS).
+what an image promises (ImageFacts, written as image.json by the runtime block), what a site
+expects of a run (SiteFacts, written into each site file as $HPCML_SITE_FACTS), and the smoke
+suite's report (SmokeReport, smoke.json, which smoke, publish and verify read).
 
 Example: SiteFacts(site="lumi", network=Network(transport="AWS Libfabric")).to_json()
 """
@@ -17,4 +18,7 @@ CommStack = _FACTS.CommStack
 SiteFacts = _FACTS.SiteFacts
 Network = _FACTS.Network
 Reference = _FACTS.Reference
+SmokeReport = _FACTS.SmokeReport
+Verdict = _FACTS.Verdict
 FactsError = _FACTS.FactsError
+NOT_MEASURED, PASS, FAIL = _FACTS.NOT_MEASURED, _FACTS.PASS, _FACTS.FAIL

@@ -1,7 +1,9 @@
-"""The shapes of what the builder hands the runtime: the image's promises (`image.json`,
-written into the image at build time) and the site's facts (`$HPCML_SITE_FACTS`, which the
-wrapper hands over at run time). Typed, frozen records: the builder makes them from the
-recipe model (builder/facts.py loads this file), the smoke suite reads them by attribute.
+"""The shapes of what passes between the builder and the runtime: the image's promises
+(`image.json`, written into the image at build time), the site's facts (`$HPCML_SITE_FACTS`,
+which the wrapper hands over at run time) and, back, the smoke suite's report (`smoke.json`).
+Typed, frozen records: the builder makes the first two from the recipe model and reads the
+report (builder/facts.py loads this file); the smoke suite reads the first two and writes the
+report.
 
 `to_json()` gives the JSON object the file or the variable holds; `from_json(data, where)`
 reads one back or raises FactsError, one line naming the key. Standard library only.
@@ -218,3 +220,133 @@ class SiteFacts:
             tuple(Reference.from_json(item, f"{where}: allreduce[{i}]") for i, item in enumerate(references)),
             _take(data, "slurm_mpi", (str,), where),
         )
+
+
+# --- smoke.json ----------------------------------------------------------------------------------
+
+PASS = "pass"
+FAIL = "fail"
+NONE = "none"  # nothing to judge here (no GPU, no reference, no MPI launcher)
+NOT_MEASURED = "not measured"  # the run did not measure what the reference is for
+ERROR = "error"  # the run stopped on an error before its checks were done
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A check's verdict: one word, one line saying why, and what the check measured;
+    smoke.json keeps each as {"verdict": ..., "why": ..., more fields}."""
+
+    verdict: str  # one of the five above
+    why: str
+    details: dict = field(default_factory=dict)  # more fields for smoke.json: nets, threshold, ...
+
+    @classmethod
+    def passed(cls, why, **details):
+        return cls(PASS, why, details)
+
+    @classmethod
+    def failed(cls, why, **details):
+        return cls(FAIL, why, details)
+
+    @classmethod
+    def judged(cls, ok, why, **details):
+        """Passed when ``ok``, else failed."""
+        return cls(PASS if ok else FAIL, why, details)
+
+    @classmethod
+    def none(cls, why, **details):
+        return cls(NONE, why, details)
+
+    def to_json(self) -> dict:
+        return {"verdict": self.verdict, "why": self.why, **self.details}
+
+    @classmethod
+    def from_json(cls, data, where):
+        verdict, why = _take(data, "verdict", (str,), where), _take(data, "why", (str,), where, default="")
+        if verdict is None:
+            raise FactsError(f"{where}: verdict: missing")
+        return cls(verdict, why, {k: v for k, v in data.items() if k not in ("verdict", "why")})
+
+
+@dataclass(frozen=True)
+class Machine:
+    """Where a smoke run ran."""
+
+    hosts: tuple
+    nodes: int
+    ranks: int
+    ranks_per_node: int
+    launcher: str | None  # slurm, torchrun, mpirun, ... (None: one process by hand)
+    backend: str | None  # nccl or gloo (None: stopped before joining)
+    device: str
+    cpus: int | None
+    kernel: str
+    site: str | None
+
+    def to_json(self) -> dict:
+        return {**vars(self), "hosts": list(self.hosts)}
+
+    @classmethod
+    def from_json(cls, data, where):
+        text, number = (str,), (int,)
+        return cls(
+            _strings(data, "hosts", where),
+            *(_take(data, key, number, where, default=0) for key in ("nodes", "ranks", "ranks_per_node")),
+            _take(data, "launcher", text, where),
+            _take(data, "backend", text, where),
+            _take(data, "device", text, where, default=""),
+            _take(data, "cpus", number, where),
+            _take(data, "kernel", text, where, default=""),
+            _take(data, "site", text, where),
+        )
+
+
+@dataclass(frozen=True)
+class SmokeReport:
+    """A smoke run's report: where it ran, what the image is, the all-reduce rows, each check's
+    verdict and the run's."""
+
+    created: str
+    command: tuple  # the smoke suite's arguments
+    machine: Machine
+    image: dict  # the image's provenance labels, short names
+    versions: dict  # python, torch, deepspeed, ...: None where absent
+    allreduce: tuple  # rows: bytes, count, dtype, time_us, algbw_gbs, busbw_gbs, wrong
+    checks: dict  # name -> Verdict, in the order they ran
+    verdict: str  # pass, fail or none
+    schema: int = 1
+
+    def to_json(self) -> dict:
+        return {
+            "schema": self.schema,
+            "created": self.created,
+            "command": list(self.command),
+            "machine": self.machine.to_json(),
+            "image": dict(self.image),
+            "versions": dict(self.versions),
+            "allreduce": list(self.allreduce),
+            "checks": {name: result.to_json() for name, result in self.checks.items()},
+            "verdict": self.verdict,
+        }
+
+    @classmethod
+    def from_json(cls, data, where):
+        checks = _take(data, "checks", (dict,), where, default={})
+        verdict = _take(data, "verdict", (str,), where)
+        if verdict is None:
+            raise FactsError(f"{where}: verdict: missing")
+        return cls(
+            _take(data, "created", (str,), where, default=""),
+            _strings(data, "command", where),
+            Machine.from_json(_take(data, "machine", (dict,), where, default={}), f"{where}: machine"),
+            dict(_take(data, "image", (dict,), where, default={})),
+            dict(_take(data, "versions", (dict,), where, default={})),
+            tuple(_take(data, "allreduce", (list,), where, default=[])),
+            {name: Verdict.from_json(check, f"{where}: checks: {name}") for name, check in checks.items()},
+            verdict,
+            _take(data, "schema", (int,), where, default=1),
+        )
+
+    def named(self, verdict) -> dict:
+        """{check name: why} of the checks with this verdict."""
+        return {name: result.why for name, result in self.checks.items() if result.verdict == verdict}

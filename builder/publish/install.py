@@ -24,6 +24,7 @@ from pathlib import Path
 
 from .. import __version__, contract, faults, resources, sbom
 from ..errors import CheckFailed, RecipeError
+from ..facts import FAIL, NOT_MEASURED, PASS, FactsError, SmokeReport
 from ..fileio import copy_hashed, sha256_file, write_atomic
 from ..host import sidecar
 from ..host.images import IMAGE_SUM, built_image, checked_labels, image_lock, ready_apptainer
@@ -37,7 +38,6 @@ from .verify import SUMS, locate
 
 # A check's verdict when the site has a reference the run did not measure (the runtime's word,
 # runtime/smoke/verdict.py; the runtime cannot be imported here)
-NOT_MEASURED = "not measured"
 # No "+" or "@": Environment Modules reads them as variant and version specifiers.
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
@@ -191,20 +191,18 @@ def _passed_report(smoke_dir: Path, image: Path):
     if not report.is_file():
         raise CheckFailed(f"{report}: no smoke report; {hint_text}")
     try:
-        data = json.loads(report.read_text())
-    except ValueError as error:
+        data = SmokeReport.from_json(json.loads(report.read_text()), str(report))
+    except (ValueError, FactsError) as error:
         raise CheckFailed(f"{report}: not a smoke report ({error}); {hint_text}") from None
-    if data.get("verdict") != "pass":
-        failed = [n for n, c in data.get("checks", {}).items() if c.get("verdict") == "fail"]
+    if data.verdict != PASS:
+        failed = data.named(FAIL)
         raise CheckFailed(
             f"{report}: the smoke tests did not pass (verdict "
-            f"{data.get('verdict')!r}; failed: {', '.join(failed) or 'none'}); "
+            f"{data.verdict!r}; failed: {', '.join(failed) or 'none'}); "
             "fix the image or the site, then run them again"
         )
     # a site reference the run did not measure (a sweep cut short) proves nothing about it
-    unmeasured = [
-        f"{n} ({c.get('why')})" for n, c in data.get("checks", {}).items() if c.get("verdict") == NOT_MEASURED
-    ]
+    unmeasured = [f"{name} ({why})" for name, why in data.named(NOT_MEASURED).items()]
     if unmeasured:
         raise CheckFailed(
             f"{report}: not measured: {'; '.join(unmeasured)}; run the smoke tests with the default sizes"

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from .. import contract
 from ..errors import CheckFailed, RecipeError
+from ..facts import PASS, FactsError, SmokeReport
 from ..fileio import sha256_file
 from ..host.images import ready_apptainer
 from ..published import IMAGE
@@ -22,6 +23,14 @@ from . import signing
 from .placing import settle
 
 SUMS = "SHA256SUMS"
+
+
+def _smoke_verdict(report: Path):
+    """The verdict of the smoke report published beside the image; None when unreadable."""
+    try:
+        return SmokeReport.from_json(json.loads(report.read_text()), str(report)).verdict
+    except (OSError, ValueError, FactsError):
+        return None
 
 
 def locate(prefix, spec):
@@ -71,11 +80,7 @@ def verify(prefix, spec, key=None):
         if not (modules / entry).is_symlink() or os.readlink(modules / entry) != target:
             problems.append(f"../../modulefiles/{name}/{entry}: not the link to {file} it was published with")
     if manifest.get("smoke") == "passed":
-        try:
-            verdict = json.loads((root / contract.SMOKE_REPORT).read_text()).get("verdict")
-        except (OSError, ValueError, AttributeError):
-            verdict = None
-        if verdict != "pass":
+        if _smoke_verdict(root / contract.SMOKE_REPORT) != PASS:
             problems.append(f"{contract.SMOKE_REPORT}: no longer a passing report")
     signer = manifest.get("signing_key")
     problems += _signature_problems(root, signer, key, trusted)

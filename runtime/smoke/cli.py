@@ -230,7 +230,7 @@ def _report(session, site_name, argv, checks, rows):
             written.append(str(session.out / contract.SMOKE_PLOT))
         except ImportError:
             session.say("smoke: no plot: matplotlib is not installed")
-    session.say(f"smoke: {data['verdict'].upper()}; report: {', '.join(written)}")
+    session.say(f"smoke: {data.verdict.upper()}; report: {', '.join(written)}")
 
 
 def _write_quietly(session, site_name, argv, checks, rows):

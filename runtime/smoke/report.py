@@ -7,6 +7,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from hpcml_facts import Machine, SmokeReport
+
 from .sizes import human
 from .verdict import ERROR, FAIL, NONE, PASS
 
@@ -72,33 +74,33 @@ def versions():
     return found
 
 
-def document(session, site_name, args, checks, rows):
-    return {
-        "schema": 1,
-        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "command": args,
-        "machine": {
-            "hosts": sorted(set(session.hosts)),
-            "nodes": session.nodes,
-            "ranks": session.world,
-            "ranks_per_node": session.local_world,
-            "launcher": session.launch.source if session.launch else None,
-            "backend": session.backend,
-            "device": session.device,
-            "cpus": os.cpu_count(),
-            "kernel": platform.release(),
-            "site": site_name,
-        },
-        "image": image_labels(),
-        "versions": versions(),
-        "allreduce": rows,
-        "checks": {name: result.to_json() for name, result in checks.items()},
-        "verdict": overall(checks),
-    }
+def document(session, site_name, args, checks, rows) -> SmokeReport:
+    machine = Machine(
+        hosts=tuple(sorted(set(session.hosts))),
+        nodes=session.nodes,
+        ranks=session.world,
+        ranks_per_node=session.local_world,
+        launcher=session.launch.source if session.launch else None,
+        backend=session.backend,
+        device=session.device,
+        cpus=os.cpu_count(),
+        kernel=platform.release(),
+        site=site_name,
+    )
+    return SmokeReport(
+        created=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        command=tuple(args),
+        machine=machine,
+        image=image_labels(),
+        versions=versions(),
+        allreduce=tuple(rows),
+        checks=dict(checks),
+        verdict=overall(checks),
+    )
 
 
-def write_json(path, data):
-    _atomic(path, (json.dumps(data, indent=2, sort_keys=True) + "\n").encode())
+def write_json(path, report: SmokeReport):
+    _atomic(path, (json.dumps(report.to_json(), indent=2, sort_keys=True) + "\n").encode())
 
 
 def plot(path, rows, threshold, title):

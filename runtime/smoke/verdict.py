@@ -1,37 +1,10 @@
-"""A check's verdict: one word, one line saying why, and what the check measured. smoke.json
-keeps each as {"verdict": ..., "why": ..., more fields}; `to_json` gives exactly that."""
+"""A check's verdict: one word, one line saying why, and what the check measured. The record
+is the report's own (hpcml_facts.Verdict, so that the builder reads smoke.json with the same
+class); the checks import it from here.
 
-from dataclasses import dataclass, field
+Example: Verdict.judged(ok, "busbw 81.0 GB/s >= 80.75 GB/s", measured_gbs=81.0).to_json()
+"""
 
-PASS = "pass"
-FAIL = "fail"
-NONE = "none"  # nothing to judge here (no GPU, no reference, no MPI launcher)
-NOT_MEASURED = "not measured"  # the run did not measure what the reference is for
-ERROR = "error"  # the run stopped on an error before its checks were done
+from hpcml_facts import ERROR, FAIL, NONE, NOT_MEASURED, PASS, Verdict
 
-
-@dataclass(frozen=True)
-class Verdict:
-    verdict: str  # one of the five above
-    why: str
-    details: dict = field(default_factory=dict)  # more fields for smoke.json: nets, threshold, ...
-
-    @classmethod
-    def passed(cls, why, **details):
-        return cls(PASS, why, details)
-
-    @classmethod
-    def failed(cls, why, **details):
-        return cls(FAIL, why, details)
-
-    @classmethod
-    def judged(cls, ok, why, **details):
-        """Passed when ``ok``, else failed."""
-        return cls(PASS if ok else FAIL, why, details)
-
-    @classmethod
-    def none(cls, why, **details):
-        return cls(NONE, why, details)
-
-    def to_json(self) -> dict:
-        return {"verdict": self.verdict, "why": self.why, **self.details}
+__all__ = ["ERROR", "FAIL", "NONE", "NOT_MEASURED", "PASS", "Verdict"]
