@@ -1,5 +1,6 @@
-"""Command line: list, show, render, check, build, smoke, publish, sign, extend, export,
-verify, default, doctor, toolbox. The grammar is cli.parser's, what each command does cli.commands'.
+"""Command line: list, show, render, check, build, smoke, jobscript, publish, sign, extend,
+export, verify, default, doctor, toolbox. Each command is one object (cli.command), listed in
+cli.registry; cli.parser builds the grammar from that list, and main() runs the chosen one.
 
 Exit status: 0 done, 2 bad input (one line saying what and where), 1 a check or an outside
 tool failed.
@@ -12,8 +13,8 @@ from pathlib import Path
 from .. import contract, resources
 from ..errors import BuilderError
 from ..invocation import program
-from .commands import load_tree
-from .parser import AFTER_DASHES
+from . import registry
+from .command import load_tree
 from .parser import parser as grammar
 
 
@@ -26,29 +27,25 @@ def main(argv=None):
         cut = argv.index("--")
         argv, tail = argv[:cut], argv[cut + 1 :]
     args, extra = parser.parse_known_args(argv)
+    command = getattr(args, "cli_command", None)  # the chosen command's object (cli.parser)
+    after_dashes = command.after_dashes if command else None
     if extra:
-        command = getattr(args, "command", None)
-        _, what, options_too = AFTER_DASHES.get(command, (None, "", False))
-        if what and (options_too or not extra[0].startswith("-")):
+        if after_dashes and (after_dashes.options_too or not extra[0].startswith("-")):
             parser.error(
-                f"unrecognized arguments: {' '.join(extra)}; put {what} after --, e.g. "
-                f"{program()} {command} {_first_positional(args)} -- {' '.join(extra)}"
+                f"unrecognized arguments: {' '.join(extra)}; put {after_dashes.what} after --, e.g. "
+                f"{program()} {command.name} {_first_positional(args)} -- {' '.join(extra)}"
             )
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if tail is not None:
-        dest = AFTER_DASHES.get(getattr(args, "command", None), (None,))[0]
-        if dest is None:
+        if after_dashes is None:
             parser.error(f"unrecognized arguments: -- {' '.join(tail)}")
-        setattr(args, dest, getattr(args, dest, []) + tail)
-    if not getattr(args, "func", None):
-        parser.error(
-            "no command given; expected one of: list, show, render, check, build, smoke, "
-            "jobscript, publish, sign, extend, export, verify, default, doctor, toolbox"
-        )
+        setattr(args, after_dashes.dest, getattr(args, after_dashes.dest, []) + tail)
+    if command is None:
+        parser.error(f"no command given; expected one of: {', '.join(registry.named())}")
     args.recipes, args.recipes_from = recipes_folder(args.recipes)
     try:
         _resolve_aliases(args)
-        return args.func(args) or 0
+        return command.run(args) or 0
     except BuilderError as error:
         print(f"error: {error}", file=sys.stderr)
         return error.exit_status

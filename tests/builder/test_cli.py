@@ -10,7 +10,7 @@ import yaml
 from conftest import RECIPES, ROOT
 from helpers.cli_here import run_here
 
-from builder.cli.parser import EXAMPLES
+from builder.cli.registry import COMMANDS
 
 
 def test_list_names_every_target_alias_and_site_with_torch_and_arch(tmp_path):
@@ -176,7 +176,7 @@ def test_recipes_before_the_command_is_not_undone_by_the_commands_default(tmp_pa
     assert result.returncode == 2 and f"{tmp_path / 'none'}: recipes directory not found" in result.stderr
 
 
-@pytest.mark.parametrize("command", sorted(EXAMPLES))
+@pytest.mark.parametrize("command", sorted(command.name for command in COMMANDS))
 def test_every_command_has_help_ending_in_an_example(command):
     result = run_here(command, "--help")
     assert result.returncode == 0, result.stderr

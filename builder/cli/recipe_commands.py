@@ -1,0 +1,168 @@
+"""The commands that read the recipes: list, show, render, check."""
+
+import sys
+from pathlib import Path
+
+import yaml
+
+from ..errors import CheckFailed, RecipeError
+from ..fileio import write_atomic
+from ..host.images import image_facts
+from ..invocation import program
+from ..render import runtime_wheel
+from ..render.sitefile import render_site
+from .command import Command, load_tree
+
+
+class List(Command):
+    name = "list"
+    help = "targets and sites, one line each"
+    example = "{prog} list"
+    images_option = True
+
+    def run(self, args):
+        tree = load_tree(args.recipes)
+        print("targets:")
+        for name, target in sorted(tree.targets.items()):
+            print(
+                f"  {name:<13} torch {target.torch.version:<6} {target.torch.flavour:<4} "
+                f"{target.arch:<7} gpu {','.join(target.archs) or '-':<11} sites {_site_names(target)}"
+            )
+            measured = image_facts(target, Path(args.images))
+            if measured:
+                print(f"  {'':<13} built: " + ", ".join(f"{key} {value}" for key, value in measured.items()))
+        for name, error in sorted(tree.unusable.items()):
+            print(f"  {name:<13} unusable: its site {Path(error.file).stem} is broken")
+        for name, real in sorted(tree.aliases.items()):
+            print(f"  {name:<13} alias of {real}")
+        print("sites:")
+        for name, site in sorted(tree.sites.items()):
+            gpus = f"{site.gpu.per_node}x {site.gpu.model} ({','.join(site.gpu.arch)})" if site.gpu.arch else "no GPU"
+            retired = f" (retired {site.retired})" if site.retired else ""
+            print(f"  {name:<13} {site.cpu.arch:<7} {gpus:<28} {site.runtime.command:<11} {site.description}{retired}")
+        for name, error in sorted(tree.broken_sites.items()):
+            print(f"  {name:<13} broken: {error}")
+
+
+def _site_names(target) -> str:
+    """Its sites, each retired machine marked: which of them still run."""
+    return ",".join(site.name + ("(retired)" if site.retired else "") for site in target.sites)
+
+
+class Show(Command):
+    name = "show"
+    help = "the fully resolved recipe of a target, as YAML"
+    example = "{prog} show lumi-rocm"
+    images_option = True
+
+    def add_arguments(self, parser):
+        parser.add_argument("target")
+
+    def run(self, args):
+        tree = load_tree(args.recipes)
+        target = tree.target(args.target)
+        # the site files as written, beside what the image is made of
+        shown = dict(target.resolved, site_facts={site.name: tree.site_docs[site.name].data for site in target.sites})
+        measured = image_facts(target, Path(args.images))
+        if measured:
+            shown["built_image"] = measured
+        sys.stdout.write(yaml.safe_dump(shown, sort_keys=False, allow_unicode=True, width=100))
+
+
+class Render(Command):
+    name = "render"
+    help = "write containers/<target>.def and its .devel.def and .base.def layers"
+    example = "{prog} render lumi-rocm          (or: {prog} render --all)"
+
+    def add_arguments(self, parser):
+        parser.add_argument("targets", nargs="*", metavar="TARGET")
+        parser.add_argument("--all", action="store_true", help="render every target")
+        parser.add_argument(
+            "--out", default="containers", metavar="DIR", help="where the .def files go (default: containers)"
+        )
+        parser.add_argument(
+            "--sites-out",
+            default="wrappers/sites",
+            metavar="DIR",
+            help="where --all writes the wrapper's site settings (default: wrappers/sites)",
+        )
+
+    def run(self, args):
+        if args.all == bool(args.targets):
+            raise RecipeError("name one or more targets, or give --all (not both)", file="command line")
+        from ..render.layer_sharing import plan_layers  # jinja2 and the blocks: render and check only
+
+        tree = load_tree(args.recipes)
+        if args.all:
+            tree.require_all_valid()
+        names = sorted(tree.targets) if args.all else args.targets
+        out = Path(args.out)
+        texts = {
+            out / plan.file_name: plan.text
+            for name in names  # all of it, before writing
+            for plan in plan_layers(tree, name).values()
+        }
+        if args.all:
+            texts.update(site_files(tree, Path(args.sites_out)))
+        if out.exists() and not out.is_dir():
+            raise RecipeError("not a directory; expected where the .def files go", file=str(out))
+        for path, text in texts.items():
+            print(f"{'wrote' if write_atomic(path, text) else 'unchanged'} {path}")
+        # the .def files name this wheel by sha256; a hand build passes its path (docs/building.md)
+        wheel = runtime_wheel.current()
+        path = out / wheel.name
+        print(f"{'wrote' if wheel.write(out) else 'unchanged'} {path}")
+
+
+def site_files(tree, folder):
+    return {folder / f"{name}.sh": render_site(site) for name, site in sorted(tree.sites.items())}
+
+
+class Check(Command):
+    name = "check"
+    help = "validate every recipe; fail if rendered files are stale"
+    example = "{prog} check"
+
+    def add_arguments(self, parser):
+        parser.add_argument(
+            "--out", default="containers", metavar="DIR", help="rendered files to compare (default: containers)"
+        )
+        parser.add_argument(
+            "--sites-out",
+            default="wrappers/sites",
+            metavar="DIR",
+            help="rendered site settings to compare (default: wrappers/sites)",
+        )
+
+    def run(self, args):
+        from ..render.layer_sharing import plan_layers
+
+        tree = load_tree(args.recipes)
+        tree.require_all_valid()
+        out = Path(args.out)
+        problems = []
+        expected = set()
+        for name in sorted(tree.targets):
+            for plan in plan_layers(tree, name).values():
+                path, text = out / plan.file_name, plan.text
+                if path.name in expected:
+                    continue  # a shared layer, checked already
+                expected.add(path.name)
+                if not path.is_file():
+                    problems.append(f"{path} is missing")
+                elif path.read_text() != text:
+                    problems.append(f"{path} is stale")
+        if out.is_dir():
+            problems += [f"{path} has no recipe" for path in sorted(out.glob("*.def")) if path.name not in expected]
+        for path, text in site_files(tree, Path(args.sites_out)).items():
+            if not path.is_file() or path.read_text() != text:
+                problems.append(f"{path} is {'stale' if path.is_file() else 'missing'}")
+        print(f"recipes: {len(tree.targets)} targets and {len(tree.sites)} sites are valid")
+        if problems:
+            for problem in problems:
+                print(f"stale: {problem}", file=sys.stderr)
+            raise CheckFailed(
+                f"{out}/ does not match the recipes; run: {program()} render --all"
+                + (f" --out {out}" if str(out) != "containers" else "")
+            )
+        print(f"{out}/: all {len(expected)} rendered files of {len(tree.targets)} targets are up to date")

@@ -1,0 +1,31 @@
+"""Every command of the command line, in the order the top --help lists them. A new command
+is a Command subclass in the module of its kind, added here (cli.parser and cli.main read
+only this list)."""
+
+from .command import Command
+from .image_commands import Build, Export, Extend, Sign, Smoke
+from .recipe_commands import Check, List, Render, Show
+from .site_commands import Default, Doctor, Jobscript, Publish, Toolbox, Verify
+
+COMMANDS: tuple[Command, ...] = (
+    List(),
+    Show(),
+    Render(),
+    Build(),
+    Smoke(),
+    Jobscript(),
+    Publish(),
+    Sign(),
+    Extend(),
+    Export(),
+    Verify(),
+    Default(),
+    Doctor(),
+    Toolbox(),
+    Check(),
+)
+
+
+def named() -> list[str]:
+    """The commands' names, in --help order."""
+    return [command.name for command in COMMANDS]

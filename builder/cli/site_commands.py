@@ -1,0 +1,253 @@
+"""The commands about a site: jobscript, publish, verify, default, doctor, toolbox."""
+
+import os
+import sys
+from pathlib import Path
+
+from .. import contract
+from ..fileio import write_atomic
+from .command import AfterDashes, Command, load_tree, positive
+
+
+class Jobscript(Command):
+    name = "jobscript"
+    help = "the Slurm batch script that runs a program in the image on a site"
+    example = "{prog} jobscript lumi-rocm --nodes 2 --account project_465000000 -- train.py --epochs 10"
+    after_dashes = AfterDashes("program", "the program and its arguments", False)
+
+    def add_arguments(self, parser):
+        parser.add_argument(
+            "target",
+            help="then -- and what the ranks run: train.py ARGS (named by its absolute path), or -m MODULE ARGS",
+        )
+        parser.set_defaults(program=[])
+        _slurm_options(parser)
+        _image_options(parser)
+        parser.add_argument("--out", metavar="FILE", help="write the script here (default: stdout)")
+
+    def run(self, args):
+        from ..run import jobscript
+
+        request = jobscript.Request(
+            site=args.site or "",
+            nodes=args.nodes,
+            gpus=args.gpus or 0,
+            tasks_per_node=args.tasks_per_node or 0,
+            launch=args.launch or "",
+            time=args.time or "",
+            account=args.account or "",
+            partition=args.partition or "",
+            qos=args.qos or "",
+            binds=tuple(args.bind),
+            stage=tuple(args.stage),
+            nvme_pool=args.nvme_pool or "",
+            image=args.image or "",
+            wrapper=args.wrapper or "",
+            published=args.published or "",
+            program=tuple(args.program),
+            folder=os.getcwd(),  # the script names its paths from here, wherever the job is submitted
+        )
+        plan = jobscript.plan(load_tree(args.recipes), args.target, request)
+        text = jobscript.script(plan)
+        if args.out:
+            write_atomic(Path(args.out), text)
+        else:
+            sys.stdout.write(text)
+        for note in plan.notes:
+            print(f"note: {note}", file=sys.stderr)
+        if plan.site.retired:
+            print(f"note: {plan.site.name}'s GPU nodes were shut down on {plan.site.retired}", file=sys.stderr)
+        print(plan.summary(), file=sys.stderr)
+
+
+def _slurm_options(parser):
+    """What the job asks Slurm for, and how its ranks start."""
+    parser.add_argument("--site", help="default: the target's first site")
+    parser.add_argument("--nodes", type=positive, default=1, help="default: 1")
+    parser.add_argument("--gpus", type=positive, help="GPUs per node (default: all of a node)")
+    parser.add_argument("--tasks-per-node", type=positive, help="ranks per node on a site without GPUs (default: 1)")
+    parser.add_argument(
+        "--launch",
+        help="torchrun, srun, mpirun or deepspeed (default: the site's); "
+        "deepspeed is DeepSpeed's launcher on one node and, across nodes, the srun "
+        "launch (ranks from launchenv; no DeepSpeed launcher or MPI discovery)",
+    )
+    parser.add_argument(
+        "--time",
+        help="wall time limit in any form of sbatch's --time: 30 (minutes), 2:00:00, 1-12 (days-hours), ... "
+        "(default: the site's slurm.time, else 01:00:00)",
+    )
+    parser.add_argument("--account", help="the project to bill (the site's form, e.g. abc@a100)")
+    parser.add_argument("--partition", help="default: the first of the site's that fits")
+    parser.add_argument(
+        "--qos",
+        help="default: the first of the site's that fits (a test QoS, such as Jean Zay's qos_gpu-dev, only when named)",
+    )
+
+
+def _image_options(parser):
+    """The data the job reaches, and the image and wrapper it runs."""
+    parser.add_argument(
+        "--bind",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="project data to bind into the container (repeatable)",
+    )
+    parser.add_argument(
+        "--stage", action="append", default=[], metavar="DIR", help="data to copy to node-local disk first (repeatable)"
+    )
+    parser.add_argument(
+        "--nvme-pool",
+        metavar="SIZE",
+        help="ask for SIZE (such as 100G) of the site's NVMe pool on each node, and stage there (Roihu; whole nodes)",
+    )
+    parser.add_argument(
+        "--image",
+        help="the image's path on the site, made absolute from here unless it starts with $VARIABLE "
+        "(default: the site's image folder's <target>.sif, else images/<target>.sif here)",
+    )
+    parser.add_argument(
+        "--wrapper",
+        help="how the script calls the wrapper (default: this install's, by its "
+        "absolute path; with --published, the module's singularity_wrapper)",
+    )
+    parser.add_argument(
+        "--published",
+        metavar="DIR",
+        help="a published version (PREFIX/NAME/VERSION, from publish): the script "
+        "loads its module, which provides the image and the wrapper",
+    )
+
+
+class Publish(Command):
+    name = "publish"
+    help = "install a built, smoke-tested image as a site module under PREFIX"
+    example = "{prog} publish cpu --prefix /appl/ml --name pytorch --default"
+
+    def add_arguments(self, parser):
+        parser.add_argument("target", nargs="?", default="cpu", help="default: cpu")
+        parser.add_argument(
+            "--prefix",
+            required=True,
+            metavar="DIR",
+            help="where modules are published: DIR/<name>/<version>, DIR/modulefiles",
+        )
+        parser.add_argument("--name", default="pytorch", help="module name (default: pytorch)")
+        parser.add_argument("--version", help="module version (default: <torch version>-<target>)")
+        parser.add_argument("--site", help="site the module is for (default: the target's first)")
+        parser.add_argument("--images", default="images", metavar="DIR", help="where the image is (default: images)")
+        parser.add_argument(
+            "--smoke-report", metavar="DIR", help="the image's smoke report folder (default: IMAGES/<target>.smoke)"
+        )
+        parser.add_argument("--default", action="store_true", help="make this the default version")
+        parser.add_argument("--force", action="store_true", help="replace a published version")
+        parser.add_argument(
+            "--skip-smoke",
+            action="store_true",
+            help="publish without a passing smoke report (the module's help says so)",
+        )
+        parser.add_argument("--tcl", action="store_true", help="also write a Tcl module file (Environment Modules)")
+        parser.add_argument(
+            "--key",
+            metavar="PUBLIC.pem",
+            help="publish only an image signed with this key's private half (`sign`); the module names its fingerprint",
+        )
+
+    def run(self, args):
+        from ..publish.install import PublishRequest, publish
+
+        request = PublishRequest(
+            target=args.target,
+            prefix=args.prefix,
+            name=args.name,
+            version=args.version or "",
+            site=args.site or "",
+            images=Path(args.images),
+            smoke_dir=args.smoke_report or "",
+            default=args.default,
+            force=args.force,
+            skip_smoke=args.skip_smoke,
+            tcl=args.tcl,
+            key=args.key or "",
+        )
+        publish(load_tree(args.recipes), request)
+
+
+def _published_version(parser):
+    parser.add_argument("module", metavar="NAME/VERSION")
+    parser.add_argument("--prefix", required=True, metavar="DIR", help="as given to publish")
+
+
+class Verify(Command):
+    name = "verify"
+    help = "check a published version's files against its checksums"
+    example = "{prog} verify --prefix /appl/ml pytorch/2.13.0-cpu"
+
+    def add_arguments(self, parser):
+        _published_version(parser)
+        parser.add_argument(
+            "--key", metavar="PUBLIC.pem", help="also check that the image is signed with this key (the one you trust)"
+        )
+
+    def run(self, args):
+        from ..publish.verify import verify
+
+        verify(args.prefix, args.module, key=Path(args.key) if args.key else None)
+
+
+class Default(Command):
+    name = "default"
+    help = "make a published version the default of its name"
+    example = "{prog} default --prefix /appl/ml pytorch/2.13.0-cpu"
+
+    def add_arguments(self, parser):
+        _published_version(parser)
+
+    def run(self, args):
+        from ..publish.install import set_default
+
+        set_default(args.prefix, args.module)
+
+
+class Doctor(Command):
+    name = "doctor"
+    help = "what this host offers for builds: runtime, fakeroot, disk, mirror, pip"
+    example = "{prog} doctor"
+
+    def add_arguments(self, parser):
+        parser.add_argument("--images", default="images", metavar="DIR")
+
+    def run(self, args):
+        from ..run.doctor import report
+
+        # an install without recipes (and none named): the host's facts are reported all the same
+        named = args.recipes_from in ("--recipes", contract.RECIPES)
+        tree = load_tree(args.recipes) if named or Path(args.recipes).is_dir() else None
+        report(tree, Path(args.images), f"{args.recipes} ({args.recipes_from})")
+
+
+class Toolbox(Command):
+    name = "toolbox"
+    help = "the Apptainer toolbox for hosts without Apptainer"
+    example = "{prog} toolbox status"
+
+    def add_arguments(self, parser):
+        parser.add_argument("action", choices=["status", "provision", "remove"])
+
+    def run(self, args):
+        from ..host import emulation, toolbox
+        from ..host.cache import cache_dir
+        from ..host.progress import Progress
+        from ..recipes.target_model import DEBIAN_ARCH
+
+        if args.action == "remove":
+            toolbox.remove()
+            print(f"removed {toolbox.home()}")
+        elif args.action == "provision":
+            toolbox.provision(Progress(), cache_dir())
+        else:
+            print(f"{toolbox.home()}: {toolbox.version() if toolbox.is_ready() else 'not provisioned'}")
+            # images of the other architecture build with the host kernel's emulator, not the toolbox's
+            for arch in sorted(set(DEBIAN_ARCH) - {emulation.host_arch()}):
+                print(f"emulation {arch}: {emulation.state(arch)[1]}")
