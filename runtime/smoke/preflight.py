@@ -12,7 +12,6 @@ checks need no GPU and so also run in the image's %test: torch's arch list and t
 each compiled DeepSpeed op (read from its .nv_fatbin) cover every arch the image promises.
 """
 
-import importlib.util
 import os
 import platform
 import re
@@ -23,7 +22,7 @@ from pathlib import Path
 import hpcml_contract as contract
 from hpcml_facts import ImageFacts, SiteFacts
 
-from . import commands, fatbin, netcheck
+from . import commands, contents, fatbin, netcheck
 from .verdict import FAIL, Verdict
 
 NVIDIA_DRIVER = Path("/proc/driver/nvidia/version")
@@ -94,20 +93,15 @@ def _kernel_arch() -> str:
 
 def deepspeed_op_archs() -> tuple:
     """(op file's name, its archs) for each compiled DeepSpeed op that holds CUDA code; found
-    by path, so DeepSpeed is not imported."""
-    spec = importlib.util.find_spec("deepspeed")
-    if spec is None or not spec.submodule_search_locations:
-        return ()
+    by path (contents.op_libraries, the SBOM's list too), so DeepSpeed is not imported."""
     found = []
-    for folder in spec.submodule_search_locations:
-        # deepspeed/ops/ and deepspeed/inference/v2/ (inference_core_ops, ragged_ops)
-        for library in sorted(Path(folder).rglob("*.so")):
-            try:
-                archs = fatbin.archs(library)
-            except (OSError, fatbin.NotELF):
-                continue
-            if archs:
-                found.append((library.name.split(".")[0], archs))
+    for library in contents.op_libraries():  # deepspeed/ops/ and deepspeed/inference/v2/
+        try:
+            archs = fatbin.archs(library)
+        except (OSError, fatbin.NotELF):
+            continue
+        if archs:
+            found.append((contents.op_name(library), archs))
     return tuple(found)
 
 

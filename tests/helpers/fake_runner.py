@@ -15,7 +15,7 @@ from pathlib import Path
 from builder import runner
 
 # What a built image answers when asked about itself: its labels (`inspect`) and what the SBOM's
-# probe (`exec ... python -c PROBE`) prints, as a minimal image would
+# probe (`exec ... python -I -m smoke.contents`) prints, as a minimal image would
 # (the cpu target's: the labels that say which target it was built as, and its torch)
 CPU_LABELS = {
     "org.hpc-ml-containers.target": "cpu",

@@ -1,13 +1,15 @@
 """The SBOM's logic without an image: the CycloneDX document made from an inventory and
-labels, when it is made again, and the probe that reads an image, run here on this Debian
+labels, when it is made again, and the probe that reads an image (the runtime's
+smoke.contents, tested in tests/runtime/smoke/test_contents.py), run here on this Debian
 host's own Python and dpkg. The SBOM of the real CPU image is in test_image_sbom.py."""
 
 import json
+import os
 import subprocess
 import sys
 
 import pytest
-from conftest import RECIPES
+from conftest import RECIPES, ROOT
 from cyclonedx.schema import SchemaVersion
 from cyclonedx.validation.json import JsonStrictValidator
 from helpers.fake_runner import FakeRunner
@@ -18,6 +20,7 @@ from builder.recipes.tree import RecipeTree
 from builder.sbom import document, inventory
 
 TREE = RecipeTree(RECIPES)
+RUNTIME = ROOT / "runtime"
 LABELS = {
     "version.torch": "2.13.0",
     "nccl.version": "2.28.9",
@@ -74,7 +77,7 @@ def test_ensure_makes_the_sbom_once_per_image_key(monkeypatch, tmp_path):
     made = sbom.ensure(TREE.target("cpu"), image, "key-1", apptainer="apptainer")
     assert made == tmp_path / "cpu.sbom.json" and sbom.recorded_key(made) == "key-1"
     assert [c[1] for c in fake.commands] == ["inspect", "exec"]
-    assert fake.commands[1][3:5] == ["/opt/venv/bin/python", "-c"]  # the image's own venv
+    assert fake.commands[1][3:] == ["/opt/venv/bin/python", "-I", "-m", "smoke.contents"]  # the image's own venv
     fake.commands.clear()
     sbom.ensure(TREE.target("cpu"), image, "key-1", apptainer="apptainer")
     assert fake.commands == []  # made for this image already
@@ -91,10 +94,21 @@ def test_a_probe_that_prints_no_inventory_is_one_clear_error_and_nothing_is_writ
     assert sbom.recorded_key(sbom.path_for(image)) is None and list(tmp_path.iterdir()) == [image]
 
 
+def test_an_image_without_the_probe_is_told_to_be_rebuilt(monkeypatch, tmp_path):
+    def run(argv, **kwargs):
+        return subprocess.CompletedProcess(argv, 1, "", "/opt/venv/bin/python: No module named smoke.contents\n")
+
+    monkeypatch.setattr(inventory.runner, "run", run)
+    with pytest.raises(ToolError, match="cpu.sif has no smoke.contents .*: rebuild it"):
+        inventory.read("apptainer", tmp_path / "cpu.sif", "/opt/venv")
+
+
 def test_the_probe_reads_this_hosts_dpkg_and_python_as_it_reads_an_image():
-    """The probe's own code, run by this (Debian) machine's Python: what it prints is what
-    dpkg-query and importlib.metadata say here."""
-    shown = subprocess.run([sys.executable, "-c", inventory.PROBE], capture_output=True, text=True, timeout=60)
+    """The probe, run as the SBOM runs it by this (Debian) machine's Python with the runtime on
+    its path: what it prints is what dpkg-query and importlib.metadata say here."""
+    env = {**os.environ, "PYTHONPATH": str(RUNTIME)}
+    probe = [sys.executable, *(arg for arg in inventory.PROBE if arg != "-I")]  # -I drops PYTHONPATH
+    shown = subprocess.run(probe, capture_output=True, text=True, timeout=60, env=env)
     assert shown.returncode == 0, shown.stderr
     found = json.loads(shown.stdout)
     assert found["os"]["ID"] == "debian"
