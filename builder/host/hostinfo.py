@@ -5,8 +5,9 @@ import re
 from functools import cache
 from pathlib import Path
 
-from .. import contract, runner
+from .. import contract
 from ..errors import ToolError
+from . import pip_config
 
 CAP_SYS_RESOURCE = 24
 
@@ -57,17 +58,7 @@ def needs_fakeroot() -> bool:
 def pip_settings() -> dict:
     """The host pip's CA bundle, indexes and local wheel directories (config and environment).
     Read once per process: a build asks for it for every layer."""
-    found = {}
-    try:
-        listing = runner.run(["python3", "-m", "pip", "config", "list"], check=False).stdout
-    except ToolError:
-        listing = ""
-    for key, value in re.findall(r"^[^.]+\.([a-z-]+)='(.*)'$", listing, re.M):
-        found.setdefault(key, value)
-    for key in ("cert", "index-url", "extra-index-url", "find-links"):
-        env = os.environ.get("PIP_" + key.upper().replace("-", "_"))
-        if env:
-            found[key] = env
+    found = pip_config.values(("cert", "index-url", "extra-index-url", "find-links"))
     cert = found.get("cert") or "/etc/ssl/certs/ca-certificates.crt"
     return {
         "cert": cert if Path(cert).is_file() else None,
