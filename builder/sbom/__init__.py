@@ -10,10 +10,12 @@ from pathlib import Path
 
 from ..fileio import write_atomic
 from ..host.images import read_labels, ready_apptainer
-from . import document, inventory
+from . import inventory
 
 SUFFIX = ".sbom.json"
 PUBLISHED = "sbom.cdx.json"  # its name beside a published image
+PROPERTY = "hpcml:"  # our properties' namespace in the document
+KEY_PROPERTY = PROPERTY + "layer-key"  # the image layer key it was made for
 
 
 def path_for(image: Path) -> Path:
@@ -27,7 +29,7 @@ def recorded_key(sbom: Path):
         properties = json.loads(sbom.read_text())["metadata"]["component"]["properties"]
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    return next((p.get("value") for p in properties if p.get("name") == document.KEY_PROPERTY), None)
+    return next((p.get("value") for p in properties if p.get("name") == KEY_PROPERTY), None)
 
 
 def ensure(target, image: Path, key: str, progress=None, apptainer=None) -> Path:
@@ -36,6 +38,8 @@ def ensure(target, image: Path, key: str, progress=None, apptainer=None) -> Path
     sbom = path_for(image)
     if recorded_key(sbom) == key:
         return sbom
+    from . import document  # cyclonedx: 80 ms, paid only by a build that writes an SBOM
+
     apptainer = apptainer or ready_apptainer(target.sites[0])
     labels = read_labels(apptainer, image)
     contents = inventory.read(apptainer, image, target.python.venv)
