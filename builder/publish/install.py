@@ -36,8 +36,6 @@ from .modulefile import ENTRY_POINTS, module_for, render_default, render_entry, 
 from .placing import fix_modules, link_target, lock, module_files, move_into_place, recover, symlink_atomic
 from .verify import SUMS, locate
 
-# A check's verdict when the site has a reference the run did not measure (the runtime's word,
-# runtime/smoke/verdict.py; the runtime cannot be imported here)
 # No "+" or "@": Environment Modules reads them as variant and version specifiers.
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 

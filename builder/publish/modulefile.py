@@ -59,20 +59,21 @@ def _smoke_line(smoke, root) -> str:
     """What the module's help says of the image's smoke tests."""
     if smoke is None:
         return "NOT RUN: published with --skip-smoke. Run `python -m smoke all` in a job before trusting this module."
-    machine = smoke.get("machine", {})
+    machine = smoke.machine  # a report without them says "?", as it always did
     return (
-        f"passed {smoke.get('created', '?')} on {machine.get('nodes', '?')} node(s), "
-        f"{machine.get('ranks', '?')} ranks ({machine.get('device', '?')}); "
+        f"passed {smoke.created or '?'} on {machine.nodes or '?'} node(s), "
+        f"{machine.ranks or '?'} ranks ({machine.device or '?'}); "
         f"report: {root}/{contract.SMOKE_REPORT}"
     )
 
 
 def module_for(target, site, name, version, root, labels, smoke, digest, signer) -> "Module":
     """The module of a published version: its help, whatis lines and environment, from the
-    target, the site, the image's labels and its smoke report (None: --skip-smoke), the
-    image's sha256 ``digest`` and the fingerprint of the key it is signed with ("": unchecked)."""
+    target, the site, the image's labels and its smoke report (a SmokeReport; None:
+    --skip-smoke), the image's sha256 ``digest`` and the fingerprint of the key it is signed
+    with ("": unchecked)."""
     recipe = json.loads(labels.get("recipe", "{}"))
-    versions = stack_versions(recipe, (smoke or {}).get("versions", {}))
+    versions = stack_versions(recipe, smoke.versions if smoke else {})
     baked = recipe.get("environment", {})
     container_env = tuple((k, v) for k, v in site.env if str(baked.get(k)) != v)
     built = labels.get("org.label-schema.build-date", "unknown").replace("_", " ")
