@@ -69,9 +69,8 @@ def _smoke_line(smoke, root) -> str:
 
 def module_for(target, site, name, version, root, labels, smoke, digest, signer) -> "Module":
     """The module of a published version: its help, whatis lines and environment, from the
-    target, the site, the image's labels and its smoke report (a SmokeReport; None:
-    --skip-smoke), the image's sha256 ``digest`` and the fingerprint of the key it is signed
-    with ("": unchecked)."""
+    target, the site, the image's labels and its SmokeReport (None: --skip-smoke), the
+    image's sha256 ``digest`` and the fingerprint of the key it is signed with ("": unchecked)."""
     recipe = json.loads(labels.get("recipe", "{}"))
     versions = stack_versions(recipe, smoke.versions if smoke else {})
     baked = recipe.get("environment", {})
