@@ -63,3 +63,57 @@ def cuda_changes() -> dict:
         "comm": {"library": "nccl"},
         "deepspeed": {"accelerator": "cuda", "skip": skip},
     }
+
+
+# The ops DeepSpeed cannot build for ROCm (as recipes/targets/lumi-rocm.yaml skips them)
+_ROCM_SKIPPED_OPS = (
+    "async_io",
+    "dc",
+    "fused_lamb",
+    "inference_core_ops",
+    "quantizer",
+    "random_ltd",
+    "stochastic_transformer",
+    "transformer",
+    "transformer_inference",
+)
+
+
+def rocm_changes() -> dict:
+    """What turns the minimal target into a ROCm image for an AMD gfx90a site such as lumi, as
+    recipes/targets/lumi-rocm.yaml: ROCm's Ubuntu stage images, torch from the rocm7.0 index,
+    DeepSpeed for ROCm less the ops hipify breaks, RCCL with the aws-ofi-nccl plugin on the
+    image's own CXI libfabric, and the site's MPI ABI (MPICH) from the distribution.
+
+    Example: mini_target(tree, rocm_changes(), sites=("lumi",))."""
+    return {
+        "stages": {
+            "build": {"bootstrap": "docker", "image": "rocm7-devel"},
+            "final": {"bootstrap": "docker", "image": "rocm7-runtime"},
+        },
+        "os": {"family": "ubuntu"},
+        "torch": {"flavour": "rocm", "version": "2.10.0", "index": "rocm7.0"},
+        "deepspeed": {"accelerator": "cuda", "skip": dict.fromkeys(_ROCM_SKIPPED_OPS, "not prebuilt for ROCm")},
+        "comm": {"library": "rccl", "plugin": "aws-ofi-nccl", "libfabric": "cxi"},
+        "mpi": {"abi": "mpich"},
+    }
+
+
+def site_image_target(tree, changes=None, site="lumi", name="mini-site-image"):
+    """A site-image target of a test's own (recipes/targets/lumi-laif.yaml): the minimal
+    target less what the site's image holds (its stages, OS, venv and packages), on ROCm for
+    lumi's gfx90a, with what the test changes merged over it. mini_target cannot take keys
+    away, and a site-image recipe may not name these."""
+    spec = {key: value for key, value in MINIMAL.items() if key not in ("stages", "os", "python")}
+    spec = merged(
+        spec,
+        {
+            "site_image": True,
+            "torch": {"flavour": "rocm"},
+            "deepspeed": {"accelerator": "cuda", "skip": dict.fromkeys(_ROCM_SKIPPED_OPS, "not prebuilt for ROCm")},
+            "comm": {"library": "rccl"},
+            "mpi": {"abi": "mpich", "mpi4py": False},
+        },
+    )
+    spec = merged(spec, {**(changes or {}), "sites": [site]})
+    return Target.from_yaml(name, Section(_Written(), spec), (tree.sites[site],), Versions(tree.versions), tree.ds_ops)
