@@ -5,9 +5,12 @@ name, with what it means, in two registries.
   defined by the runtime (runtime/hpcml_contract.py): it ships alone inside each image and
   cannot import the builder, so the builder loads that very file from where it keeps the
   runtime's source (a checkout's runtime/, or builder/_data/runtime/ in an installed copy).
-- Every other variable (read by the builder, the wrapper, the site files or the tests) is
-  defined here, in BUILDER_VARIABLES: that registry is in no image, so adding a name the
-  image never reads leaves every image, definition and golden file as they are.
+- The variables only a site file carries are defined with the line that writes them, in
+  render/sitefile.py (SITE_FILE, VARIABLES).
+- Every other variable (read by the builder, the wrapper or the tests) is defined here, in
+  BUILDER_VARIABLES.
+Neither of the last two is in an image, so adding a name the image never reads leaves every
+image, definition and golden file as they are.
 
 Use it as a module: `from .. import contract` then `contract.SITE_FACTS` or `contract.SITE`.
 VARIABLES is both registries together, IMAGE_VARIABLES the runtime's alone.
@@ -51,29 +54,6 @@ RECIPES = _variable(
     "HPCML_RECIPES",
     "the recipe tree commands read when not given `--recipes` (default: `./recipes` where it holds "
     "`versions.yaml`, else the recipes installed with the builder)",
-)
-
-# --- written into each site file by builder/render/sitefile.py, read by the wrapper -----------
-RUNTIME_PATH = _variable("HPCML_RUNTIME_PATH", "the site's `runtime.path`, tried after `HPCML_APPTAINER`")
-RUNTIME_MODULE = _variable(
-    "HPCML_RUNTIME_MODULE",
-    "the site's `runtime.module`: named in the error when no runtime is found (`module load singularity`)",
-)
-GPU_FLAG = _variable("HPCML_GPU_FLAG", "`--nv`, `--rocm` or empty")
-REQUIRES_JOB = _variable("HPCML_REQUIRES_JOB", "`1`: refuse to run outside a Slurm job")
-BINDS = _variable("HPCML_BINDS", "the site's binds (bash array; the ones missing on the host are skipped)")
-STAGE_ROOTS = _variable("HPCML_STAGE_ROOTS", "the site's node-local disk and tmpdir, for `SING_STAGE`")
-JOB_DIRS = _variable(
-    "HPCML_JOB_DIRS",
-    "the site's per-job folders (`NAME=folder` items, `${USER}` and `${SLURM_JOB_ID:-nojob}` "
-    "expanded by the wrapper): made and handed to the container when a job script has not",
-)
-MULTI_NODE_BINDS = _variable("HPCML_MULTI_NODE_BINDS", "extra binds on jobs of more than one node")
-MULTI_NODE_ENV = _variable(
-    "HPCML_MULTI_NODE_ENV", "extra environment on jobs of more than one node (`NAME=value` items)"
-)
-MULTI_NODE_LIBRARY_PATH = _variable(
-    "HPCML_MULTI_NODE_LIBRARY_PATH", "the container's `LD_LIBRARY_PATH` on jobs of more than one node"
 )
 
 # --- inside a build, not for users ---------------------------------------------------------------

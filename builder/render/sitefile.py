@@ -1,11 +1,21 @@
-"""The shell settings file a site's wrapper reads (wrappers/sites/<site>.sh).
+"""The shell settings file a site's wrapper reads (wrappers/sites/<site>.sh), and the registry
+of the variables only it carries.
 
 Bash cannot read YAML, so each site file is rendered into shell assignments, committed like
 the .def files and checked for staleness the same way. Paths such as `$TMPDIR` stay literal
 here; the wrapper looks the variable up when it runs and never evaluates the text.
+
+SITE_FILE is the file, a line per variable in the order written: its name, the site fact that
+fills it (a string or number, or a tuple for a bash array) and, for a name defined here, its
+meaning. A site fact the wrapper reads is one line here, beside its schema part, its field in
+the site model and the wrapper's use of it; docs/design.md's table of these names is
+generated from it (`python -m builder.render.variable_docs`). A name defined here is in no
+image: the runtime never reads a site file.
 """
 
 import json
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from .. import contract
 from ..shell import quote
@@ -13,33 +23,93 @@ from ..shell import quote
 GPU_FLAGS = {"nvidia": "--nv", "amd": "--rocm", "none": ""}
 
 
+@dataclass(frozen=True)
+class Line:
+    name: str
+    value: Callable  # site -> str | int | tuple (a bash array)
+    meaning: str = ""  # empty: a name of contract.py's registries, which give its meaning
+    note: str = ""  # a comment written above the line, for whoever reads the site file
+
+
+def _facts(site) -> str:
+    return json.dumps(site.smoke_facts.to_json(), sort_keys=True, separators=(",", ":"))
+
+
+SITE_FILE = (
+    Line(contract.SITE, lambda site: site.name),
+    Line(
+        "HPCML_RUNTIME_PATH", lambda site: site.runtime.path, "the site's `runtime.path`, tried after `HPCML_APPTAINER`"
+    ),
+    Line(
+        "HPCML_RUNTIME_MODULE",
+        lambda site: site.runtime.module,
+        "the site's `runtime.module`: named in the error when no runtime is found (`module load singularity`)",
+        note="the module that provides the runtime here, named when none is found",
+    ),
+    Line("HPCML_GPU_FLAG", lambda site: GPU_FLAGS[site.gpu.vendor], "`--nv`, `--rocm` or empty"),
+    Line("HPCML_REQUIRES_JOB", lambda site: int(site.runtime.requires_job), "`1`: refuse to run outside a Slurm job"),
+    Line(
+        "HPCML_BINDS",
+        lambda site: tuple(site.binds),
+        "the site's binds (bash array; the ones missing on the host are skipped)",
+    ),
+    Line(
+        "HPCML_STAGE_ROOTS",
+        lambda site: tuple(filter(None, (site.scratch.node_local, site.scratch.tmpdir))),
+        "the site's node-local disk and tmpdir, for `SING_STAGE`",
+        note="staged data (SING_STAGE) goes to the first of these that is set and exists",
+    ),
+    Line(
+        "HPCML_JOB_DIRS",
+        lambda site: tuple(f"{name}={folder}" for name, folder in site.dirs_to_make),
+        "the site's per-job folders (`NAME=folder` items, `${USER}` and `${SLURM_JOB_ID:-nojob}` "
+        "expanded by the wrapper): made and handed to the container when a job script has not",
+        note="folders of each job (scratch.make_dirs), made and handed over when no job script did",
+    ),
+    Line(
+        "HPCML_MULTI_NODE_BINDS",
+        lambda site: tuple(site.multi_node_binds_in_effect),
+        "extra binds on jobs of more than one node",
+        note="on jobs of more than one node only",
+    ),
+    Line(
+        "HPCML_MULTI_NODE_ENV",
+        lambda site: tuple(f"{name}={value}" for name, value in site.multi_node.env),
+        "extra environment on jobs of more than one node (`NAME=value` items)",
+    ),
+    Line(
+        "HPCML_MULTI_NODE_LIBRARY_PATH",
+        lambda site: tuple(site.multi_node_library_path_in_effect),
+        "the container's `LD_LIBRARY_PATH` on jobs of more than one node",
+    ),
+    Line(contract.MASTER_PORT_BASE, lambda site: site.launcher.master_port_base),
+    Line(
+        contract.SITE_FACTS,
+        _facts,
+        note="what the smoke suite judges runs here against (python -m smoke reads it at run time)",
+    ),
+)
+
+# name -> meaning of the variables defined here, for the contract's tests and docs/design.md
+VARIABLES: dict[str, str] = {line.name: line.meaning for line in SITE_FILE if line.meaning}
+
+
 def render_site(site) -> str:
-    facts = json.dumps(site.smoke_facts.to_json(), sort_keys=True, separators=(",", ":"))
     lines = [
         f"# {site.name}: {site.description}",
         f"# Generated from recipes/sites/{site.name}.yaml by python -m builder render; do not edit.",
         "# shellcheck shell=bash disable=SC2034,SC2016  # read by singularity_wrapper; $VARS stay literal",
-        f"{contract.SITE}={quote(site.name)}",
-        f"{contract.RUNTIME_PATH}={quote(site.runtime.path)}",
-        "# the module that provides the runtime here, named when none is found",
-        f"{contract.RUNTIME_MODULE}={quote(site.runtime.module)}",
-        f"{contract.GPU_FLAG}={quote(GPU_FLAGS[site.gpu.vendor])}",
-        f"{contract.REQUIRES_JOB}={1 if site.runtime.requires_job else 0}",
-        _array(contract.BINDS, site.binds),
-        "# staged data (SING_STAGE) goes to the first of these that is set and exists",
-        _array(contract.STAGE_ROOTS, filter(None, (site.scratch.node_local, site.scratch.tmpdir))),
-        "# folders of each job (scratch.make_dirs), made and handed over when no job script did",
-        _array(contract.JOB_DIRS, (f"{name}={folder}" for name, folder in site.dirs_to_make)),
-        "# on jobs of more than one node only",
-        _array(contract.MULTI_NODE_BINDS, site.multi_node_binds_in_effect),
-        _array(contract.MULTI_NODE_ENV, (f"{name}={value}" for name, value in site.multi_node.env)),
-        _array(contract.MULTI_NODE_LIBRARY_PATH, site.multi_node_library_path_in_effect),
-        f"{contract.MASTER_PORT_BASE}={site.launcher.master_port_base}",
-        "# what the smoke suite judges runs here against (python -m smoke reads it at run time)",
-        f"{contract.SITE_FACTS}={quote(facts)}",
     ]
+    for line in SITE_FILE:
+        lines += [f"# {line.note}"] * bool(line.note) + [_assignment(line.name, line.value(site))]
     return "\n".join(lines) + "\n"
 
 
-def _array(name, values) -> str:
-    return f"{name}=({' '.join(quote(value) for value in values)})"
+def meaning(line: Line) -> str:
+    return line.meaning or contract.VARIABLES[line.name]
+
+
+def _assignment(name, value) -> str:
+    if isinstance(value, tuple):
+        return f"{name}=({' '.join(quote(item) for item in value)})"
+    return f"{name}={quote(value if isinstance(value, str) else str(value))}"

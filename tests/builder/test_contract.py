@@ -1,6 +1,7 @@
 """The contract between builder, wrapper and runtime: every `HPCML_*` name the three
-programs, the rendered files and the docs use is in one of its two registries (what the image
-reads in runtime/hpcml_contract.py, the rest in builder/contract.py), docs/design.md gives
+programs, the rendered files and the docs use is in one of its three registries (what the image
+reads in runtime/hpcml_contract.py, what only a site file carries in builder/render/sitefile.py,
+the rest in builder/contract.py), docs/design.md gives
 each with the registry's meaning word for word, and Python code names them only through the
 registries. Bash cannot import them, hence the regexes. The runtime's registry holds exactly
 what runtime/ reads, so that a name only the builder or the wrapper reads leaves every image
@@ -24,16 +25,23 @@ sys.path.insert(0, str(ROOT / "runtime"))
 import hpcml_contract  # noqa: E402
 
 from builder import contract  # noqa: E402
+from builder.render import sitefile, variable_docs  # noqa: E402
 
-# the builder's own (builder/contract.py): in no image, so outside the runtime's registry
-BUILDER_ONLY = contract.BUILDER_VARIABLES
+# the builder's own (builder/contract.py, builder/render/sitefile.py): in no image, so outside
+# the runtime's registry
+BUILDER_ONLY = {**contract.BUILDER_VARIABLES, **sitefile.VARIABLES}
+EVERY_VARIABLE = {**contract.VARIABLES, **sitefile.VARIABLES}
 RUNTIME = ROOT / "runtime"
 
 NAME = re.compile(r"HPCML_[A-Z0-9_]*[A-Z0-9]")
 DESIGN = ROOT / "docs" / "design.md"
 # every place a contract name can appear outside tests/
 SCANNED = ["builder", "runtime", "wrappers", "containers", "docs", "scripts", "README.md", "Makefile"]
-REGISTRY_FILES = (ROOT / "runtime" / "hpcml_contract.py", ROOT / "builder" / "contract.py")
+REGISTRY_FILES = (
+    ROOT / "runtime" / "hpcml_contract.py",
+    ROOT / "builder" / "contract.py",
+    ROOT / "builder" / "render" / "sitefile.py",
+)
 
 
 def text_files():
@@ -67,6 +75,7 @@ def test_the_registry_is_well_formed():
     for name, meaning in BUILDER_ONLY.items():
         assert NAME.fullmatch(name) and name not in hpcml_contract.VARIABLES, name
         assert meaning and "\n" not in meaning, name
+    assert not set(contract.BUILDER_VARIABLES) & set(sitefile.VARIABLES)
 
 
 def test_every_hpcml_name_outside_tests_is_in_the_registry():
@@ -83,12 +92,20 @@ def test_the_wrapper_and_the_site_files_use_the_registrys_names():
         if file.is_file():
             used |= set(NAME.findall(file.read_text()))
     # it reads most of the contract; nothing else may appear there
-    assert used <= set(contract.VARIABLES)
-    assert {contract.SITE_FACTS, contract.SITE_FILE, contract.STAGE_ROOTS} <= used
+    assert used <= set(EVERY_VARIABLE)
+    assert {contract.SITE_FACTS, contract.SITE_FILE, *sitefile.VARIABLES} <= used
 
 
 def test_design_md_gives_every_variable_with_the_registrys_meaning():
-    assert design_rows("## `HPCML_*` variables") == contract.VARIABLES
+    assert design_rows("## `HPCML_*` variables") == EVERY_VARIABLE
+
+
+def test_design_md_gives_the_site_files_variables_as_render_sitefile_writes_them():
+    """The table is generated (python -m builder.render.variable_docs): a site fact the wrapper
+    reads is written once, in render/sitefile.py."""
+    text = DESIGN.read_text()
+    assert variable_docs.updated(text) == text
+    assert variable_docs.updated(text.replace("`--nv`, `--rocm` or empty", "stale")) == text
 
 
 def test_design_md_names_the_variables_that_cross_into_the_image():
@@ -176,7 +193,7 @@ def test_a_spelled_out_name_is_caught(tmp_path):
 
 def test_the_builder_reads_the_runtimes_registry():
     assert contract.IMAGE_VARIABLES == hpcml_contract.VARIABLES and contract.FILES == hpcml_contract.FILES
-    assert contract.VARIABLES == {**hpcml_contract.VARIABLES, **BUILDER_ONLY}
+    assert contract.VARIABLES == {**hpcml_contract.VARIABLES, **contract.BUILDER_VARIABLES}
     assert (contract.SITE_FACTS, contract.SMOKE_REPORT) == ("HPCML_SITE_FACTS", "smoke.json")
     with pytest.raises(AttributeError):
         contract.NO_SUCH_NAME  # noqa: B018
@@ -233,3 +250,16 @@ def test_a_variable_only_the_wrapper_reads_leaves_every_definition_as_it_is(tmp_
     definitions = (ROOT / "containers").glob("*.def")
     top_layers = {f"containers/{path.name}" for path in definitions if path.name.count(".") == 1}
     assert stale == top_layers, result.stderr
+
+
+def test_a_site_fact_the_wrapper_reads_moves_the_site_files_and_no_definition(tmp_path):
+    """docs/design.md's worked example: a new site-file line (its name, the site fact, its
+    meaning, in render/sitefile.py) makes every site file stale and no .def."""
+    copy = checkout_copy(tmp_path / "site-fact")
+    module = copy / "builder" / "render" / "sitefile.py"
+    added = '    Line("HPCML_EXAMPLE", lambda site: site.gpu.vendor, "the site\'s GPU vendor"),\n)\n\n# name -> meaning'
+    module.write_text(module.read_text().replace(")\n\n# name -> meaning", added, 1))
+    result = check(copy)
+    assert result.returncode != 0, result.stdout
+    stale = {line.split()[1] for line in result.stderr.splitlines() if line.startswith("stale: ")}
+    assert stale == {f"wrappers/sites/{path.name}" for path in (ROOT / "wrappers" / "sites").glob("*.sh")}
