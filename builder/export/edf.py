@@ -54,9 +54,9 @@ def annotations(facts: image_facts.ImageFacts) -> dict:
     """The AWS OFI NCCL hook's annotations for a CUDA image; none for CPU and ROCm images (a CPU
     image has no NCCL; a ROCm image brings its own aws-ofi-nccl plugin and libfabric, built
     for RCCL, and CSCS's rocm variants are for its own ROCm versions)."""
-    if facts.flavour != "cuda":
+    if facts.image_labels.flavour != "cuda":
         return {}
-    major = facts.label("cuda.runtime").split(".")[0]
+    major = facts.image_labels.short("cuda.runtime").split(".")[0]
     variant = CUDA_VARIANTS.get(major)
     if variant is None:
         return {f"{HOOK}.enabled": "true", f"{HOOK}.variant": FALLBACK_VARIANT}
@@ -64,7 +64,7 @@ def annotations(facts: image_facts.ImageFacts) -> dict:
 
 
 def _why_annotations(facts) -> str:
-    runtime = facts.label("cuda.runtime") or "unknown"
+    runtime = facts.image_labels.short("cuda.runtime") or "unknown"
     return (
         f"# NCCL over Slingshot: the AWS OFI NCCL hook, the variant of the image's CUDA ({runtime}).\n"
         "# https://docs.cscs.ch/software/container-engine/resource-hook/#aws-ofi-nccl-hook"

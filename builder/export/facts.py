@@ -4,7 +4,6 @@ labels (`/.singularity.d/labels.json`, what `apptainer inspect --labels` shows),
 built, and the OCI annotations these map to."""
 
 import calendar
-import json
 import shutil
 import tempfile
 import time
@@ -13,12 +12,11 @@ from pathlib import Path
 
 from .. import runner
 from ..errors import ToolError
-from ..labels import BUILD_DATE, LABEL_PREFIX
+from ..labels import BUILD_DATE, LABELS_FILE, ImageLabels
 from ..labels import build_date as label_time
 from . import sif
 
 ENVIRONMENT_FILE = ".singularity.d/env/90-environment.sh"
-LABELS_FILE = ".singularity.d/labels.json"
 # The PATH docker and podman give a container whose image sets none: the base that the
 # image's `export PATH="/opt/venv/bin:${PATH}"` extends, as Apptainer's own default does.
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -30,45 +28,23 @@ _SPLIT = "--hpcml-export-after--"  # between the environment before and after th
 class ImageFacts:
     target: str
     environment: dict  # PATH first, then what the image sets, by name
-    labels: dict  # as the image names them (org.hpc-ml-containers.version.torch, ...)
+    image_labels: ImageLabels
+
+    @property
+    def labels(self) -> dict:
+        """As the image names them (org.hpc-ml-containers.version.torch, ...): what an OCI
+        config's labels carry."""
+        return self.image_labels.full
 
     @property
     def created(self) -> str:
         """The build date as RFC 3339 (UTC), or '' when the image has no build-date label."""
         return build_date(self.labels.get(BUILD_DATE, ""))
 
-    def label(self, name) -> str:
-        """One of the project's own labels, by its short name (`version.torch`)."""
-        return self.labels.get(f"{LABEL_PREFIX}.{name}", "")
-
-    @property
-    def recipe(self) -> dict:
-        try:
-            recipe = json.loads(self.label("recipe") or "{}")
-        except ValueError:
-            return {}
-        return recipe if isinstance(recipe, dict) else {}
-
-    @property
-    def flavour(self) -> str:
-        """cpu, cuda or rocm: the torch build the image holds, from its recipe label."""
-        torch = self.recipe.get("torch")
-        return str(torch.get("flavour", "")) if isinstance(torch, dict) else ""
-
 
 def read(partition: sif.Partition, target: str) -> ImageFacts:
-    labels = parse_labels(sif.read_file(partition, LABELS_FILE), partition.image)
+    labels = ImageLabels.from_json_text(sif.read_file(partition, LABELS_FILE), partition.image)
     return ImageFacts(target, environment(sif.read_file(partition, ENVIRONMENT_FILE)), labels)
-
-
-def parse_labels(text: str, image) -> dict:
-    try:
-        labels = json.loads(text or "{}")
-    except ValueError:
-        raise ToolError(f"{image}: /{LABELS_FILE} is not JSON") from None
-    if not isinstance(labels, dict):
-        raise ToolError(f"{image}: /{LABELS_FILE} is not a JSON object of labels")
-    return {str(key): str(value) for key, value in sorted(labels.items())}
 
 
 def environment(script: str) -> dict:
@@ -112,8 +88,8 @@ def annotations(facts: ImageFacts) -> dict:
     value the image knows (the OCI image spec's pre-defined annotation keys)."""
     known = {
         "org.opencontainers.image.title": facts.target,
-        "org.opencontainers.image.version": facts.label("version.torch"),
+        "org.opencontainers.image.version": facts.image_labels.short("version.torch"),
         "org.opencontainers.image.created": facts.created,
-        "org.opencontainers.image.description": str(facts.recipe.get("description", "")),
+        "org.opencontainers.image.description": str(facts.image_labels.recipe.get("description", "")),
     }
     return {**facts.labels, **{key: value for key, value in known.items() if value}}

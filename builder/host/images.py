@@ -4,7 +4,6 @@ report (the report's own name is in the contract) and the image's own labels. A 
 module: it imports none of the commands that use it."""
 
 import fcntl
-import json
 import os
 import shutil
 from contextlib import contextmanager
@@ -14,7 +13,7 @@ from pathlib import Path
 from .. import contract, runner
 from ..errors import RecipeError, ToolError
 from ..invocation import hint, program
-from ..labels import LABEL_PREFIX, MEASURED
+from ..labels import LABEL_PREFIX, MEASURED, ImageLabels
 from . import toolbox
 
 IMAGE_SUM = "image.sha256"  # sha256sum's format: `sha256sum IMAGE > DIR/image.sha256` by hand
@@ -74,15 +73,10 @@ def built_image(tree, target_name, images: Path, site_name=None) -> Built:
     return Built(target, sites[site_name], path)
 
 
-def read_labels(apptainer, image) -> dict:
-    """The image's own labels, less their project prefix (`version.torch`, `recipe`, ...)."""
+def read_labels(apptainer, image) -> ImageLabels:
+    """The image's own labels, as `apptainer inspect` shows them."""
     result = runner.run([apptainer, "inspect", "--json", "--labels", str(image)])
-    try:
-        labels = json.loads(result.stdout)["data"]["attributes"]["labels"]
-    except (ValueError, KeyError, TypeError):
-        raise ToolError(f"{apptainer} inspect gave no labels for {image}") from None
-    prefix = LABEL_PREFIX + "."
-    return {key[len(prefix) :] if key.startswith(prefix) else key: value for key, value in labels.items()}
+    return ImageLabels.from_inspect(result.stdout, image, apptainer)
 
 
 def identity(target) -> dict:
@@ -96,16 +90,13 @@ def identity(target) -> dict:
     }
 
 
-def _identity_of(labels: dict) -> dict:
-    try:
-        flavour = json.loads(labels.get("recipe", ""))["torch"]["flavour"]
-    except (ValueError, KeyError, TypeError):
-        flavour = None
+def _identity_of(labels: ImageLabels) -> dict:
+    short = labels.stripped
     return {
-        "target": labels.get("target"),
-        "arch": labels.get("arch"),
-        "gpu.arch": labels.get("gpu.arch"),
-        "torch": flavour,
+        "target": short.get("target"),
+        "arch": short.get("arch"),
+        "gpu.arch": short.get("gpu.arch"),
+        "torch": labels.flavour or None,
     }
 
 
@@ -114,14 +105,15 @@ def _described(facts: dict) -> str:
 
 
 def checked_labels(apptainer, built: Built, foreign=False) -> dict:
-    """The image's labels, once they show it was built as the target the command names (an
-    image copied or renamed as another target's would otherwise be tested, published, signed
-    or exported under the wrong name); one line, exit 2, when they do not. With ``foreign``,
-    an image this builder did not make (no target label) passes: a job may run any image."""
+    """The image's labels, the project's by their short names (`version.torch`), once they
+    show it was built as the target the command names (an image copied or renamed as another
+    target's would otherwise be tested, published, signed or exported under the wrong name);
+    one line, exit 2, when they do not. With ``foreign``, an image this builder did not make
+    (no target label) passes: a job may run any image."""
     labels = read_labels(apptainer, built.path)
     found, wanted = _identity_of(labels), identity(built.target)
     if found["target"] is None and foreign:
-        return labels
+        return labels.stripped
     if found["target"] is None:
         raise RecipeError(
             f"not an image this builder made (no {LABEL_PREFIX}.target label); expected an image of {wanted['target']}",
@@ -136,7 +128,7 @@ def checked_labels(apptainer, built: Built, foreign=False) -> dict:
             f"own with: {build}",
             file=str(built.path),
         )
-    return labels
+    return labels.stripped
 
 
 def image_facts(target, images: Path) -> dict:
@@ -147,7 +139,7 @@ def image_facts(target, images: Path) -> dict:
         return {}
     facts = {"image": str(path)}
     try:
-        labels = read_labels(ready_apptainer(target.sites[0]), path)
+        labels = read_labels(ready_apptainer(target.sites[0]), path).stripped
     except ToolError as error:
         return {**facts, "labels": f"not read ({error})"}
     facts.update((key, labels[key]) for key in MEASURED if key in labels)

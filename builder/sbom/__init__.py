@@ -41,7 +41,7 @@ def ensure(target, image: Path, key: str, progress=None, apptainer=None) -> Path
     from . import document  # cyclonedx: 80 ms, paid only by a build that writes an SBOM
 
     apptainer = apptainer or ready_apptainer(target.sites[0])
-    labels = read_labels(apptainer, image)
+    labels = read_labels(apptainer, image).stripped
     contents = inventory.read(apptainer, image, target.python.venv)
     write_atomic(sbom, document.render(target, key, labels, contents))
     if progress:

@@ -15,7 +15,7 @@ from helpers.fake_runner import IMAGE_ANSWERS, FakeRunner
 from builder.errors import ToolError
 from builder.export import edf, enroot, facts, write
 from builder.export.facts import ImageFacts
-from builder.labels import LABEL_PREFIX
+from builder.labels import LABEL_PREFIX, ImageLabels
 
 ROOT = Path(__file__).resolve().parents[3]
 BUILD_DATE = "Friday_27_November_2026_4:57:38_UTC"
@@ -42,7 +42,7 @@ SH_ENV = "\0".join(
 
 
 def cpu_facts(**labels) -> ImageFacts:
-    return ImageFacts("cpu", dict(ENVIRONMENT), {**LABELS, **labels})
+    return ImageFacts("cpu", dict(ENVIRONMENT), ImageLabels({**LABELS, **labels}))
 
 
 def cuda_facts(runtime="13.0") -> ImageFacts:
@@ -126,7 +126,7 @@ def test_a_rocm_image_gets_no_hook():
 
 def test_edf_values_survive_toml_and_the_engines_dollar_expansion():
     odd = 'a "quoted" \\ back\tslash ${HOME} $x é \x01 \x7f'
-    image = ImageFacts("cpu", {"PATH": "/bin", "ODD": odd, "with.dot": "1"}, LABELS)
+    image = ImageFacts("cpu", {"PATH": "/bin", "ODD": odd, "with.dot": "1"}, ImageLabels(LABELS))
     env = tomllib.loads(edf.text(image, "/x.sqsh"))["env"]
     assert env["ODD"].replace("$$", "$") == odd and env["with.dot"] == "1"
 
@@ -144,7 +144,7 @@ def test_every_label_is_an_annotation_with_the_oci_ones_we_know():
 
 
 def test_an_image_without_a_build_date_or_torch_label_has_no_such_annotation():
-    image = ImageFacts("cpu", dict(ENVIRONMENT), {"org.label-schema.build-date": "yesterday"})
+    image = ImageFacts("cpu", dict(ENVIRONMENT), ImageLabels({"org.label-schema.build-date": "yesterday"}))
     annotations = facts.annotations(image)
     assert "org.opencontainers.image.created" not in annotations
     assert "org.opencontainers.image.version" not in annotations

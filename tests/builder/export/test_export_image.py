@@ -93,6 +93,15 @@ def test_podman_runs_the_smoke_suite_in_the_oci_image(podman):
     assert "smoke: PASS" in result.stdout
 
 
+def test_the_sifs_labels_file_is_what_apptainer_inspect_shows(cpu_image, apptainer):
+    """Export reads /.singularity.d/labels.json from the root partition, list, show and publish
+    ask `apptainer inspect`: one object of labels, read by one reader (builder/labels.py)."""
+    from builder.host import images
+
+    from_file = facts.read(sif.root_partition(apptainer, cpu_image), "cpu").image_labels
+    assert from_file == images.read_labels(apptainer, cpu_image) and from_file.short("target") == "cpu"
+
+
 def test_the_oci_image_runs_like_apptainer_run(podman, image_facts):
     """The runscript is the entrypoint and the image's environment is the container's."""
     _, _, environment = image_facts

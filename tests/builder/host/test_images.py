@@ -14,7 +14,7 @@ from builder.labels import LABEL_PREFIX, MEASURED
 from builder.recipes.tree import RecipeTree
 
 
-def inspect_answer(labels: dict) -> str:
+def inspect_answer(labels) -> str:
     return json.dumps({"data": {"attributes": {"labels": labels}}})
 
 
@@ -28,12 +28,14 @@ def test_labels_lose_their_project_prefix(monkeypatch):
         },
     )
     labels = images.read_labels("apptainer", "x.sif")
-    assert labels == {"version.torch": "2.13.0", "org.label-schema.build-date": "today"}
+    assert labels.stripped == {"version.torch": "2.13.0", "org.label-schema.build-date": "today"}
+    assert labels.short("version.torch") == "2.13.0" and labels.full[f"{LABEL_PREFIX}.version.torch"] == "2.13.0"
     assert fake.commands == [["apptainer", "inspect", "--json", "--labels", "x.sif"]]
 
 
-def test_an_answer_without_labels_is_one_clear_error(monkeypatch):
-    FakeRunner(monkeypatch, answers={"apptainer": "not json"})
+@pytest.mark.parametrize("answer", ["not json", "[]", json.dumps({"data": {}}), inspect_answer(["a"]), "null"])
+def test_an_answer_without_labels_is_one_clear_error(monkeypatch, answer):
+    FakeRunner(monkeypatch, answers={"apptainer": answer})
     with pytest.raises(ToolError, match=r"^apptainer inspect gave no labels for x.sif$"):
         images.read_labels("apptainer", "x.sif")
 
