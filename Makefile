@@ -2,8 +2,11 @@
 PYTHON ?= python3
 VENV   ?= .venv
 TARGET ?= cpu
-NAME   ?= pytorch
 PY     := $(VENV)/bin/python
+# `hpcml COMMAND` with the options on make's command line, by one rule (builder/cli/make_variables.py):
+# --image-path X is IMAGE_PATH=X, a flag such as --tcl is TCL=1, --force=all is FORCE=all, a
+# repeatable option a list (BIND="/scratch /projappl"). `hpcml COMMAND --help` lists them.
+HPCML  := $(PY) -m builder.cli.make_variables
 
 .PHONY: setup render check test unit test-full test-heavy test-gpu gpu-bundle build smoke jobscript publish sign export two-nodes doctor list show clean
 
@@ -79,45 +82,41 @@ gpu-bundle: setup
 
 # Renders the target's layers and builds images/$(TARGET).sif (running its %test); where no
 # apptainer or singularity is installed and we are root, provisions a toolbox first.
-# BUILD_FLAGS=--force rebuilds the top layer even when up to date, --force=all every layer.
+# FORCE=1 rebuilds the top layer even when up to date, FORCE=all every layer.
 build: setup
 	$(PY) -m builder render $(TARGET)
-	$(PY) -m builder build $(TARGET) $(BUILD_FLAGS)
+	$(HPCML) build $(TARGET)
 
 # Runs the image's smoke suite here (building it first when stale): torchrun with one rank per
 # GPU, two on a machine without GPUs; table and verdicts on the terminal, the JSON report and
 # the plot in images/$(TARGET).smoke/.
 smoke: build
-	$(PY) -m builder smoke $(TARGET)
+	$(HPCML) smoke $(TARGET)
 
 # Prints the Slurm batch script that runs ARGS in the image on the target's site (SITE, NODES,
 # GPUS, LAUNCH=torchrun|srun|mpirun|deepspeed, TIME, ACCOUNT, QOS, OUT=FILE to write it). Only the
 # script reaches stdout (`make jobscript ... > job.sh`): set-up and make's echo go to stderr.
 jobscript:
 	@$(MAKE) --no-print-directory setup >&2
-	@$(PY) -m builder jobscript $(TARGET) $(if $(SITE),--site "$(SITE)") $(if $(NODES),--nodes "$(NODES)") \
-		$(if $(GPUS),--gpus "$(GPUS)") $(if $(LAUNCH),--launch "$(LAUNCH)") $(if $(TIME),--time "$(TIME)") \
-		$(if $(ACCOUNT),--account "$(ACCOUNT)") $(if $(QOS),--qos "$(QOS)") \
-		$(if $(PUBLISHED),--published "$(PUBLISHED)") $(if $(OUT),--out "$(OUT)") -- $(ARGS)
+	@$(HPCML) jobscript $(TARGET) -- $(ARGS)
 
 # Installs images/$(TARGET).sif as the module $(NAME)/$(VERSION) under $(PREFIX) (version
 # default: <torch version>-<target>). Needs a passing smoke report of this very image (make
-# smoke, or in a job on GPU nodes); PUBLISH_FLAGS="--default --tcl --force --skip-smoke" as needed.
+# smoke, or in a job on GPU nodes); DEFAULT=1 TCL=1 FORCE=1 SKIP_SMOKE=1 as needed.
 publish: setup
-	$(PY) -m builder publish $(TARGET) --prefix "$(PREFIX)" --name "$(NAME)" \
-		$(if $(VERSION),--version "$(VERSION)") $(if $(PUBLIC_KEY),--key "$(PUBLIC_KEY)") $(PUBLISH_FLAGS)
+	$(HPCML) publish $(TARGET)
 
 # Signs images/$(TARGET).sif with the PEM private key KEY (before `make smoke`: the smoke
-# report names the image it tested); `make publish PUBLIC_KEY=public.pem` then checks it.
+# report names the image it tested); `make publish KEY=public.pem` then checks it.
 sign: setup
-	$(PY) -m builder sign $(TARGET) --key "$(KEY)"
+	$(HPCML) sign $(TARGET)
 
 # Writes images/$(TARGET).sif, as built, in FORMAT for sites that run other containers (as root):
 # oci (images/$(TARGET).oci.tar, for podman load and skopeo), enroot (images/$(TARGET).sqsh), edf
 # (images/$(TARGET).toml, the CSCS Container Engine's file naming that squashfs; IMAGE_PATH= where
 # it will be on the site, ${SCRATCH} kept as written); several comma-separated: FORMAT=oci,enroot,edf.
 export: setup
-	$(PY) -m builder export $(TARGET) --format "$(FORMAT)" $(if $(IMAGE_PATH),--image-path '$(value IMAGE_PATH)')
+	$(HPCML) export $(TARGET)
 
 # A Slurm cluster of two nodes on this machine (network namespaces n1 and n2, as the tests
 # use it), up until Enter; root only. Submit the scripts of `make jobscript SITE=local NODES=2`.
@@ -131,7 +130,7 @@ list: setup
 	$(PY) -m builder list
 
 show: setup
-	$(PY) -m builder show $(TARGET)
+	$(HPCML) show $(TARGET)
 
 clean:
 	rm -rf $(VENV) .pytest_cache
