@@ -38,7 +38,7 @@ test: setup
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(PY) -m builder check
-	$(PY) -m pytest -n 4 -m "not heavy and not image and not cluster and not gpu"
+	$(PY) -m pytest -n 4 --dist worksteal -m "not heavy and not image and not cluster and not gpu"
 	$(PY) -m pytest -o console_output_style=times -m "(image or cluster) and not heavy and not full"
 
 # The rest of the long matrices (marker `full`): the publish steps, site twins, launches and
@@ -48,11 +48,12 @@ test-full: setup
 
 # The fast loop: lint, then every test that needs no image, Apptainer or Slurm cluster
 # (markers set by tests/conftest.py from the fixtures a test uses), four at a time: most of
-# them wait on a subprocess, not on a core.
+# them wait on a subprocess, not on a core. Work stealing: a worker that runs out takes
+# tests from the others, instead of waiting while one ends a long queue (docs/performance.md).
 unit: $(VENV)/.installed
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
-	$(PY) -m pytest -q -n 4 -m "not heavy and not image and not cluster and not gpu"
+	$(PY) -m pytest -q -n 4 --dist worksteal -m "not heavy and not image and not cluster and not gpu"
 
 # The heavy checks left out of `make test`: every CUDA image built for real and examined
 # (hours on 2 cores; the layer and DeepSpeed-wheel caches make reruns short).
