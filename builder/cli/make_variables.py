@@ -22,6 +22,7 @@ import re
 import sys
 
 from . import registry
+from .parser import parser as grammar
 
 # The Makefile's own variables, which no command takes as an option.
 MAKEFILE_OWN = frozenset(
@@ -55,21 +56,23 @@ def variable(action: argparse.Action) -> str:
     return long.lstrip("-").upper().replace("-", "_")
 
 
-def option_actions(command) -> dict:
-    """{variable: argparse action} of every option ``command`` takes, its common ones too."""
-    parser = argparse.ArgumentParser(add_help=False)
-    parser.add_argument("--recipes")
-    if command.images_option:
-        parser.add_argument("--images")
-    command.add_arguments(parser)
-    return {variable(action): action for action in parser._actions if action.option_strings}
+def option_actions() -> dict:
+    """{command name: {variable: argparse action}} of every option each command takes, read
+    from the command line's own grammar (cli.parser), its shared options too."""
+    top = grammar()
+    (commands,) = [action for action in top._actions if isinstance(action, argparse._SubParsersAction)]
+    return {
+        name: {variable(action): action for action in sub._actions if action.option_strings and action.dest != "help"}
+        for name, sub in commands.choices.items()
+    }
 
 
 def options(command, variables: dict) -> list:
     """``command``'s options as the variables give them; SystemExit(2) for a name that is no
     option of any command and not the Makefile's, or a flag's value that is neither yes nor no."""
-    own = option_actions(command)
-    anyone = set().union(*(option_actions(other) for other in registry.COMMANDS))
+    every = option_actions()
+    own = every[command.name]
+    anyone = set().union(*every.values())
     unknown = sorted(set(variables) - anyone - MAKEFILE_OWN)
     if unknown:
         _refuse(

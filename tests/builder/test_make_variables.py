@@ -69,5 +69,5 @@ def test_every_variable_the_makefile_reads_is_its_own_or_an_option():
     used = set(re.findall(r"\$\(([A-Z][A-Z0-9_]*)\)", "\n".join(rules)))
     settings = {"PY", "HPCML", "MAKE"}
     assert used - settings <= make_variables.MAKEFILE_OWN
-    every_option = set().union(*(make_variables.option_actions(c) for c in registry.COMMANDS))
+    every_option = set().union(*make_variables.option_actions().values())
     assert not make_variables.MAKEFILE_OWN & every_option
