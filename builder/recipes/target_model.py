@@ -33,6 +33,9 @@ class Target:
     build_space: tuple = ()  # (("devel", GB), ("base", GB), ("image", GB)) or ()
     site_image: object = None  # the first site's SiteImage when the recipe says site_image: true
     arch: str = DEFAULT_ARCH  # the CPU architecture, as uname -m names it: x86_64 | aarch64
+    # recipes/locks/<name>/python.txt read (builder.lockfile), None without one; what pip
+    # installs (render/pip_install.py). Not in `resolved`: the definitions carry the pins.
+    python_lock: object = None
 
     @classmethod
     def from_yaml(cls, name: str, spec: Section, sites: tuple, versions: Versions, ops):

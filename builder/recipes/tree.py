@@ -1,9 +1,10 @@
 """Load a recipe tree (sites, targets, versions, DeepSpeed ops), check it, resolve targets."""
 
+import dataclasses
 import re
 from pathlib import Path
 
-from .. import contract
+from .. import contract, lockfile
 from ..errors import RecipeError
 from ..suggest import did_you_mean
 from . import validate, yamlsrc
@@ -139,7 +140,9 @@ class RecipeTree:
         doc = self.target_docs[name]
         validate.check(yamlsrc.Document(doc.file, data, doc.lines), data, "target", origin=origin)
         spec = Section(origin, data)
-        return Target.from_yaml(name, spec, self._linked_sites(spec), Versions(self.versions), self.ds_ops)
+        target = Target.from_yaml(name, spec, self._linked_sites(spec), Versions(self.versions), self.ds_ops)
+        lock = lockfile.checked(lockfile.load(self.root, name), target, self.versions.data)
+        return dataclasses.replace(target, python_lock=lock)
 
     def _linked_sites(self, spec):
         """The Sites a target names; SiteBroken when one of their files is broken."""

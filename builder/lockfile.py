@@ -1,0 +1,157 @@
+"""A target's Python lock, `recipes/locks/<target>/python.txt`: every distribution pip puts
+into the image, by the step that installs it, each at one version with the sha256 of every
+file a build may take (issue 49). `hpcml lock` writes it (builder/locking); the building
+blocks read it (render/pip_install.py), so that pip installs exactly it: `--no-deps
+--require-hashes`, nothing resolved at build time.
+
+The file is a pip requirements file with hashes (pip-tools' and uv's format, so `pip install
+--require-hashes -r` reads it as it is), with comment lines the builder reads as well:
+
+    # platform: python 3.11, x86_64-manylinux_2_36
+    # step torch: torch==2.13.0 --extra-index-url https://download.pytorch.org/whl/cpu
+    torch==2.13.0+cpu --hash=sha256:6746...  # torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl
+    filelock==3.20.0 --hash=sha256:...  # filelock-3.20.0-py3-none-any.whl
+
+A step's header line holds what the block asked for when the lock was made: when the block
+asks for something else now (a pin moved in versions.yaml), the lock is stale for that step.
+"""
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import RecipeError
+
+# the newest manylinux tag uv 0.13 resolves for: an OS with a newer glibc takes these wheels
+MANYLINUX_NEWEST = 40
+LOCKS_DIR = "locks"  # under the recipes folder, so a lock travels with the recipes it locks
+PYTHON_LOCK = "python.txt"
+_PLATFORM = re.compile(r"^# platform: python (?P<python>\d+\.\d+), (?P<platform>[a-z0-9_]+-[a-z0-9_]+)$")
+_STEP = re.compile(r"^# step (?P<step>[a-z0-9_]+): (?P<asked>\S.*)$")
+_PIN = re.compile(
+    r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)==(?P<version>[^\s;]+)"
+    r"(?P<hashes>(?: --hash=sha256:[0-9a-f]{64})+)(?:  # (?P<files>\S.*))?$"
+)
+
+
+@dataclass(frozen=True)
+class Pinned:
+    """One distribution: name==version, the sha256 of each file pip may take (the wheels
+    for the image's platform, or the sdist where the image builds from source)."""
+
+    name: str
+    version: str
+    hashes: tuple
+    files: tuple = ()
+
+    def line(self) -> str:
+        hashes = "".join(f" --hash=sha256:{h}" for h in self.hashes)
+        files = f"  # {', '.join(self.files)}" if self.files else ""
+        return f"{self.name}=={self.version}{hashes}{files}"
+
+    def requirement(self) -> str:
+        """The line pip reads, without the file names."""
+        return f"{self.name}=={self.version}" + "".join(f" --hash=sha256:{h}" for h in self.hashes)
+
+
+@dataclass(frozen=True)
+class Step:
+    name: str  # the block that installs it: torch, mpi, frameworks...
+    asked: str  # what the block asked for, as one line: requirements, then pip options
+    pins: tuple  # (Pinned, ...) in the order pip should read them
+
+
+@dataclass(frozen=True)
+class PythonLock:
+    target: str
+    python: str  # "3.11"
+    platform: str  # uv's --python-platform: x86_64-manylinux_2_36
+    steps: tuple  # (Step, ...) in the order the image installs them
+    path: str = ""  # where it was read from, for errors
+
+    def step(self, name):
+        return next((step for step in self.steps if step.name == name), None)
+
+    def text(self, command: str) -> str:
+        lines = [
+            f"# Python lock of target {self.target}, written by `{command}`; do not edit by hand.",
+            "# Every distribution the build's pip installs, by step, with the sha256 of each file it",
+            "# may take; the build installs exactly these (pip --no-deps --require-hashes).",
+            f"# platform: python {self.python}, {self.platform}",
+        ]
+        for step in self.steps:
+            lines.append(f"# step {step.name}: {step.asked}")
+            lines += [pin.line() for pin in step.pins]
+        return "\n".join(lines) + "\n"
+
+
+@dataclass(frozen=True)
+class StaleLock:
+    """A lock made for another Python or platform than the target's now: installing from it
+    is refused with ``message``."""
+
+    message: str
+
+
+def platform_of(target, versions: dict):
+    """(python, uv platform) of the image the target's venv is made in, from versions.yaml's
+    image_platforms; None when the table has no entry for it (a site's image)."""
+    build = next(stage for stage in target.stages if stage.name == "build")
+    keys = [key for key, image in versions.get("images", {}).items() if image == build.image]
+    found = [versions.get("image_platforms", {}).get(key) for key in keys]
+    entry = next((f for f in found if f), None)
+    if entry is None:
+        return None
+    minor = min(int(entry["glibc"].split(".")[1]), MANYLINUX_NEWEST)
+    return entry["python"], f"{target.arch}-manylinux_2_{minor}"
+
+
+def checked(lock, target, versions: dict):
+    """``lock`` as the target may use it: a StaleLock when made for another platform."""
+    if lock is None or (lock.python, lock.platform) == platform_of(target, versions):
+        return lock
+    return StaleLock(
+        f"{lock.path}: the lock is stale: made for python {lock.python} on {lock.platform}, the target's "
+        f"image is {platform_of(target, versions)}; refresh it with: hpcml lock {target.name}"
+    )
+
+
+def path_of(recipes, target: str) -> Path:
+    return Path(recipes, LOCKS_DIR, target, PYTHON_LOCK)
+
+
+def load(recipes, target: str):
+    """The target's lock, or None when it has none."""
+    path = path_of(recipes, target)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as error:
+        raise RecipeError(f"cannot read the lock: {error}", file=str(path)) from None
+    return parse(text, target, str(path))
+
+
+def parse(text: str, target: str, path: str = "") -> PythonLock:
+    """One-line RecipeError naming the line that is not what `hpcml lock` writes."""
+    python = platform = None
+    steps = []  # [name, asked, [Pinned]]
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        if match := _PLATFORM.match(line):
+            python, platform = match["python"], match["platform"]
+        elif match := _STEP.match(line):
+            steps.append((match["step"], match["asked"], []))
+        elif line.startswith("#"):
+            continue
+        elif (match := _PIN.match(line)) and steps:
+            hashes = tuple(re.findall(r"sha256:([0-9a-f]{64})", match["hashes"]))
+            files = tuple(match["files"].split(", ")) if match["files"] else ()
+            steps[-1][2].append(Pinned(match["name"], match["version"], hashes, files))
+        else:
+            expected = "NAME==VERSION --hash=sha256:HEX" if steps else "a '# step NAME: ...' line first"
+            raise RecipeError(f"not a line of a lock: {line[:60]!r}; expected {expected}", file=path, line=number)
+    if python is None:
+        raise RecipeError("no '# platform: python X.Y, PLATFORM' line; run hpcml lock again", file=path)
+    return PythonLock(target, python, platform, tuple(Step(n, a, tuple(p)) for n, a, p in steps), path)

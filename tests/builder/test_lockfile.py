@@ -1,0 +1,80 @@
+"""builder/lockfile.py: the Python lock's format, its reader, and the platform it is for."""
+
+import pytest
+from conftest import ROOT
+
+from builder import lockfile
+from builder.errors import RecipeError
+
+TEXT = """# Python lock of target demo, written by `hpcml lock demo`; do not edit by hand.
+# platform: python 3.11, x86_64-manylinux_2_36
+# step python: setuptools==80.9.0
+setuptools==80.9.0 --hash=sha256:{a}  # setuptools-80.9.0-py3-none-any.whl
+# step torch: torch==2.13.0 --extra-index-url https://download.pytorch.org/whl/cpu
+torch==2.13.0+cpu --hash=sha256:{b} --hash=sha256:{c}  # x.whl, y.whl
+filelock==4.3.1 --hash=sha256:{a}
+""".format(a="a" * 64, b="b" * 64, c="c" * 64)
+
+
+def test_what_text_writes_parse_reads_back_and_pip_reads_each_line():
+    lock = lockfile.parse(TEXT, "demo", "demo.txt")
+    assert (lock.python, lock.platform) == ("3.11", "x86_64-manylinux_2_36")
+    assert [step.name for step in lock.steps] == ["python", "torch"]
+    torch = lock.step("torch")
+    assert torch.asked == "torch==2.13.0 --extra-index-url https://download.pytorch.org/whl/cpu"
+    assert torch.pins[0] == lockfile.Pinned("torch", "2.13.0+cpu", ("b" * 64, "c" * 64), ("x.whl", "y.whl"))
+    assert torch.pins[0].requirement() == f"torch==2.13.0+cpu --hash=sha256:{'b' * 64} --hash=sha256:{'c' * 64}"
+    again = lockfile.parse(lock.text("hpcml lock demo"), "demo", "demo.txt")
+    assert again.steps == lock.steps and again.platform == lock.platform
+
+
+@pytest.mark.parametrize(
+    "line, expected",
+    [
+        ("torch==2.13.0", "expected NAME==VERSION --hash=sha256:HEX"),
+        ("torch>=2.13.0 --hash=sha256:" + "a" * 64, "expected NAME==VERSION"),
+        ("torch==2.13.0 --hash=sha256:abc", "expected NAME==VERSION"),
+    ],
+)
+def test_a_line_hpcml_lock_would_not_write_is_one_line_naming_file_and_line(line, expected):
+    with pytest.raises(RecipeError) as caught:
+        lockfile.parse(TEXT + line + "\n", "demo", "recipes/locks/demo/python.txt")
+    message = str(caught.value)
+    assert message.startswith("recipes/locks/demo/python.txt:8: not a line of a lock")
+    assert expected in message and "\n" not in message
+
+
+def test_a_pin_before_any_step_and_a_missing_platform_are_refused():
+    with pytest.raises(RecipeError, match=r"python.txt:1: .*a '# step NAME: ...' line first"):
+        lockfile.parse("six==1.17.0 --hash=sha256:" + "a" * 64 + "\n", "demo", "python.txt")
+    with pytest.raises(RecipeError, match="no '# platform: python X.Y, PLATFORM' line"):
+        lockfile.parse("# step python: six\n", "demo", "python.txt")
+
+
+def test_every_debootstrap_target_has_the_platform_of_its_suite(tree):
+    assert lockfile.platform_of(tree.target("cpu"), tree.versions.data) == ("3.11", "x86_64-manylinux_2_36")
+    # trixie's glibc 2.41 is past uv's newest manylinux tag: 2_40 wheels are the newest there
+    assert lockfile.platform_of(tree.target("gh200-cuda"), tree.versions.data) == ("3.13", "aarch64-manylinux_2_40")
+    assert lockfile.platform_of(tree.target("lumi-laif"), tree.versions.data) is None
+
+
+def test_a_lock_made_for_another_python_is_stale_for_the_whole_target(tree):
+    target = tree.target("cpu")
+    lock = lockfile.parse(TEXT.replace("python 3.11", "python 3.12"), "cpu", "python.txt")
+    stale = lockfile.checked(lock, target, tree.versions.data)
+    assert isinstance(stale, lockfile.StaleLock)
+    assert "made for python 3.12 on x86_64-manylinux_2_36" in stale.message
+    assert stale.message.endswith("refresh it with: hpcml lock cpu")
+    assert lockfile.checked(lockfile.parse(TEXT, "cpu", "python.txt"), target, tree.versions.data) is not None
+
+
+def test_the_committed_locks_are_what_the_tree_attaches():
+    from builder.recipes.tree import RecipeTree
+
+    tree = RecipeTree(ROOT / "recipes")
+    for name in ("cpu", "a100-cuda", "h100-cuda", "v100-cuda", "csc-cuda", "gh200-cuda"):
+        lock = tree.target(name).python_lock
+        assert isinstance(lock, lockfile.PythonLock), name
+        assert lock.steps and all(pin.hashes for step in lock.steps for pin in step.pins)
+    # no lock where the torch index does not answer here: those resolve on the day they build
+    assert tree.target("lumi-rocm").python_lock is None
