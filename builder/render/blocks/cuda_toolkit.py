@@ -31,8 +31,8 @@ Example, recipes/targets/v100-cuda.yaml, `cuda_toolkit: {from: debian, gcc: "13"
     nvcc --version
 """
 
-from ...shell import cmd
 from ..parts import Part
+from ..pip_install import Request, lines
 
 PIP_HOME = "/opt/cuda"  # a fixed path for the pip toolkit, whatever Python's version
 _UNVERSIONED = (
@@ -51,7 +51,7 @@ def parts(target):
     if kit.source == "pypi":
         major = kit.version.split(".")[0]
         post = (
-            cmd("pip", "install", "--no-cache-dir", f"cuda-toolkit[nvcc,cccl,cudart,profiler]=={kit.version}"),
+            *lines(target, Request("cuda_toolkit", (f"cuda-toolkit[nvcc,cccl,cudart,profiler]=={kit.version}",))),
             _FIND_PIP_HOME.format(folder=f"cu{major}"),
             f'ln -sfn "$cuda_home" {PIP_HOME}',
             # -lcudart (torch's cpp_extension), -lcurand (DeepSpeed's ops) need these names

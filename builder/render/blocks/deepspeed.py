@@ -35,6 +35,7 @@ renders (containers/cpu.def, shortened):
 from ...shell import cmd, python_check
 from ..cpu_baseline import cpu_stand_in
 from ..parts import CROSS_MOUNT, Kept, Part
+from ..pip_install import Request, locked, locked_lines, locked_pin
 from . import os
 
 # A folder of its own per build: %post may see the host's /tmp (Apptainer binds it), where
@@ -101,12 +102,13 @@ _CROSS = (
 )
 
 
-def compile_commands(version, before=(), later=()) -> list:
+def compile_commands(version, before=(), later=(), sdist=None) -> list:
     """Shell lines that compile DeepSpeed ``version`` with its ops into a wheel in WHEELS
     (the DS_BUILD_* switches set already). From the sdist, so that build_ext can take -j:
     pip would build the ops one after another. ``before``: lines run in the unpacked source
     before the compile. ``later``: DS_BUILD_* of ops made from another op's sources (they
-    would share its objects), left to a second pass, alone, the others then up to date."""
+    would share its objects), left to a second pass, alone, the others then up to date.
+    ``sdist``: the lock's Pinned deepspeed, whose sha256 the downloaded sdist must have."""
     wheel = f"bdist_wheel -d {WHEELS}"
     build = [f'MAX_JOBS=1 python setup.py --quiet build_ext -j "$jobs" {wheel}']
     if later:
@@ -118,6 +120,7 @@ def compile_commands(version, before=(), later=()) -> list:
     return [
         f"pip download --no-deps --no-binary :all: --no-build-isolation --no-cache-dir "
         f"-d {SOURCE} deepspeed=={version}",
+        *(_sha256_check(sdist, f"{SOURCE}/deepspeed-{version}.tar.gz") if sdist else ()),
         f"tar -xzf {SOURCE}/deepspeed-{version}.tar.gz -C {SOURCE}",
         f"cd {SOURCE}/deepspeed-{version}",
         *before,
@@ -137,7 +140,13 @@ def parts(target):
     # DS_BUILD_OPS=1 with an explicit switch per listed op: the wheel holds exactly the promise
     env = [*apt, ("DS_ACCELERATOR", ds.accelerator), ("DS_BUILD_OPS", "1"), *ds.switches]
     stand_in = cpu_stand_in(target.arch)
-    compile_ops = compile_commands(ds.version, stand_in, ds.compiled_later) + ["unset PYTHONPATH"] * bool(stand_in)
+    # with a lock: the sdist is checked against its sha256, its dependencies come from the lock
+    request = Request("deepspeed", (f"deepspeed=={ds.version}",), ("--no-binary=deepspeed",))
+    from_lock = locked(target, request)
+    sdist = locked_pin(target, request, "deepspeed") if from_lock else None
+    compile_ops = compile_commands(ds.version, stand_in, ds.compiled_later, sdist) + ["unset PYTHONPATH"] * bool(
+        stand_in
+    )
     saved, restored, installed, checks = '"$ds_tmp"/wheel/deepspeed-*.whl', (), (), []
     if target.torch.flavour == "rocm":
         compile_ops, extra, restored, installed, checks = _rocm_steps(target)
@@ -156,6 +165,9 @@ def parts(target):
         restore=(*MAKE_TMP, f"mkdir -p {WHEELS}", f'cp "$kept"/deepspeed-*.whl {WHEELS}/', *restored),
     )
     post = ['pip install --no-cache-dir "$ds_tmp"/wheel/deepspeed-*.whl', *installed, 'rm -rf "$ds_tmp"']
+    if from_lock:
+        post[0] = 'pip install --no-cache-dir --no-deps "$ds_tmp"/wheel/deepspeed-*.whl'
+        post[:0] = locked_lines(target, request, keep=("deepspeed",))
     final_post, test = list(needs), checks
     if ds.fix_master_address:
         # DeepSpeed's MPI discovery takes rank 0's first `hostname -I` address, which on LUMI
@@ -263,3 +275,9 @@ def _replace_arch_tools(arch, wavefront):
 
 def _restore_arch_tools():
     return [f"if [ -e {tool}.real ]; then mv {tool}.real {tool}; else rm -f {tool}; fi" for tool in ROCM_ARCH_TOOLS]
+
+
+def _sha256_check(pin, path) -> tuple:
+    """The line that fails the build when the file at ``path`` (shell words) is not the one
+    the lock names."""
+    return (f"printf '%s  %s\\n' {pin.hashes[0]} {path} | sha256sum --check --quiet -",)

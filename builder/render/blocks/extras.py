@@ -17,12 +17,12 @@ renders (containers/cpu.def):
     pip install --no-cache-dir numpy==2.4.6 matplotlib==3.11.2
 """
 
-from ...shell import cmd
 from ..parts import Part
+from ..pip_install import Request, lines
 
 
 def parts(target):
     if not target.python.packages:
         return []
     pins = [f"{name}=={version}" for name, version in target.python.packages]
-    return [Part(block="extras", stage="build", post=(cmd("pip", "install", "--no-cache-dir", *pins),))]
+    return [Part(block="extras", stage="build", post=tuple(lines(target, Request("extras", tuple(pins)))))]

@@ -57,6 +57,7 @@ mis-tagged wheel, and its %test has, in place of the bare `pip check` (M standin
 from ... import contract
 from ...shell import cmd
 from ..parts import Part
+from ..pip_install import Request, locked, locked_lines
 
 # what the venv held before the frameworks, as pip constraints; under the venv, beside image.json
 CONSTRAINTS = contract.IMAGE_FACTS.rsplit("/", 1)[0] + "/constraints.txt"
@@ -78,12 +79,15 @@ def parts(target):
     constraints = constraints_path(target)
     # a site's image may hold some already: those stay as it has them, checked as they are
     tested = [pin.split("==")[0] for pin in pins] if target.site_image else pins
+    request = Request("frameworks", tuple(pins))
+    if not target.site_image and locked(target, request):
+        # nothing to resolve: the lock holds the frameworks and what they pulled in, at
+        # versions that move no pin below; the constraints file still records those pins
+        install = [*_freeze(constraints), *locked_lines(target, request)]
+    else:
+        install = _install_lines(pins, constraints, only_missing=bool(target.site_image))
     return [
-        Part(
-            block="frameworks",
-            stage="build",
-            post=tuple(_install_lines(pins, constraints, only_missing=bool(target.site_image))),
-        ),
+        Part(block="frameworks", stage="build", post=tuple(install)),
         Part(
             block="frameworks",
             stage="final",
@@ -137,8 +141,7 @@ def _install_lines(pins, constraints, only_missing=False) -> list:
         ]
     return [
         *choose,
-        cmd("mkdir", "-p", constraints.rsplit("/", 1)[0]),
-        "pip list --format=freeze | " + cmd("grep", "-E", _PIN_LINE) + " > " + cmd(constraints),
+        *_freeze(constraints),
         'pip_log="$(mktemp /tmp/hpcml-frameworks-XXXXXX)"',
         f"if ! {install}; then",
         f"    pinned=\"$(sed -n {cmd(_REFUSED)} \"$pip_log\" | sort -u | tr '\\n' ' ')\"",
@@ -147,4 +150,12 @@ def _install_lines(pins, constraints, only_missing=False) -> list:
         "    exit 1",
         "fi",
         'rm -f "$pip_log"',
+    ]
+
+
+def _freeze(constraints) -> list:
+    """What the venv holds now, as exact pins in the constraints file."""
+    return [
+        cmd("mkdir", "-p", constraints.rsplit("/", 1)[0]),
+        "pip list --format=freeze | " + cmd("grep", "-E", _PIN_LINE) + " > " + cmd(constraints),
     ]

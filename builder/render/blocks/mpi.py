@@ -48,6 +48,7 @@ import re
 from ...shell import cmd, python_check, register_libraries
 from .. import git_sources
 from ..parts import Kept, Part
+from ..pip_install import Request, lines
 from . import libfabric
 
 PACKAGES = {"openmpi": ("openmpi-bin",), "mpich": ("mpich",)}
@@ -78,7 +79,7 @@ def parts(target):
     post, test = (), ()
     if target.mpi.mpi4py:
         # never the sdist: a missing wheel should fail here, not start a compile
-        post = (cmd("pip", "install", "--no-cache-dir", "--only-binary=mpi4py", f"mpi4py=={target.mpi.mpi4py}"),)
+        post = tuple(lines(target, Request("mpi", (f"mpi4py=={target.mpi.mpi4py}",), ("--only-binary=mpi4py",))))
         # the version line of MPICH's MPI_Get_library_version (src/mpi/init/initinfo.c)
         expected = f"MPICH Version:      {source.version}" if source else LIBRARY_NAME[target.mpi.abi]
         test = (python_check("python", _MPI4PY_CHECK, expected),)

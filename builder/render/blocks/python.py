@@ -22,6 +22,7 @@ renders (containers/cpu.devel.def):
 
 from ...shell import cmd, python_check
 from ..parts import Part
+from ..pip_install import Request, lines
 
 # Both stages use the distribution's python3, so the venv's interpreter link stays valid.
 _VENV_CHECK = """
@@ -46,7 +47,7 @@ def parts(target):
             stage="build",
             packages=("ca-certificates", "g++", "make", "python3", "python3-dev", "python3-venv"),
             build_env=path,
-            post=(cmd("python3", "-m", "venv", venv), cmd("pip", "install", "--no-cache-dir", *pins)),
+            post=(cmd("python3", "-m", "venv", venv), *lines(target, Request("python", tuple(pins)))),
         ),
         Part(
             block="python",

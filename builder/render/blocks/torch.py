@@ -31,6 +31,7 @@ renders (containers/lumi-rocm.devel.def, the case line and the check shortened):
 from ... import contract
 from ...shell import cmd, python_check
 from ..parts import Part
+from ..pip_install import Request, lines
 
 # Run where torch is installed and again in %test: a wrong torch (the CUDA build from PyPI
 # where the CPU or ROCm index was left out) fails that very layer, in one marked line.
@@ -81,10 +82,13 @@ def extra_index(url) -> list:
 
 
 def parts(target):
-    pip = cmd("pip", "install", "--no-cache-dir", f"torch=={target.torch.version}")
+    request = Request("torch", (f"torch=={target.torch.version}",), index=target.torch.index or "")
     # An extra index: the wheel's local tag (+cpu, +cu128, +rocm6.4) outranks the plain
     # release on the default index, and dependencies still come from the default index.
-    install = [*extra_index(target.torch.index), pip + ' "$@"'] if target.torch.index else [pip]
+    if target.torch.index:
+        install = [*extra_index(target.torch.index), *lines(target, request, tail='"$@"')]
+    else:
+        install = lines(target, request)
     check = python_check("python", _TORCH_CHECK, target.torch.version, target.torch.flavour)
     return [
         Part(
