@@ -8,7 +8,7 @@ PY     := $(VENV)/bin/python
 # repeatable option a list (BIND="/scratch /projappl"). `hpcml COMMAND --help` lists them.
 HPCML  := $(PY) -m builder.cli.make_variables
 
-.PHONY: setup render check test unit test-full test-heavy test-gpu gpu-bundle build smoke jobscript publish sign export two-nodes doctor list show clean
+.PHONY: setup render check lock test unit test-full test-heavy test-gpu gpu-bundle build smoke jobscript publish sign export two-nodes doctor list show clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +27,13 @@ render: setup
 
 check: setup
 	$(PY) -m builder check
+
+# Resolves what each image's pip installs into recipes/locks/<target>/python.txt, then renders:
+# every target whose sources answer here, or TARGET=cpu alone; UPDATE=1 resolves every step
+# afresh (else only those whose recipe changed).
+lock: setup
+	$(HPCML) lock $(if $(filter command line,$(origin TARGET)),$(TARGET),--all)
+	$(PY) -m builder render --all
 
 # Two passes: first what `make unit` runs, four at a time (no image, no cluster: they share
 # nothing); then the tests that use the image, Apptainer or a Slurm cluster, one at a time, as

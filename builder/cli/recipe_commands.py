@@ -5,7 +5,7 @@ from pathlib import Path
 
 import yaml
 
-from ..errors import CheckFailed, RecipeError
+from ..errors import CheckFailed, RecipeError, ToolError
 from ..fileio import write_atomic
 from ..host.images import image_facts
 from ..invocation import program
@@ -166,3 +166,50 @@ class Check(Command):
                 + (f" --out {out}" if str(out) != "containers" else "")
             )
         print(f"{out}/: all {len(expected)} rendered files of {len(tree.targets)} targets are up to date")
+
+
+class Lock(Command):
+    name = "lock"
+    help = "resolve what each image's pip installs into recipes/locks/<target>/python.txt"
+    example = "{prog} lock cpu               (or: {prog} lock --all; --update re-resolves every step)"
+
+    def add_arguments(self, parser):
+        parser.add_argument("targets", nargs="*", metavar="TARGET")
+        parser.add_argument("--all", action="store_true", help="every target whose sources answer here")
+        parser.add_argument(
+            "--update", action="store_true", help="resolve every step afresh, not only those the recipe changed"
+        )
+
+    def run(self, args):
+        if args.all == bool(args.targets):
+            raise RecipeError("name one or more targets, or give --all (not both)", file="command line")
+        from ..lockfile import PythonLock
+        from ..locking import python
+        from ..render.layer_sharing import layer_owner_unlocked
+
+        tree = load_tree(args.recipes)
+        names = sorted(tree.targets) if args.all else [tree.aliases.get(n, n) for n in args.targets]
+        # an owner first: a target on another's lower layers takes its base steps as they are
+        names.sort(key=lambda n: layer_owner_unlocked(tree, n) != n)
+        made, failed = {}, 0
+        for name in names:
+            owner = layer_owner_unlocked(tree, name)
+            owner_lock = made.get(owner) if owner != name else None
+            if owner_lock is None and owner != name and isinstance(tree.target(owner).python_lock, PythonLock):
+                owner_lock = tree.target(owner).python_lock
+            try:
+                lock = python.lock_target(tree, name, update=args.update, owner_lock=owner_lock)
+            except (RecipeError, ToolError) as error:
+                if not args.all:
+                    raise
+                print(f"{name}: not locked here: {error}")
+                failed += 1
+                continue
+            made[name] = lock
+            text = lock.text(f"{program()} lock {name}")
+            wrote = write_atomic(Path(lock.path), text)
+            count = sum(len(step.pins) for step in lock.steps)
+            print(f"{'wrote' if wrote else 'unchanged'} {lock.path} ({count} distributions)")
+        if made:
+            print(f"next: {program()} render {' '.join(sorted(made)) if not args.all else '--all'}")
+        return 0

@@ -4,13 +4,14 @@ only this list)."""
 
 from .command import Command
 from .image_commands import Build, Export, Extend, Sign, Smoke
-from .recipe_commands import Check, List, Render, Show
+from .recipe_commands import Check, List, Lock, Render, Show
 from .site_commands import Default, Doctor, Jobscript, Publish, Toolbox, Verify
 
 COMMANDS: tuple[Command, ...] = (
     List(),
     Show(),
     Render(),
+    Lock(),
     Build(),
     Smoke(),
     Jobscript(),

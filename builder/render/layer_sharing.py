@@ -11,6 +11,8 @@ and torch, built and stored once.
     'a100-cuda.base.def'
 """
 
+from dataclasses import replace
+
 from .definition import lower_layer_parts, render_all
 
 LOWER = ("devel", "base")
@@ -37,3 +39,16 @@ def plan_layers(tree, name) -> dict:
     lower = render_all(tree.target(owner))
     image = render_all(tree.target(name), devel_text=lower["devel"].text)["image"]
     return {**{layer: lower[layer] for layer in LOWER}, "image": image}
+
+
+def layer_owner_unlocked(tree, name) -> str:
+    """layer_owner as the recipes alone decide it, whatever the locks say (hpcml lock reads it
+    before the locks fit the recipes)."""
+    name = tree.aliases.get(name, name)
+    parent = tree.parent(name)
+    if parent is None:
+        return name
+    unlocked = [replace(tree.target(n), python_lock=None) for n in (name, parent)]
+    if lower_layer_parts(unlocked[0]) == lower_layer_parts(unlocked[1]):
+        return layer_owner_unlocked(tree, parent)
+    return name

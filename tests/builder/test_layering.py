@@ -10,7 +10,16 @@ from conftest import ROOT
 BUILDER = ROOT / "builder"
 # bottom to top; a module not named here sits on the bottom floor (errors, runner, shell, ...),
 # whose modules may import one another
-FLOORS = ["host", "recipes", "render", "sbom", "layerbuild export run publish", "cli wrapper_command", "__main__"]
+FLOORS = [
+    "host",
+    "recipes",
+    "render",
+    "sbom",
+    "layerbuild export run publish",
+    "locking",
+    "cli wrapper_command",
+    "__main__",
+]
 
 
 def floor(parts):

@@ -1,0 +1,1 @@
+"""Locks: what every image holds, fixed by the repository (issue 49)."""

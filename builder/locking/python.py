@@ -1,0 +1,153 @@
+"""`hpcml lock`'s Python half: what each block's pip step asks for, resolved by uv for the
+image's Python and platform (not the host's) from the sources a build would use, step after
+step, into builder.lockfile's format.
+
+Step by step: each step is resolved with every step before it, those held at their locked
+versions (uv's constraints). So a step never moves what a lower step installed, and what the
+base layers hold does not depend on the top layer: a new framework pin re-locks the top
+steps only, and torch's layer stays as built. Example:
+
+    lock_target(tree, "cpu")  # -> PythonLock with steps python, torch, mpi, extras, ...
+"""
+
+import dataclasses
+import os
+import tempfile
+import tomllib
+import urllib.parse
+from pathlib import Path
+
+from .. import lockfile, runner
+from ..errors import RecipeError, ToolError
+from ..host import hostinfo
+from ..layerbuild import host_settings, torch_source
+from ..render.blocks import parts_by_layer
+from ..render.pip_install import Recorder
+
+UV_TIMEOUT_S = 600  # one step's resolve; uv asks the indexes itself, with its own retries
+
+
+def requests(target) -> tuple:
+    """(base steps, top steps): the Requests of the blocks, in install order."""
+    recorder = Recorder()
+    layers = parts_by_layer(dataclasses.replace(target, python_lock=recorder))
+    base_blocks = {part.block for part in layers["base"]}
+    base = tuple(r for r in recorder.requests if r.step in base_blocks)
+    return base, tuple(r for r in recorder.requests if r.step not in base_blocks)
+
+
+def lockable(tree, name):
+    """The target and its (python, platform); a one-line error where it cannot be locked."""
+    target = tree.target(name)
+    platform = lockfile.platform_of(target, tree.versions.data)
+    if target.site_image or platform is None:
+        raise RecipeError(
+            f"target {name} starts from a site's image, whose Python packages its site installed; "
+            "only the packages the build adds could be locked, and that is not done yet",
+            file="command line",
+        )
+    return target, platform
+
+
+def lock_target(tree, name, update=False, owner_lock=None):
+    """The target's PythonLock. ``update``: every step resolved afresh; else the steps the
+    current lock still fits are kept, and those from the first that changed are resolved.
+    ``owner_lock``: the lock of the target whose lower layers this one builds on, whose base
+    steps it takes as they are."""
+    target, (python, platform) = lockable(tree, name)
+    base, top = requests(target)
+    current = target.python_lock if isinstance(target.python_lock, lockfile.PythonLock) else None
+    if current and (current.python, current.platform) != (python, platform):
+        current = None
+    kept = [] if update else _still_fitting(current, (*base, *top))
+    if owner_lock is not None:
+        kept = [owner_lock.step(r.step) for r in base] + kept[len(base) :]
+    steps, asked = list(kept), (*base, *top)
+    if len(steps) < len(asked):  # else every step is as the blocks ask: no source is asked
+        down = host_settings.indexes_down(tuple(r.index for r in asked if r.index))
+        torch_source.check(target.torch, down)
+        for request in asked[len(kept) :]:
+            steps.append(_resolve_step(request, steps, asked, python, platform, down))
+    return lockfile.PythonLock(name, python, platform, tuple(steps), str(lockfile.path_of(tree.root, name)))
+
+
+def _still_fitting(current, asked) -> list:
+    """The current lock's steps, from the first, as long as each asks what the block asks."""
+    kept = []
+    for request in asked:
+        step = current.step(request.step) if current else None
+        if step is None or step.asked != request.asked():
+            break
+        kept.append(step)
+    return kept
+
+
+def _resolve_step(request, before, asked, python, platform, down) -> lockfile.Step:
+    """The step's new distributions: the resolve of it and every step before it, those at
+    their locked versions, less what they hold."""
+    upto = asked[: asked.index(request) + 1]
+    held = {pin.name: pin for step in before for pin in step.pins}
+    with tempfile.TemporaryDirectory(prefix="hpcml-lock-") as work:
+        work = Path(work)
+        (work / "requirements.in").write_text("".join(f"{req}\n" for r in upto for req in r.requirements))
+        (work / "constraints.txt").write_text("".join(f"{n}=={p.version}\n" for n, p in sorted(held.items())))
+        argv = _uv_argv(work, upto, python, platform, down)
+        result = runner.run(argv, cwd=work, env=_uv_env(), check=False, timeout=UV_TIMEOUT_S)
+        if result.returncode != 0:
+            reason = " ".join(line.strip() for line in result.stderr.strip().splitlines()[-3:])
+            raise ToolError(f"uv could not lock step {request.step} ({request.asked()}): {reason}")
+        packages = tomllib.loads((work / "pylock.step.toml").read_text())["packages"]
+    pins = [_pinned(package) for package in packages if _name(package["name"]) not in held]
+    return lockfile.Step(request.step, request.asked(), tuple(pins))
+
+
+def _uv_argv(work, upto, python, platform, down) -> list:
+    pip = hostinfo.pip_settings()
+    argv = [_uv(), "pip", "compile", "--no-config", "--quiet", "--format", "pylock.toml"]
+    argv += ["--python-version", python, "--python-platform", platform, "--index-strategy", "unsafe-best-match"]
+    if pip["index_url"]:
+        argv += ["--index-url", pip["index_url"]]
+    for url in [*pip["extra_index_urls"], *(r.index for r in upto if r.index)]:
+        if url not in down:
+            argv += ["--extra-index-url", url]
+    for folder in pip["find_links"]:
+        argv += ["--find-links", folder]
+    for request in upto:
+        for option in request.options:  # pip's --only-binary=X and --no-binary=X, in uv's words
+            flag, _, value = option.partition("=")
+            argv += [flag, value]
+    return [*argv, "-c", str(work / "constraints.txt"), "-o", str(work / "pylock.step.toml"), "requirements.in"]
+
+
+def _uv() -> str:
+    """The uv that came with the builder (its wheel holds the binary), else the one on PATH."""
+    try:
+        from uv import find_uv_bin
+    except ImportError:
+        return "uv"
+    return find_uv_bin()
+
+
+def _uv_env() -> dict:
+    """uv with the host's CA bundle."""
+    env = dict(os.environ)
+    cert = hostinfo.pip_settings()["cert"]
+    if cert:
+        env["SSL_CERT_FILE"] = cert
+    return env
+
+
+def _pinned(package) -> lockfile.Pinned:
+    """A pylock.toml package as the lock keeps it: the wheels uv chose for the platform (their
+    file names, not their URLs: a local mirror's address is this machine's), else the sdist."""
+    files = package.get("wheels") or ([package["sdist"]] if "sdist" in package else [])
+    hashes = tuple(f["hashes"]["sha256"] for f in files)
+    names = tuple(urllib.parse.unquote((f.get("url") or f.get("path", "")).rsplit("/", 1)[-1]) for f in files)
+    if not hashes:
+        raise ToolError(f"uv named no file with a sha256 for {package['name']} {package['version']}")
+    return lockfile.Pinned(_name(package["name"]), package["version"], hashes, names)
+
+
+def _name(name) -> str:
+    """PEP 503's normal form, as pip list and the lock write names."""
+    return name.lower().replace("_", "-").replace(".", "-")
