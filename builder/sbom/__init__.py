@@ -2,20 +2,24 @@
 from what the image holds (inventory) when the build ends, and again only when the image's
 layer key changes. `publish` places it beside the published image and names it in the module.
 
-Example: ensure(target, Path("images/cpu.sif"), key) -> Path("images/cpu.sbom.json").
+Example: ensure(target, Path("images/cpu.sif"), key) -> Path("images/cpu.sbom.json"). It also
+proves the image holds the target's lock (lock_check): a build that put in anything else fails.
 """
 
 import json
 from pathlib import Path
 
+from ..errors import ToolError
 from ..fileio import write_atomic
 from ..host.images import read_labels, ready_apptainer
-from . import inventory
+from ..lockfile import PythonLock
+from . import inventory, lock_check
 
 SUFFIX = ".sbom.json"
 PUBLISHED = "sbom.cdx.json"  # its name beside a published image
 PROPERTY = "hpcml:"  # our properties' namespace in the document
 KEY_PROPERTY = PROPERTY + "layer-key"  # the image layer key it was made for
+MAX_SHOWN = 8  # differences named in the error; the SBOM beside the image has them all
 
 
 def path_for(image: Path) -> Path:
@@ -37,7 +41,7 @@ def ensure(target, image: Path, key: str, progress=None, apptainer=None) -> Path
     apptainer: the command that reads the image (default: the one installed, or the toolbox)."""
     sbom = path_for(image)
     if recorded_key(sbom) == key:
-        return sbom
+        return _holds_its_lock(target, image, sbom)
     from . import document  # cyclonedx: 80 ms, paid only by a build that writes an SBOM
 
     apptainer = apptainer or ready_apptainer(target.sites[0])
@@ -48,5 +52,23 @@ def ensure(target, image: Path, key: str, progress=None, apptainer=None) -> Path
         progress.step(
             f"wrote {sbom}: {len(contents.debs)} Debian packages, {len(contents.dists)} Python "
             f"distributions, {len(contents.ops)} DeepSpeed ops (CycloneDX 1.6)"
+        )
+    return _holds_its_lock(target, image, sbom)
+
+
+def _holds_its_lock(target, image: Path, sbom: Path) -> Path:
+    """``sbom``, once it shows that the image holds exactly the target's lock (when it has
+    one); else a ToolError listing what differs (the SBOM stays: it says what the image is)."""
+    lock = target.python_lock
+    if not isinstance(lock, PythonLock):
+        return sbom
+    found = lock_check.differences(sbom, lock)
+    if found:
+        shown = "; ".join(found[:MAX_SHOWN]) + (
+            f"; and {len(found) - MAX_SHOWN} more" if len(found) > MAX_SHOWN else ""
+        )
+        raise ToolError(
+            f"{image} does not hold its lock {lock.path} ({len(found)} Python distributions differ, its "
+            f"SBOM {sbom} lists them): {shown}"
         )
     return sbom

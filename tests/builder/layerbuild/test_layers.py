@@ -15,6 +15,7 @@ from builder.host import cross_tools, emulation, hostinfo
 from builder.host.progress import Progress
 from builder.layerbuild import indexes, layers
 from builder.recipes.tree import RecipeTree
+from builder.sbom import lock_check
 
 MIRROR = "http://mirror.invalid/debian"
 TREE = RecipeTree(RECIPES)
@@ -30,6 +31,8 @@ def fake(monkeypatch, tmp_path):
     monkeypatch.setattr(hostinfo, "debian_mirror", lambda: MIRROR)
     monkeypatch.setattr(hostinfo, "needs_fakeroot", lambda: False)
     monkeypatch.setattr(indexes, "why_down", lambda url, cafile=None: None)  # asks no index
+    # the fake image holds one distribution, not its lock's (tests/builder/sbom tests that check)
+    monkeypatch.setattr(lock_check, "differences", lambda sbom, lock: [])
     monkeypatch.setattr(
         hostinfo, "pip_settings", lambda: {"cert": None, "index_url": "", "extra_index_urls": [], "find_links": []}
     )

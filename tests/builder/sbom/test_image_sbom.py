@@ -64,3 +64,13 @@ def test_the_debian_packages_are_those_dpkg_lists_as_installed_in_the_image(appt
     installed = {(row[1].split(":")[0], row[2]) for row in rows if row and row[0] == "ii"}
     assert {(c["name"], c["version"]) for c in found if c["purl"].startswith("pkg:deb/")} == installed
     assert len(installed) > 50
+
+
+def test_the_image_holds_exactly_its_lock(cpu_image):
+    """Issue 49: 0 components between the SBOM and the lock differ (the build fails otherwise)."""
+    from builder.sbom import lock_check
+
+    assert lock_check.differences(sbom.path_for(cpu_image), TARGET.python_lock) == []
+    listed = lock_check.image_dists(sbom.path_for(cpu_image))
+    locked = {pin.name for step in TARGET.python_lock.steps for pin in step.pins}
+    assert set(listed) - locked == set(lock_check.NOT_LOCKED)  # the runtime wheel and the venv's pip

@@ -3,6 +3,7 @@ labels, when it is made again, and the probe that reads an image (the runtime's
 smoke.contents, tested in tests/runtime/smoke/test_contents.py), run here on this Debian
 host's own Python and dpkg. The SBOM of the real CPU image is in test_image_sbom.py."""
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -74,14 +75,15 @@ def test_ensure_makes_the_sbom_once_per_image_key(monkeypatch, tmp_path):
     fake = FakeRunner(monkeypatch)
     image = tmp_path / "cpu.sif"
     image.write_text("an image")
-    made = sbom.ensure(TREE.target("cpu"), image, "key-1", apptainer="apptainer")
+    unlocked = dataclasses.replace(TREE.target("cpu"), python_lock=None)  # the fake image holds no lock's
+    made = sbom.ensure(unlocked, image, "key-1", apptainer="apptainer")
     assert made == tmp_path / "cpu.sbom.json" and sbom.recorded_key(made) == "key-1"
     assert [c[1] for c in fake.commands] == ["inspect", "exec"]
     assert fake.commands[1][3:] == ["/opt/venv/bin/python", "-I", "-m", "smoke.contents"]  # the image's own venv
     fake.commands.clear()
-    sbom.ensure(TREE.target("cpu"), image, "key-1", apptainer="apptainer")
+    sbom.ensure(unlocked, image, "key-1", apptainer="apptainer")
     assert fake.commands == []  # made for this image already
-    sbom.ensure(TREE.target("cpu"), image, "key-2", apptainer="apptainer")
+    sbom.ensure(unlocked, image, "key-2", apptainer="apptainer")
     assert sbom.recorded_key(made) == "key-2"
 
 

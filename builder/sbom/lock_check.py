@@ -1,0 +1,43 @@
+"""Whether an image holds its lock: the Python distributions of its SBOM against the target's
+lock (builder/lockfile.py), one line per component that is missing, extra or of another
+version. Two distributions are the image's without being in the lock, each for its reason.
+
+Example: differences(Path("images/cpu.sbom.json"), lock) -> [] for an image built from it;
+["regex 2026.11.19 is in the image, not in the lock"] for one that pulled in more.
+"""
+
+import json
+import re
+from pathlib import Path
+
+# {distribution: why the image holds it though the lock does not name it}
+NOT_LOCKED = {
+    "hpc-ml-runtime": "the project's own wheel, which the definition names by its sha256",
+    "pip": "the venv's own, from the OS's python3-venv package (its version is the OS's)",
+}
+
+
+def normal(name: str) -> str:
+    """PEP 503's normal form: Jinja2 and jinja2, typing_extensions and typing-extensions."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def image_dists(sbom: Path) -> dict:
+    """{normal name: version} of the Python distributions an SBOM lists."""
+    components = json.loads(sbom.read_text())["components"]
+    return {normal(c["name"]): c["version"] for c in components if str(c.get("purl", "")).startswith("pkg:pypi/")}
+
+
+def differences(sbom: Path, lock) -> list:
+    """One line per distribution on which the image and ``lock`` disagree, sorted by name."""
+    wanted = {normal(pin.name): pin.version for step in lock.steps for pin in step.pins}
+    found = {name: version for name, version in image_dists(sbom).items() if name not in NOT_LOCKED}
+    lines = []
+    for name in sorted(wanted.keys() | found.keys()):
+        if name not in found:
+            lines.append(f"{name} {wanted[name]} is in the lock, not in the image")
+        elif name not in wanted:
+            lines.append(f"{name} {found[name]} is in the image, not in the lock")
+        elif found[name] != wanted[name]:
+            lines.append(f"{name} is {found[name]} in the image, {wanted[name]} in the lock")
+    return lines
