@@ -1,0 +1,193 @@
+"""The exact Debian packages an image's base holds, resolved without building it (issue 49).
+
+A minbase debootstrap of a suite installs every package of Priority: required, and apt; the
+definition's %post then runs ``apt-get install --no-install-recommends PACKAGES``. `resolve`
+asks the host's own apt-get what that installs, with a private apt state in a temporary
+folder: its own sources, lists, caches and an empty dpkg status, so that neither /etc/apt,
+/var/lib/apt nor the host's dpkg database is read or written, and root is not needed.
+A lock file holds one `DebPackage.line` a package (`format`, `parse_lines`)."""
+
+import itertools
+import os
+import re
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import runner
+from ..errors import RecipeError, ToolError
+
+KEYRING = Path("/usr/share/keyrings/debian-archive-keyring.gpg")
+ARCHES = ("amd64", "arm64")  # the Debian names of the builder's x86_64 and aarch64
+UPDATE_TIMEOUT_S = 600  # one suite's main index: about 9 MB compressed, 45 MB unpacked
+SIMULATE_TIMEOUT_S = 180  # about 2 s for a suite's main; the rest is a margin for slow disks
+MINBASE_EXTRA = ("apt",)  # debootstrap --variant=minbase: Priority: required, and these
+
+NAME = r"[a-z0-9][a-z0-9+.-]+"  # Debian policy 5.6.1
+VERSION = r"[0-9][A-Za-z0-9.+~:-]*"  # policy 5.6.12: [epoch:]upstream[-revision]
+LINE = re.compile(rf"({NAME})=({VERSION}) (amd64|arm64|all)")
+SUITE = re.compile(r"[a-z][a-z0-9.-]*")
+MIRROR = re.compile(r"(https?|file):/[^\s\"\[\];]*")
+# Inst NAME[:ARCH] [OLD] (VERSION RELEASE[, RELEASE] [ARCH]) [BROKEN]: OLD only when one is
+# installed; BROKEN (often "[]", as for libc6) lists what is unpacked but not configured yet
+INST = re.compile(r"Inst ([^\s:]+)\S* (?:\[[^\]]*\] )?\((\S+) [^\[\]]*\[([^\]]+)\]\)(?: \[[^\]]*\])?")
+
+
+@dataclass(frozen=True, order=True)
+class DebPackage:
+    name: str
+    version: str
+    arch: str  # amd64, arm64 or all
+
+    def line(self) -> str:
+        return f"{self.name}={self.version} {self.arch}"
+
+
+def resolve(suite: str, arch: str, mirror: str, packages, *, workdir=None) -> tuple[DebPackage, ...]:
+    """The packages a minbase debootstrap of ``suite`` from ``mirror`` for ``arch``, then
+    ``apt-get install --no-install-recommends packages``, installs; sorted by name. The
+    private apt state lives in a temporary folder under ``workdir`` (default: the system's
+    temporary folder) and is removed at the end."""
+    names = [packages] if isinstance(packages, str) else list(packages)
+    _check_input(suite, arch, mirror, names)
+    with tempfile.TemporaryDirectory(prefix="hpcml-debian-lock-", dir=workdir) as tmp:
+        root = Path(tmp)
+        # apt run as root downloads as the user _apt, which must reach lists/partial
+        root.chmod(0o755)
+        env = _private_apt(root, suite, arch, mirror.rstrip("/"))
+        _update(env, root / "state" / "lists", suite, arch, mirror)
+        asked = dict.fromkeys([*_required(root / "state" / "lists"), *MINBASE_EXTRA, *names])
+        return _simulate(env, list(asked), suite, arch, mirror)
+
+
+def parse_lines(text: str, where: str) -> tuple[DebPackage, ...]:
+    """The packages of a lock file's ``text`` as `format` wrote it; blank lines and lines
+    starting with # are skipped. ``where`` names the file in errors."""
+    found, first = [], {}
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        match = LINE.fullmatch(line)
+        if not match:
+            raise RecipeError(
+                f"expected 'name=version arch' (arch amd64, arm64 or all), found {line!r}", file=where, line=number
+            )
+        if match[1] in first:
+            raise RecipeError(f"{match[1]} listed twice (first at line {first[match[1]]})", file=where, line=number)
+        first[match[1]] = number
+        found.append(DebPackage(*match.groups()))
+    return tuple(sorted(found))
+
+
+def format(packages) -> str:
+    """One `DebPackage.line` a package, sorted by name, each ending in a newline."""
+    return "".join(package.line() + "\n" for package in sorted(packages))
+
+
+def _check_input(suite, arch, mirror, names):
+    # the values go into apt's configuration and sources.list: nothing there may be quoted
+    if not SUITE.fullmatch(suite):
+        raise RecipeError(f"Debian suite {suite!r}: expected a name such as bookworm")
+    if arch not in ARCHES:
+        raise RecipeError(f"Debian architecture {arch!r}: expected one of {', '.join(ARCHES)}")
+    if not MIRROR.fullmatch(mirror):
+        raise RecipeError(f"Debian mirror {mirror!r}: expected an http(s):// or file:/ URL")
+    bad = [name for name in names if not re.fullmatch(NAME, str(name))]
+    if bad:
+        raise RecipeError(f"Debian package name {bad[0]!r}: expected lower-case letters, digits and + . -")
+
+
+def _private_apt(root: Path, suite, arch, mirror) -> dict:
+    """Write the private apt state under ``root``; return the environment that points apt at
+    it. APT_CONFIG is read first and names an empty parts folder, so that none of the host's
+    /etc/apt/apt.conf.d (compressed lists, extra index targets, hooks) applies."""
+    state, empty = root / "state", root / "empty"
+    for folder in (state / "lists" / "partial", root / "cache" / "archives" / "partial", empty):
+        folder.mkdir(parents=True)
+    (state / "status").write_text("")  # nothing installed: debootstrap starts from nothing
+    if mirror.startswith("file:"):
+        trust = "trusted=yes"  # a test's mirror: no signature to check
+    elif KEYRING.is_file():
+        trust = f"signed-by={KEYRING}"
+    else:
+        raise ToolError(f"{KEYRING} is missing, so {mirror} cannot be checked; install debian-archive-keyring")
+    (root / "sources.list").write_text(f"deb [arch={arch} {trust}] {mirror} {suite} main\n")
+    settings = {
+        "Dir::Etc::main": "/dev/null",
+        "Dir::Etc::parts": empty,
+        "Dir::Etc::sourcelist": root / "sources.list",
+        "Dir::Etc::sourceparts": empty,
+        "Dir::Etc::preferences": "/dev/null",
+        "Dir::Etc::preferencesparts": empty,
+        "Dir::Etc::trusted": "/dev/null",
+        "Dir::Etc::trustedparts": empty,
+        "Dir::State": state,
+        "Dir::State::status": state / "status",
+        "Dir::Cache": root / "cache",
+        "APT::Architecture": arch,
+        "APT::Architectures": arch,
+        "Debug::NoLocking": "1",  # no lock files: the state is this call's alone
+        "Acquire::Languages": "none",
+        "Acquire::GzipIndexes": "false",  # plain Packages files that _required reads
+        "Acquire::Retries": "2",
+        "Acquire::http::Timeout": "60",
+        "Acquire::https::Timeout": "60",
+    }
+    config = "".join(f'{key} "{value}";\n' for key, value in settings.items())
+    (root / "apt.conf").write_text(config)
+    # LC_ALL=C: the messages read below are apt's English ones
+    return dict(os.environ, APT_CONFIG=str(root / "apt.conf"), LC_ALL="C")
+
+
+def _update(env, lists: Path, suite, arch, mirror):
+    result = runner.run(["apt-get", "update"], env=env, check=False, timeout=UPDATE_TIMEOUT_S)
+    output = result.stdout + result.stderr
+    # an http mirror that does not answer is only a warning to apt (exit status 0)
+    failed = [line for line in output.splitlines() if "Failed to fetch" in line or line.startswith("E: ")]
+    if result.returncode != 0 or failed or not list(lists.glob("*_Packages")):
+        reason = failed[0][3:] if failed else f"exit status {result.returncode}, no Packages index came"
+        raise ToolError(f"apt-get update: no {suite} main index for {arch} from {mirror}: {' '.join(reason.split())}")
+
+
+def _required(lists: Path) -> list[str]:
+    """The names of Priority: required in the downloaded Packages indexes (deb822 stanzas)."""
+    names = set()
+    for index in sorted(lists.glob("*_Packages")):
+        with open(index, errors="replace") as handle:
+            name = priority = None
+            for line in itertools.chain(handle, [""]):  # the "" ends the last stanza
+                if not line.strip():
+                    if name and priority == "required":
+                        names.add(name)
+                    name = priority = None
+                elif line.startswith("Package:"):
+                    name = line[len("Package:") :].strip()
+                elif line.startswith("Priority:"):
+                    priority = line[len("Priority:") :].strip()
+    return sorted(names)
+
+
+def _simulate(env, names, suite, arch, mirror) -> tuple[DebPackage, ...]:
+    argv = ["apt-get", "install", "--simulate", "--no-install-recommends", "-o", "APT::Get::Show-Versions=1"]
+    result = runner.run([*argv, "--", *names], env=env, check=False, timeout=SIMULATE_TIMEOUT_S)
+    if result.returncode != 0:
+        output = result.stdout + result.stderr
+        unknown = re.findall(r"^E: Unable to locate package (\S+)", output, re.M)
+        if unknown:
+            listed = ", ".join(dict.fromkeys(unknown))
+            raise ToolError(f"not in {suite} main of {mirror} for {arch}: {listed}")
+        errors = [line[3:] for line in output.splitlines() if line.startswith("E: ")]
+        # apt names the first package it cannot satisfy on stdout, its E: line only says so
+        errors += [" ".join(line.split()) for line in output.splitlines() if " : Depends: " in line][:1]
+        reason = "; ".join(errors) or f"exit status {result.returncode}"
+        raise ToolError(f"apt-get install --simulate for {suite} {arch} failed: {reason}")
+    found = set()
+    for line in result.stdout.splitlines():
+        if line.startswith("Inst "):
+            match = INST.fullmatch(line)
+            if not match:  # a package left out would make the lock wrong without a word
+                raise ToolError(f"apt-get install --simulate for {suite} {arch}: cannot read {line!r}")
+            found.add(DebPackage(*match.groups()))
+    if not found:
+        raise ToolError(f"apt-get install --simulate for {suite} {arch} listed no package to install")
+    return tuple(sorted(found))

@@ -1,0 +1,194 @@
+"""locking.debian: the host's real apt-get resolves against a small file: mirror written here
+(no network); one `full` test resolves bookworm from the host's Debian mirror for real."""
+
+import email.utils
+import hashlib
+import time
+from pathlib import Path
+
+import pytest
+
+from builder.errors import RecipeError, ToolError
+from builder.host import hostinfo
+from builder.locking import debian
+from builder.locking.debian import DebPackage
+
+SUITE = "bookworm"
+
+# apt is not required here, so that only MINBASE_EXTRA brings it; hello recommends unused
+PACKAGES = {
+    "amd64": """\
+Package: base-files
+Version: 12.4+deb12u5
+Architecture: amd64
+Priority: required
+Essential: yes
+
+Package: dash
+Version: 1:0.5.12-2
+Architecture: amd64
+Priority: required
+Depends: libc6 (>= 2.36)
+
+Package: libc6
+Version: 2.36-9+deb12u7
+Architecture: amd64
+Priority: optional
+Depends: libgcc-s1
+
+Package: libgcc-s1
+Version: 12.2.0-14
+Architecture: amd64
+Priority: optional
+Depends: libc6 (>= 2.35)
+
+Package: apt
+Version: 2.6.1
+Architecture: amd64
+Priority: important
+Depends: libc6
+
+Package: hello
+Version: 2.10-3
+Architecture: amd64
+Priority: optional
+Depends: hello-data (= 2.10-3)
+Recommends: unused
+
+Package: hello-data
+Version: 2.10-3
+Architecture: all
+Priority: optional
+
+Package: unused
+Version: 1.0
+Architecture: amd64
+Priority: optional
+""",
+    "arm64": """\
+Package: base-files
+Version: 12.4+deb12u5
+Architecture: arm64
+Priority: required
+
+Package: apt
+Version: 2.6.1
+Architecture: arm64
+Priority: required
+""",
+}
+
+
+@pytest.fixture
+def mirror(tmp_path) -> str:
+    """A file: mirror of SUITE with main for amd64 and arm64; no .deb files: apt only simulates."""
+    dists = tmp_path / "mirror" / "dists" / SUITE
+    sums = []
+    for arch, text in PACKAGES.items():
+        stanzas = text.split("\n\n")
+        # each stanza names a .deb and its size, as a real index does
+        text = "\n".join(f"{s.rstrip()}\nFilename: pool/main/{s.split()[1]}_{arch}.deb\nSize: 1000\n" for s in stanzas)
+        index = dists / "main" / f"binary-{arch}" / "Packages"
+        index.parent.mkdir(parents=True)
+        index.write_text(text)
+        data = index.read_bytes()
+        sums.append(f" {hashlib.sha256(data).hexdigest()} {len(data)} main/binary-{arch}/Packages")
+    (dists / "Release").write_text(
+        f"Suite: {SUITE}\nCodename: {SUITE}\nDate: {email.utils.formatdate(usegmt=True)}\n"
+        "Architectures: amd64 arm64\nComponents: main\nSHA256:\n" + "\n".join(sums) + "\n"
+    )
+    return f"file:{tmp_path / 'mirror'}"
+
+
+def test_resolve_is_minbase_plus_the_asked_packages_and_their_depends(mirror, tmp_path):
+    work = tmp_path / "work"
+    work.mkdir()
+    found = debian.resolve(SUITE, "amd64", mirror, ["hello"], workdir=work)
+    assert [p.line() for p in found] == [
+        "apt=2.6.1 amd64",  # minbase's own addition to Priority: required
+        "base-files=12.4+deb12u5 amd64",
+        "dash=1:0.5.12-2 amd64",
+        "hello=2.10-3 amd64",
+        "hello-data=2.10-3 all",
+        "libc6=2.36-9+deb12u7 amd64",  # optional, but a required package depends on it
+        "libgcc-s1=12.2.0-14 amd64",  # a cycle with libc6: apt's Inst line ends in " []"
+    ]  # not `unused`: hello only recommends it
+    assert list(work.iterdir()) == []  # the private apt state is gone
+
+
+def test_resolve_reads_only_the_asked_architecture(mirror):
+    found = debian.resolve(SUITE, "arm64", mirror, [])
+    assert found == (DebPackage("apt", "2.6.1", "arm64"), DebPackage("base-files", "12.4+deb12u5", "arm64"))
+
+
+def test_unknown_packages_are_named_in_one_line(mirror):
+    with pytest.raises(ToolError) as caught:
+        debian.resolve(SUITE, "amd64", mirror, ["hello", "no-such-package", "nor-this"])
+    message = str(caught.value)
+    assert "no-such-package, nor-this" in message and mirror in message and "\n" not in message
+
+
+def test_a_mirror_that_is_not_there_fails_in_one_line(tmp_path):
+    missing = f"file:{tmp_path / 'nowhere'}"
+    with pytest.raises(ToolError) as caught:
+        debian.resolve(SUITE, "amd64", missing, ["hello"])
+    message = str(caught.value)
+    assert message.startswith(f"apt-get update: no {SUITE} main index for amd64 from {missing}: ")
+    assert "File not found" in message and "\n" not in message
+
+
+def test_a_suite_the_mirror_lacks_fails_in_one_line(mirror):
+    with pytest.raises(ToolError, match=r"^apt-get update: no trixie main index .*dists/trixie/") as caught:
+        debian.resolve("trixie", "amd64", mirror, [])
+    assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "suite, arch, mirror, name, expected",
+    [
+        ('bookworm"', "amd64", "file:/m", "bash", "Debian suite"),
+        ("bookworm", "i386", "file:/m", "bash", "Debian architecture 'i386': expected one of amd64, arm64"),
+        ("bookworm", "amd64", "ftp://m", "bash", "Debian mirror"),
+        ("bookworm", "amd64", "file:/m", "-o", "Debian package name '-o'"),
+    ],
+)
+def test_bad_input_is_refused_before_apt_runs(suite, arch, mirror, name, expected):
+    with pytest.raises(RecipeError, match=expected):
+        debian.resolve(suite, arch, mirror, [name])
+
+
+def test_format_and_parse_lines_round_trip():
+    packages = [DebPackage("zlib1g", "1:1.2.13.dfsg-1", "amd64"), DebPackage("adduser", "3.134", "all")]
+    text = debian.format(packages)
+    assert text == "adduser=3.134 all\nzlib1g=1:1.2.13.dfsg-1 amd64\n"
+    assert debian.parse_lines(text, "lock.txt") == tuple(sorted(packages))
+    assert debian.parse_lines("# header\n\n" + text, "lock.txt") == tuple(sorted(packages))
+    assert debian.format([]) == ""
+
+
+@pytest.mark.parametrize(
+    "line, expected",
+    [
+        ("bash 5.2.15-2 amd64", "lock.txt:2: expected 'name=version arch' (arch amd64, arm64 or all), found 'bash 5"),
+        ("bash=5.2.15-2 i386", "lock.txt:2: expected 'name=version arch'"),
+        ("bash=5.2.15-2 amd64 ", "lock.txt:2: expected 'name=version arch'"),
+        ("adduser=3.134 all", "lock.txt:2: adduser listed twice (first at line 1)"),
+    ],
+)
+def test_parse_lines_names_the_bad_line(line, expected):
+    with pytest.raises(RecipeError) as caught:
+        debian.parse_lines(f"adduser=3.134 all\n{line}\n", "lock.txt")
+    assert str(caught.value).startswith(expected) and "\n" not in str(caught.value)
+
+
+# The network: the host's Debian mirror, as the builder finds it (about 4 s here)
+def test_resolve_bookworm_from_the_host_mirror(tmp_path):
+    start = time.monotonic()
+    found = debian.resolve(SUITE, "amd64", hostinfo.debian_mirror(), ["python3", "openmpi-bin"], workdir=tmp_path)
+    by_name = {p.name: p for p in found}
+    assert len(found) > 100, f"{len(found)} packages in {time.monotonic() - start:.1f} s"
+    assert by_name["python3"].version.startswith("3.11")
+    assert {"apt", "bash", "libc6", "openmpi-bin"} <= by_name.keys()
+    assert {p.arch for p in found} == {"amd64", "all"}
+    assert debian.parse_lines(debian.format(found), "lock") == found
+    assert list(Path(tmp_path).iterdir()) == []
