@@ -210,10 +210,13 @@ def test_a_top_component_change_keeps_the_os_and_torch_layers(tmp_path):
     before = layer_keys(render_all(RecipeTree(recipes).target("cpu")), {"MIRROR": "m"})
     versions = recipes / "versions.yaml"
     versions.write_text(versions.read_text().replace("deepspeed: 0.19.8", "deepspeed: 0.19.9"))
+    lock = recipes / "locks" / "cpu" / "python.txt"  # as `hpcml lock cpu` would move it
+    lock.write_text(lock.read_text().replace("deepspeed==0.19.8", "deepspeed==0.19.9"))
     after = layer_keys(render_all(RecipeTree(recipes).target("cpu")), {"MIRROR": "m"})
     assert before["devel"] == after["devel"] and before["base"] == after["base"]
     assert before["image"] != after["image"]
     versions.write_text(versions.read_text().replace("torch: 2.13.0", "torch: 2.14.0"))
+    lock.write_text(lock.read_text().replace("torch==2.13.0", "torch==2.14.0"))
     last = layer_keys(render_all(RecipeTree(recipes).target("cpu")), {"MIRROR": "m"})
     assert len({last["devel"], after["devel"]}) == 2 and last["base"] != after["base"]
 

@@ -107,7 +107,8 @@ def block_parts(venv, framework, mistagged=()):
     1.0, with its venv here (and python.mistagged ``mistagged``)."""
     target = RecipeTree(RECIPES).target("cpu")
     python = dataclasses.replace(target.python, frameworks=((framework, "1.0"),), venv=str(venv), mistagged=mistagged)
-    build, final = frameworks.parts(dataclasses.replace(target, python=python))
+    # as a target without a lock installs them: pip resolves under the constraints
+    build, final = frameworks.parts(dataclasses.replace(target, python=python, python_lock=None))
     return build, final
 
 

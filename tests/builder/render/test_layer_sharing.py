@@ -89,6 +89,8 @@ def test_a_child_of_the_cpu_target_is_built_on_the_cpu_images_layers(apptainer, 
     (recipes / "targets" / "cpu-child.yaml").write_text(
         "description: the CPU image under another name, to prove layer sharing\nextends: cpu\n"
     )
+    # its lock, as `hpcml lock cpu-child` writes it: the same steps, the base ones cpu's own
+    shutil.copytree(recipes / "locks" / "cpu", recipes / "locks" / "cpu-child")
     images = cpu_image.parent
     built = run_builder("build", "cpu-child", "--recipes", recipes, "--images", images, timeout=1800)
     assert built.returncode == 0, built.stderr[-3000:]

@@ -4,6 +4,7 @@ import json
 import re
 import shutil
 import subprocess
+from dataclasses import replace
 
 import pytest
 from conftest import CONTAINERS, RECIPES, ROOT, TARGETS, run_builder
@@ -11,8 +12,11 @@ from helpers import deffile
 from helpers.cli_here import run_here
 
 from builder import contract
+from builder.lockfile import PythonLock
 from builder.recipes.tree import RecipeTree
 from builder.render import runtime_wheel
+from builder.render.blocks import frameworks as frameworks_block
+from builder.render.blocks import torch as torch_block
 from builder.render.definition import LAYERS
 from builder.render.layer_sharing import plan_layers
 
@@ -97,6 +101,8 @@ def test_check_fails_when_a_version_bump_is_not_rendered(tmp_path):
     shutil.copytree(RECIPES, recipes)
     versions = recipes / "versions.yaml"
     versions.write_text(versions.read_text().replace("deepspeed: 0.19.8", "deepspeed: 0.19.9"))
+    for lock in (recipes / "locks").glob("*/python.txt"):  # as `hpcml lock --all` would move them
+        lock.write_text(lock.read_text().replace("deepspeed==0.19.8", "deepspeed==0.19.9"))
     result = run_here("check", "--recipes", recipes, "--out", CONTAINERS)
     assert result.returncode == 1
     assert "containers/cpu.def is stale" in result.stderr
@@ -240,7 +246,9 @@ def test_cuda_targets_carry_their_arch_list(name, arch_list):
 def test_cuda_targets_start_from_debootstrap_and_pick_a_torch_with_their_archs(name, torch_version):
     stages = [stages_of(LAYER_FILES[name]["devel"])[0], stages_of(LAYER_FILES[name]["base"])[1]]
     assert [(s.header["Bootstrap"], s.header["OSVersion"]) for s in stages] == [("debootstrap", "trixie")] * 2
-    assert f"pip install --no-cache-dir torch=={torch_version}" in section(name, "devel", "post")
+    devel = section(name, "devel", "post")
+    assert re.search(rf"^torch=={re.escape(torch_version)} --hash=sha256:", devel, re.M)  # from the lock
+    assert 'pip install --no-cache-dir --no-deps --require-hashes -r "$lock" "$@"' not in devel  # PyPI's own
 
 
 def test_the_volta_route_compiles_with_debians_cuda_12_nvcc_and_gcc_13():
@@ -258,7 +266,8 @@ def test_the_volta_route_compiles_with_debians_cuda_12_nvcc_and_gcc_13():
 
 def test_the_hopper_and_ampere_route_takes_nvcc_from_pypi_at_torchs_cuda_release():
     devel = section("a100-cuda", "devel", "post").splitlines()
-    assert "pip install --no-cache-dir 'cuda-toolkit[nvcc,cccl,cudart,profiler]==13.0.3'" in devel
+    # the lock holds the metapackage and the parts its extras name
+    assert {"cuda-toolkit==13.0.3.0", "nvidia-cuda-nvcc==13.0.88"} <= {line.split(" ")[0] for line in devel}
     assert 'ln -sfn "$cuda_home" /opt/cuda' in devel
     assert any(line.startswith("for so in /opt/cuda/lib/lib*.so.*;") for line in devel)  # -lcurand
     assert "export CUDA_HOME=/opt/cuda" in section("a100-cuda", "build", "post").splitlines()
@@ -420,11 +429,10 @@ def test_only_build_stages_keep_outputs(tree):
 
 
 def test_the_torch_index_is_left_out_only_when_the_builder_found_it_silent():
-    lines = [
-        line
-        for line in section("cpu", "devel", "post").splitlines()
-        if line.startswith(("set --", "case ", "pip install --no-cache-dir torch"))
-    ]
+    """Unlocked (as a target without a lock installs); a locked install passes "$@" the same way."""
+    assert 'pip install --no-cache-dir --no-deps --require-hashes -r "$lock" "$@"' in section("cpu", "devel", "post")
+    build = next(p for p in torch_block.parts(replace(_TREE.target("cpu"), python_lock=None)) if p.stage == "build")
+    lines = [line for line in build.post if line.startswith(("set --", "case ", "pip install --no-cache-dir torch"))]
     assert len(lines) == 3
     script = "\n".join(["set -eu", "pip() { printf '%s|' \"$@\"; echo; }", *lines])
     index = "https://download.pytorch.org/whl/cpu"
@@ -512,20 +520,37 @@ def rendered_section(name, stage, kind):
 @pytest.mark.parametrize("name", FRAMEWORK_TARGETS)
 def test_the_frameworks_are_installed_in_the_top_layer_and_checked(name):
     post = rendered_section(name, "build", "post")
-    assert f" -c {CONSTRAINTS} {FRAMEWORK_PINS}; then" in post
-    # after DeepSpeed's wheel, so that pip resolves the frameworks around the pinned DeepSpeed
-    assert post.index('pip install --no-cache-dir "$ds_tmp"/wheel/deepspeed-') < post.index(FRAMEWORK_PINS)
+    frameworks = post.index("echo '--- build: frameworks'")
+    if isinstance(_TREE.target(name).python_lock, PythonLock):  # the lock's pins, resolved around DeepSpeed's
+        assert "\nlightning==2.6.6 --hash=sha256:" in post[frameworks:]
+        assert post.index('pip install --no-cache-dir --no-deps "$ds_tmp"/wheel/deepspeed-') < frameworks
+    else:  # after DeepSpeed's wheel, so that pip resolves the frameworks around the pinned DeepSpeed
+        assert f" -c {CONSTRAINTS} {FRAMEWORK_PINS}; then" in post
+        assert post.index('pip install --no-cache-dir "$ds_tmp"/wheel/deepspeed-') < post.index(FRAMEWORK_PINS)
     assert f"python -m smoke.imports {FRAMEWORK_PINS}" in rendered_section(name, "final", "test").splitlines()
     for layer, plan in plan_layers(_TREE, name).items():  # never below: a bump rebuilds neither the OS nor torch
         assert ("lightning" in plan.text) == (layer == "image"), (name, layer)
 
 
+FROZEN = f"pip list --format=freeze | grep -E '^[A-Za-z0-9._-]+==[^[:space:]]+$' > {CONSTRAINTS}"
+
+
+@pytest.mark.parametrize("name", [n for n in FRAMEWORK_TARGETS if isinstance(_TREE.target(n).python_lock, PythonLock)])
+def test_locked_frameworks_install_after_the_pins_of_the_layers_below_are_written(name):
+    post = rendered_section(name, "build", "post")
+    lines = post[post.index("echo '--- build: frameworks'") : post.index("echo '--- build: runtime'")].splitlines()
+    installs = [line for line in lines if "pip install" in line]
+    assert installs == ['pip install --no-cache-dir --no-deps --require-hashes -r "$lock"']
+    assert lines.index(FROZEN) < lines.index(installs[0])  # smoke.pins still checks those in the image
+
+
 @pytest.mark.parametrize("name", FRAMEWORK_TARGETS)
 def test_the_frameworks_install_under_the_pins_of_the_layers_below_and_fail_in_one_line(name):
-    post = rendered_section(name, "build", "post")
+    """As a target without a lock installs them (pip resolving under the constraints)."""
+    build = frameworks_block.parts(replace(_TREE.target(name), python_lock=None))[0]
     # after every block before it (DeepSpeed, the extras): the venv as they leave it is pinned
-    lines = post[post.index("echo '--- build: frameworks'") : post.index("echo '--- build: runtime'")].splitlines()
-    frozen = f"pip list --format=freeze | grep -E '^[A-Za-z0-9._-]+==[^[:space:]]+$' > {CONSTRAINTS}"
+    lines = build.post
+    frozen = FROZEN
     installs = [line for line in lines if "pip install" in line]  # one, under the constraints
     assert len(installs) == 1 and lines.index(frozen) < lines.index(installs[0])
     assert installs[0].startswith("if ! pip install --no-cache-dir --log ")
