@@ -22,7 +22,7 @@ from ..render import runtime_wheel
 from ..render.layer_sharing import plan_layers
 from ..render.parts import CROSS_DIR, CROSS_MOUNT, HOST_MOUNT
 from ..render.plan import LAYERS, MIRROR_ARG, in_order
-from . import host_settings, sources, store, torch_source
+from . import drift, host_settings, sources, store, torch_source
 
 UNCOMPRESSED = "-noI -noD -noF -noX"  # no compression of inodes, data, fragments, xattrs
 WORK_PREFIX = "hpcml-build-"  # a build's work folder under the build space's tmp
@@ -145,6 +145,8 @@ def _check_inputs(tree, target, plans, planned, indexes_down, progress):
     if "devel" in planned:  # the devel layer installs torch
         torch_source.check(tree.target(plans["devel"].owner).torch, indexes_down)
     sources.check([plans[layer] for layer in planned], target.name)  # base images' registries, git sources
+    if planned:  # every file the lock names is still served: else one line now, not a hash error later
+        drift.check(target, indexes_down)
     return cross
 
 

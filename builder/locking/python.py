@@ -11,20 +11,14 @@ steps only, and torch's layer stays as built. Example:
 """
 
 import dataclasses
-import os
-import tempfile
-import tomllib
 import urllib.parse
-from pathlib import Path
 
-from .. import lockfile, runner
+from .. import lockfile
 from ..errors import RecipeError, ToolError
-from ..host import hostinfo
+from ..host import uv
 from ..layerbuild import host_settings, torch_source
 from ..render.blocks import parts_by_layer
 from ..render.pip_install import Recorder
-
-UV_TIMEOUT_S = 600  # one step's resolve; uv asks the indexes itself, with its own retries
 
 
 def requests(target) -> tuple:
@@ -87,60 +81,26 @@ def _resolve_step(request, before, asked, python, platform, down) -> lockfile.St
     their locked versions, less what they hold."""
     upto = asked[: asked.index(request) + 1]
     held = {pin.name: pin for step in before for pin in step.pins}
-    with tempfile.TemporaryDirectory(prefix="hpcml-lock-") as work:
-        work = Path(work)
-        (work / "requirements.in").write_text("".join(f"{req}\n" for r in upto for req in r.requirements))
-        (work / "constraints.txt").write_text("".join(f"{n}=={p.version}\n" for n, p in sorted(held.items())))
-        argv = _uv_argv(work, upto, python, platform, down)
-        result = runner.run(argv, cwd=work, env=_uv_env(), check=False, timeout=UV_TIMEOUT_S)
-        if result.returncode != 0:
-            reason = " ".join(line.strip() for line in result.stderr.strip().splitlines()[-3:])
-            raise ToolError(f"uv could not lock step {request.step} ({request.asked()}): {reason}")
-        packages = tomllib.loads((work / "pylock.step.toml").read_text())["packages"]
+    packages, error = uv.compile_pylock(
+        [req for r in upto for req in r.requirements],
+        python,
+        platform,
+        indexes=[r.index for r in upto if r.index],
+        down=down,
+        constraints=[f"{n}=={p.version}" for n, p in sorted(held.items())],
+        options=[option for r in upto for option in r.options],
+    )
+    if packages is None:
+        reason = " ".join(line.strip() for line in error.strip().splitlines()[-3:])
+        raise ToolError(f"uv could not lock step {request.step} ({request.asked()}): {reason}")
     pins = [_pinned(package) for package in packages if _name(package["name"]) not in held]
     return lockfile.Step(request.step, request.asked(), tuple(pins))
-
-
-def _uv_argv(work, upto, python, platform, down) -> list:
-    pip = hostinfo.pip_settings()
-    argv = [_uv(), "pip", "compile", "--no-config", "--quiet", "--format", "pylock.toml"]
-    argv += ["--python-version", python, "--python-platform", platform, "--index-strategy", "unsafe-best-match"]
-    if pip["index_url"]:
-        argv += ["--index-url", pip["index_url"]]
-    for url in [*pip["extra_index_urls"], *(r.index for r in upto if r.index)]:
-        if url not in down:
-            argv += ["--extra-index-url", url]
-    for folder in pip["find_links"]:
-        argv += ["--find-links", folder]
-    for request in upto:
-        for option in request.options:  # pip's --only-binary=X and --no-binary=X, in uv's words
-            flag, _, value = option.partition("=")
-            argv += [flag, value]
-    return [*argv, "-c", str(work / "constraints.txt"), "-o", str(work / "pylock.step.toml"), "requirements.in"]
-
-
-def _uv() -> str:
-    """The uv that came with the builder (its wheel holds the binary), else the one on PATH."""
-    try:
-        from uv import find_uv_bin
-    except ImportError:
-        return "uv"
-    return find_uv_bin()
-
-
-def _uv_env() -> dict:
-    """uv with the host's CA bundle."""
-    env = dict(os.environ)
-    cert = hostinfo.pip_settings()["cert"]
-    if cert:
-        env["SSL_CERT_FILE"] = cert
-    return env
 
 
 def _pinned(package) -> lockfile.Pinned:
     """A pylock.toml package as the lock keeps it: the wheels uv chose for the platform (their
     file names, not their URLs: a local mirror's address is this machine's), else the sdist."""
-    files = package.get("wheels") or ([package["sdist"]] if "sdist" in package else [])
+    files = uv.files(package)
     hashes = tuple(f["hashes"]["sha256"] for f in files)
     names = tuple(urllib.parse.unquote((f.get("url") or f.get("path", "")).rsplit("/", 1)[-1]) for f in files)
     if not hashes:

@@ -13,7 +13,7 @@ from builder import contract, runner
 from builder.errors import ToolError
 from builder.host import cross_tools, emulation, hostinfo
 from builder.host.progress import Progress
-from builder.layerbuild import indexes, layers
+from builder.layerbuild import drift, indexes, layers
 from builder.recipes.tree import RecipeTree
 from builder.sbom import lock_check
 
@@ -33,6 +33,7 @@ def fake(monkeypatch, tmp_path):
     monkeypatch.setattr(indexes, "why_down", lambda url, cafile=None: None)  # asks no index
     # the fake image holds one distribution, not its lock's (tests/builder/sbom tests that check)
     monkeypatch.setattr(lock_check, "differences", lambda sbom, lock: [])
+    monkeypatch.setattr(drift, "check", lambda target, down: None)  # asks no source (test_drift.py does)
     monkeypatch.setattr(
         hostinfo, "pip_settings", lambda: {"cert": None, "index_url": "", "extra_index_urls": [], "find_links": []}
     )
@@ -127,6 +128,20 @@ ROCM_INDEX = "https://download.pytorch.org/whl/rocm7.0"
 def _down(*prefixes, reason="no answer"):
     """A why_down where the URLs starting with one of ``prefixes`` do not answer."""
     return lambda url, cafile=None: reason if url.startswith(prefixes) else None
+
+
+def test_a_locked_file_no_longer_served_stops_the_build_before_anything_is_written(fake, monkeypatch, tmp_path):
+    asked = []
+
+    def drifted(target, down):
+        asked.append(target.name)
+        raise ToolError("regex 2026.11.19, locked in recipes/locks/cpu/python.txt (step frameworks), is not served")
+
+    monkeypatch.setattr(drift, "check", drifted)
+    with pytest.raises(ToolError, match="^regex 2026.11.19, locked in"):
+        build("cpu", tmp_path / "images")
+    assert asked == ["cpu"] and fake.builds == []
+    assert not (tmp_path / "images").exists() or not list((tmp_path / "images").iterdir())
 
 
 def test_a_torch_whose_index_does_not_answer_stops_the_build_before_anything_is_written(fake, monkeypatch, tmp_path):

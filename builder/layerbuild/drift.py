@@ -1,0 +1,72 @@
+"""Before a layer is built from a lock: is every locked file still served? A wheel yanked or
+deleted, or a version replaced on a mirror, would fail the build minutes in, inside pip's
+hash check; asked here first (one `uv pip compile --no-deps` of the locked pins against the
+build's sources), it stops the build before anything is written, in one line that names the
+package, its locked and its served version, and the ways out.
+
+Example: check(target, down=[]) -> None, or raises ToolError("regex 2026.11.19, locked in
+recipes/locks/cpu/python.txt (step frameworks), is not served by this build's pip sources
+(they serve 2026.12.1); ...").
+"""
+
+import re
+
+from ..errors import ToolError
+from ..host import uv
+from ..lockfile import PythonLock
+
+# uv's words for a pin it cannot find: "Because there is no version of regex==2026.11.19"
+_NOT_FOUND = re.compile(r"no version of ([A-Za-z0-9._-]+)==(\S+?)[\s,]")
+
+
+def check(target, down) -> None:
+    """Raise ToolError on the first locked distribution of ``target`` no source serves as
+    locked; ``down``: the pip indexes that do not answer (left out, as the build leaves them)."""
+    lock = target.python_lock
+    if not isinstance(lock, PythonLock):
+        return
+    pins = {pin.name: (step, pin) for step in lock.steps for pin in step.pins}
+    options = sorted({word for step in lock.steps for word in step.asked.split() if word.startswith("--")})
+    indexes = sorted({url for step in lock.steps for url in _indexes(step.asked)})
+    packages, error = uv.compile_pylock(
+        [f"{pin.name}=={pin.version}" for _step, pin in pins.values()],
+        lock.python,
+        lock.platform,
+        indexes=indexes,
+        down=down,
+        options=[o for o in options if o.startswith(("--only-binary=", "--no-binary="))],
+        no_deps=True,
+    )
+    if packages is None:
+        missing = _NOT_FOUND.search(error)
+        if missing and missing[1].lower().replace("_", "-") in pins:
+            step, pin = pins[missing[1].lower().replace("_", "-")]
+            served = _served(lock, pin.name, indexes, down)
+            what = f"is not served by this build's pip sources (they serve {served})"
+            raise ToolError(_drifted(lock, step, pin, what, target.name))
+        reason = " ".join(line.strip() for line in error.strip().splitlines()[-2:])
+        raise ToolError(f"could not ask this build's pip sources for the pins of {lock.path}: {reason}")
+    for package in packages:
+        step, pin = pins[package["name"].lower().replace("_", "-").replace(".", "-")]
+        served = {f["hashes"]["sha256"] for f in uv.files(package)}
+        if not served & set(pin.hashes):
+            raise ToolError(_drifted(lock, step, pin, "is served as another file than the locked one", target.name))
+
+
+def _served(lock, name, indexes, down) -> str:
+    """The version of ``name`` the sources would give now, for the message."""
+    packages, _error = uv.compile_pylock([name], lock.python, lock.platform, indexes=indexes, down=down, no_deps=True)
+    return f"{name} {packages[0]['version']}" if packages else f"no release of {name} for this platform"
+
+
+def _indexes(asked: str) -> list:
+    words = asked.split()
+    return [words[i + 1] for i, word in enumerate(words[:-1]) if word == "--extra-index-url"]
+
+
+def _drifted(lock, step, pin, what, target) -> str:
+    return (
+        f"{pin.name} {pin.version}, locked in {lock.path} (step {step.name}), {what}; nothing was built. "
+        f"Lock again with: hpcml lock --update {target} (then render and commit), or point pip at a "
+        "mirror that keeps that release (pip's extra-index-url or find-links)"
+    )

@@ -1,0 +1,67 @@
+"""layerbuild/drift.py: before a layer is built, every file the lock names is still served,
+asked with the real uv of a wheel folder of the test's own (helpers/pip_sources.py); a
+release gone or replaced stops the build in one line, before anything is written."""
+
+import dataclasses
+import hashlib
+
+import pytest
+from helpers.pip_sources import serve, wheel
+
+from builder import lockfile
+from builder.errors import ToolError
+from builder.layerbuild import drift
+
+
+@pytest.fixture
+def sources(tmp_path, monkeypatch):
+    yield from serve(tmp_path, monkeypatch)
+
+
+def locked(*files, step="extras"):
+    """A target whose lock pins ``files`` (name-version-...whl) at their sha256."""
+    pins = []
+    for path in files:
+        name, version = path.name.split("-")[:2]
+        pins.append(lockfile.Pinned(name, version, (hashlib.sha256(path.read_bytes()).hexdigest(),)))
+    lock = lockfile.PythonLock(
+        "mini", "3.11", "x86_64-manylinux_2_36", (lockfile.Step(step, "alpha==1.0", tuple(pins)),), "locks/python.txt"
+    )
+
+    @dataclasses.dataclass
+    class Target:
+        name: str = "mini"
+        python_lock: object = lock
+
+    return Target()
+
+
+def test_a_lock_whose_every_file_is_served_passes(sources):
+    target = locked(wheel(sources, "alpha", "1.0", ["beta"]), wheel(sources, "beta", "1.2"))
+    assert drift.check(target, down=[]) is None
+
+
+def test_a_release_no_longer_served_is_one_line_with_the_locked_and_the_served_version(sources):
+    target = locked(wheel(sources, "alpha", "1.0"), wheel(sources, "beta", "1.2"))
+    (sources / "beta-1.2-py3-none-any.whl").unlink()  # a point release replaced it
+    wheel(sources, "beta", "1.3")
+    with pytest.raises(ToolError) as caught:
+        drift.check(target, down=[])
+    message = str(caught.value)
+    assert message.startswith(
+        "beta 1.2, locked in locks/python.txt (step extras), is not served by this build's pip sources "
+        "(they serve beta 1.3); nothing was built. Lock again with: hpcml lock --update mini"
+    )
+    assert "mirror that keeps that release" in message and "\n" not in message
+
+
+def test_the_same_release_served_as_another_file_is_refused(sources):
+    target = locked(wheel(sources, "alpha", "1.0"))
+    wheel(sources, "alpha", "1.0", ["something-new"])  # rebuilt under the same name: other bytes
+    with pytest.raises(ToolError, match=r"^alpha 1.0, locked in .* is served as another file than the locked one"):
+        drift.check(target, down=[])
+
+
+def test_a_target_without_a_lock_asks_nothing(monkeypatch):
+    monkeypatch.setattr(drift.uv, "compile_pylock", lambda *a, **k: pytest.fail("asked a source"))
+    assert drift.check(dataclasses.replace(locked(), python_lock=None), down=[]) is None
