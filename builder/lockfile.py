@@ -155,3 +155,74 @@ def parse(text: str, target: str, path: str = "") -> PythonLock:
     if python is None:
         raise RecipeError("no '# platform: python X.Y, PLATFORM' line; run hpcml lock again", file=path)
     return PythonLock(target, python, platform, tuple(Step(n, a, tuple(p)) for n, a, p in steps), path)
+
+
+# --- the Debian half: recipes/locks/<target>/debian-<stage>.txt ---------------------------
+
+_DEB_HEADER = re.compile(r"^# debian: (?P<suite>[a-z][a-z0-9.-]*) (?P<arch>amd64|arm64) (?P<components>[a-z ,-]+)$")
+_DEB_ASKED = re.compile(r"^# asked: (?P<asked>.*)$")
+_DEB_LINE = re.compile(
+    r"^(?P<name>[a-z0-9][a-z0-9+.-]+)=(?P<version>[0-9][A-Za-z0-9.+~:-]*) (?P<arch>amd64|arm64|all)$"
+)
+
+
+@dataclass(frozen=True, order=True)
+class DebPackage:
+    name: str
+    version: str
+    arch: str  # amd64, arm64 or all
+
+    def line(self) -> str:
+        return f"{self.name}={self.version} {self.arch}"
+
+
+@dataclass(frozen=True)
+class DebianLock:
+    """The Debian packages of one stage's root: the bootstrap's and what the layer's
+    apt-get install adds (``asked``), as a build from the suite's mirror takes them."""
+
+    stage: str  # build (the devel layer) or final (the base layer, under the image)
+    suite: str
+    arch: str
+    components: tuple
+    asked: tuple  # the packages the stage's apt-get install names, sorted
+    packages: tuple  # (DebPackage, ...) sorted by name
+    path: str = ""
+
+    def text(self, target: str, command: str) -> str:
+        lines = [
+            f"# Debian lock of target {target}, its {self.stage} stage, written by `{command}`; do not edit.",
+            "# The packages its root holds: the bootstrap's and those its apt-get install adds.",
+            f"# debian: {self.suite} {self.arch} {','.join(self.components)}",
+            f"# asked: {' '.join(self.asked)}",
+        ]
+        return "\n".join([*lines, *(p.line() for p in self.packages)]) + "\n"
+
+
+def debian_path_of(recipes, target: str, stage: str) -> Path:
+    return Path(recipes, LOCKS_DIR, target, f"debian-{stage}.txt")
+
+
+def load_debian(recipes, target: str, stage: str):
+    """The stage's Debian lock, or None when the target has none."""
+    path = debian_path_of(recipes, target, stage)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    header, asked, packages = None, (), []
+    for number, line in enumerate(text.splitlines(), 1):
+        if match := _DEB_HEADER.match(line):
+            header = match
+        elif match := _DEB_ASKED.match(line):
+            asked = tuple(match["asked"].split())
+        elif match := _DEB_LINE.match(line):
+            packages.append(DebPackage(match["name"], match["version"], match["arch"]))
+        elif line.strip() and not line.startswith("#"):
+            raise RecipeError(
+                f"not a line of a Debian lock: {line[:60]!r}; expected NAME=VERSION ARCH", file=str(path), line=number
+            )
+    if header is None:
+        raise RecipeError("no '# debian: SUITE ARCH COMPONENTS' line; run hpcml lock again", file=str(path))
+    components = tuple(header["components"].split(","))
+    return DebianLock(stage, header["suite"], header["arch"], components, asked, tuple(sorted(packages)), str(path))

@@ -114,6 +114,19 @@ class Render(Command):
         print(f"{'wrote' if wheel.write(out) else 'unchanged'} {path}")
 
 
+def _stale_debian_locks(tree) -> list:
+    """The Debian locks whose stage now asks for other packages (the Python locks' staleness
+    shows as a render error already)."""
+    from ..layerbuild import debian_stages
+
+    return [
+        f"{deb.path} is stale; run: {program()} lock {name}"
+        for name, target in sorted(tree.targets.items())
+        for deb in target.debian_locks
+        if not debian_stages.fits(deb, tree, target, deb.stage)
+    ]
+
+
 def site_files(tree, folder):
     return {folder / f"{name}.sh": render_site(site) for name, site in sorted(tree.sites.items())}
 
@@ -157,6 +170,7 @@ class Check(Command):
         for path, text in site_files(tree, Path(args.sites_out)).items():
             if not path.is_file() or path.read_text() != text:
                 problems.append(f"{path} is {'stale' if path.is_file() else 'missing'}")
+        problems += _stale_debian_locks(tree)
         print(f"recipes: {len(tree.targets)} targets and {len(tree.sites)} sites are valid")
         if problems:
             for problem in problems:
@@ -183,6 +197,7 @@ class Lock(Command):
     def run(self, args):
         if args.all == bool(args.targets):
             raise RecipeError("name one or more targets, or give --all (not both)", file="command line")
+        from ..layerbuild import debian_stages
         from ..lockfile import PythonLock
         from ..locking import python
         from ..render.layer_sharing import layer_owner_unlocked
@@ -210,6 +225,9 @@ class Lock(Command):
             wrote = write_atomic(Path(lock.path), text)
             count = sum(len(step.pins) for step in lock.steps)
             print(f"{'wrote' if wrote else 'unchanged'} {lock.path} ({count} distributions)")
+            for deb in debian_stages.lock_stages(tree, name, update=args.update):
+                wrote = write_atomic(Path(deb.path), deb.text(name, f"{program()} lock {name}"))
+                print(f"{'wrote' if wrote else 'unchanged'} {deb.path} ({len(deb.packages)} Debian packages)")
         if made:
             print(f"next: {program()} render {' '.join(sorted(made)) if not args.all else '--all'}")
         return 0

@@ -10,6 +10,7 @@ with uv's error when it cannot.
 """
 
 import os
+import re
 import tempfile
 import tomllib
 from pathlib import Path
@@ -18,6 +19,8 @@ from .. import runner
 from . import hostinfo
 
 TIMEOUT_S = 600  # uv asks the indexes itself, with its own retries
+# uv's words for a pin it cannot find: "Because there is no version of regex==2026.11.19"
+_NOT_FOUND = re.compile(r"no version of ([A-Za-z0-9._-]+)==(\S+?)[\s,]")
 
 
 def compile_pylock(requirements, python, platform, *, indexes=(), down=(), constraints=(), options=(), no_deps=False):
@@ -49,6 +52,12 @@ def source_options(indexes=(), down=()) -> list:
     for folder in pip["find_links"]:
         argv += ["--find-links", folder]
     return argv
+
+
+def missing_pin(error: str):
+    """The name (PEP 503's form) of the pin uv's error says no source serves, or None."""
+    found = _NOT_FOUND.search(error)
+    return re.sub(r"[-_.]+", "-", found[1]).lower() if found else None
 
 
 def files(package) -> list:

@@ -9,14 +9,11 @@ recipes/locks/cpu/python.txt (step frameworks), is not served by this build's pi
 (they serve 2026.12.1); ...").
 """
 
-import re
-
-from ..errors import ToolError
-from ..host import uv
+from .. import contract
+from ..errors import RecipeError, ToolError
+from ..host import hostinfo, uv
 from ..lockfile import PythonLock
-
-# uv's words for a pin it cannot find: "Because there is no version of regex==2026.11.19"
-_NOT_FOUND = re.compile(r"no version of ([A-Za-z0-9._-]+)==(\S+?)[\s,]")
+from . import debian_stages
 
 
 def check(target, down) -> None:
@@ -38,9 +35,9 @@ def check(target, down) -> None:
         no_deps=True,
     )
     if packages is None:
-        missing = _NOT_FOUND.search(error)
-        if missing and missing[1].lower().replace("_", "-") in pins:
-            step, pin = pins[missing[1].lower().replace("_", "-")]
+        missing = uv.missing_pin(error)
+        if missing in pins:
+            step, pin = pins[missing]
             served = _served(lock, pin.name, indexes, down)
             what = f"is not served by this build's pip sources (they serve {served})"
             raise ToolError(_drifted(lock, step, pin, what, target.name))
@@ -70,3 +67,41 @@ def _drifted(lock, step, pin, what, target) -> str:
         f"Lock again with: hpcml lock --update {target} (then render and commit), or point pip at a "
         "mirror that keeps that release (pip's extra-index-url or find-links)"
     )
+
+
+def check_debian(tree, plans, planned) -> None:
+    """The same for the Debian packages of the devel and base layers about to be built: the
+    mirror resolves each stage as its lock says (host/debian_resolve.py, a few seconds), or
+    one line names what moved. A stage whose recipe asks for other packages than its lock
+    was made for is refused first, as a stale Python lock is."""
+    for layer, stage in (("devel", "build"), ("base", "final")):
+        if layer not in planned:
+            continue
+        owner = tree.target(plans[layer].owner)
+        lock = next((deb for deb in owner.debian_locks if deb.stage == stage), None)
+        if lock is None:
+            continue
+        if not debian_stages.fits(lock, tree, owner, stage):
+            raise RecipeError(
+                f"the lock is stale: the {stage} stage now asks for other Debian packages than "
+                f"{' '.join(lock.asked)}; refresh it with: hpcml lock {owner.name}",
+                file=lock.path,
+            )
+        served = debian_stages.resolve_stage(tree, owner, stage, hostinfo.debian_mirror()).packages
+        moved = _deb_moves(lock.packages, served)
+        if moved:
+            raise ToolError(
+                f"the Debian mirror no longer serves what {lock.path} locks ({len(moved)} packages: "
+                f"{'; '.join(moved[:5])}{'; ...' if len(moved) > 5 else ''}); nothing was built. Lock again with: "
+                f"hpcml lock --update {owner.name} (then render and commit), or build from a snapshot of the "
+                f"mirror that has them ({contract.MIRROR}=https://snapshot.debian.org/archive/debian/TIME)"
+            )
+
+
+def _deb_moves(locked, served) -> list:
+    was, now = {p.name: p.version for p in locked}, {p.name: p.version for p in served}
+    return [
+        f"{name} {was.get(name, 'not locked')} locked, {now.get(name, 'not served')} served"
+        for name in sorted(was.keys() | now.keys())
+        if was.get(name) != now.get(name)
+    ]

@@ -36,6 +36,8 @@ class Target:
     # recipes/locks/<name>/python.txt read (builder.lockfile), None without one; what pip
     # installs (render/pip_install.py). Not in `resolved`: the definitions carry the pins.
     python_lock: object = None
+    # recipes/locks/<name>/debian-<stage>.txt read (builder.lockfile.DebianLock), by stage
+    debian_locks: tuple = ()
 
     @classmethod
     def from_yaml(cls, name: str, spec: Section, sites: tuple, versions: Versions, ops):

@@ -142,7 +142,8 @@ class RecipeTree:
         spec = Section(origin, data)
         target = Target.from_yaml(name, spec, self._linked_sites(spec), Versions(self.versions), self.ds_ops)
         lock = lockfile.checked(lockfile.load(self.root, name), target, self.versions.data)
-        return dataclasses.replace(target, python_lock=lock)
+        debian = tuple(d for d in (lockfile.load_debian(self.root, name, s) for s in ("build", "final")) if d)
+        return dataclasses.replace(target, python_lock=lock, debian_locks=debian)
 
     def _linked_sites(self, spec):
         """The Sites a target names; SiteBroken when one of their files is broken."""

@@ -131,7 +131,15 @@ def render_all(target, devel_text=None) -> dict:
     image = StageText.from_layer("final", "base", files_from="build")
     _image_stages(target, base_parts, top_parts, top_build, image, devel_text or own_devel)
     stages.update(base=[StageText.from_layer("devel", "devel"), base], image=[top_build, image])
-    return {layer: _render(target, layer, stages) for layer in LAYERS}
+    apt = {"devel": _apt(target, base_parts, "build"), "base": _apt(target, base_parts, "final")}
+    apt["image"] = tuple(sorted(target.deepspeed.packages))  # the ops' own: the top layer installs them
+    return {layer: _render(target, layer, stages, apt_packages=apt[layer]) for layer in LAYERS}
+
+
+def _apt(target, base_parts, stage) -> tuple:
+    """The packages the stage's apt-get installs: the recipe's and those its blocks ask for."""
+    own = target.os.packages.build if stage == "build" else target.os.packages.final
+    return tuple(sorted({*own, *(name for part in base_parts if part.stage == stage for name in part.packages)}))
 
 
 def _image_stages(target, base_parts, top_parts, top_build, image, starts_from):
@@ -183,7 +191,7 @@ def render_extension(target, name, steps, source, context) -> LayerPlan:
     return LayerPlan(layer="image", owner=name, text=text, build_args=tuple(sorted(stage.args)), parents=("base",))
 
 
-def _render(target, layer, stages, site_image="") -> LayerPlan:
+def _render(target, layer, stages, site_image="", apt_packages=()) -> LayerPlan:
     text = templates.get_template("apptainer.def.j2").render(
         version=__version__,
         target=target,
@@ -204,6 +212,7 @@ def _render(target, layer, stages, site_image="") -> LayerPlan:
         base_images=tuple(dict.fromkeys(s.image for s in stages[layer] if s.bootstrap == "docker")),
         git_sources=tuple(dict.fromkeys(u for stage in stages[layer] for u in stage.git_sources)),
         site_image=site_image,
+        apt_packages=apt_packages,
     )
 
 

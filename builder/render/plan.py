@@ -42,6 +42,7 @@ class LayerPlan:
     base_images: tuple = ()  # docker references its stages bootstrap from (Bootstrap: docker)
     git_sources: tuple = ()  # https git URLs its lines fetch, in order
     site_image: str = ""  # the site's image file both stages start from (a site-image target's one layer)
+    apt_packages: tuple = ()  # what its apt-get installs on its stage's bootstrap, sorted (a lock's "asked")
 
     @property
     def file_name(self) -> str:

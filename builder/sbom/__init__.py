@@ -57,18 +57,22 @@ def ensure(target, image: Path, key: str, progress=None, apptainer=None) -> Path
 
 
 def _holds_its_lock(target, image: Path, sbom: Path) -> Path:
-    """``sbom``, once it shows that the image holds exactly the target's lock (when it has
-    one); else a ToolError listing what differs (the SBOM stays: it says what the image is)."""
+    """``sbom``, once it shows that the image holds exactly the target's locks (those it has:
+    Python, and the final stage's Debian packages); else a ToolError listing what differs
+    (the SBOM stays: it says what the image is)."""
     lock = target.python_lock
-    if not isinstance(lock, PythonLock):
-        return sbom
-    found = lock_check.differences(sbom, lock)
-    if found:
-        shown = "; ".join(found[:MAX_SHOWN]) + (
-            f"; and {len(found) - MAX_SHOWN} more" if len(found) > MAX_SHOWN else ""
-        )
-        raise ToolError(
-            f"{image} does not hold its lock {lock.path} ({len(found)} Python distributions differ, its "
-            f"SBOM {sbom} lists them): {shown}"
-        )
+    if isinstance(lock, PythonLock):
+        _refuse(image, sbom, lock.path, "Python distributions", lock_check.differences(sbom, lock))
+    final = next((deb for deb in target.debian_locks if deb.stage == "final"), None)
+    if final is not None:
+        _refuse(image, sbom, final.path, "Debian packages", lock_check.deb_differences(sbom, final))
     return sbom
+
+
+def _refuse(image, sbom, lock_path, what, found):
+    if found:
+        more = f"; and {len(found) - MAX_SHOWN} more" if len(found) > MAX_SHOWN else ""
+        raise ToolError(
+            f"{image} does not hold its lock {lock_path} ({len(found)} {what} differ, its SBOM {sbom} lists "
+            f"them): {'; '.join(found[:MAX_SHOWN])}{more}"
+        )

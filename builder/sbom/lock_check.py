@@ -41,3 +41,29 @@ def differences(sbom: Path, lock) -> list:
         elif found[name] != wanted[name]:
             lines.append(f"{name} is {found[name]} in the image, {wanted[name]} in the lock")
     return lines
+
+
+def image_debs(sbom: Path) -> dict:
+    """{package: (version, architecture)} of the Debian packages an SBOM lists."""
+    found = {}
+    for component in json.loads(sbom.read_text())["components"]:
+        purl = str(component.get("purl", ""))
+        if purl.startswith("pkg:deb/"):
+            query = dict(item.split("=", 1) for item in purl.partition("?")[2].split("&") if "=" in item)
+            found[component["name"]] = (component["version"], query.get("arch", ""))
+    return found
+
+
+def deb_differences(sbom: Path, lock) -> list:
+    """One line per Debian package on which the image and the final stage's ``lock`` disagree."""
+    wanted = {p.name: (p.version, p.arch) for p in lock.packages}
+    found = image_debs(sbom)
+    lines = []
+    for name in sorted(wanted.keys() | found.keys()):
+        if name not in found:
+            lines.append(f"{name} {wanted[name][0]} is in the Debian lock, not in the image")
+        elif name not in wanted:
+            lines.append(f"{name} {found[name][0]} is in the image, not in the Debian lock")
+        elif found[name] != wanted[name]:
+            lines.append(f"{name} is {found[name][0]} in the image, {wanted[name][0]} in the Debian lock")
+    return lines

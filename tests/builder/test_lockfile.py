@@ -1,7 +1,12 @@
-"""builder/lockfile.py: the Python lock's format, its reader, and the platform it is for."""
+"""builder/lockfile.py: the Python lock's format, its reader, and the platform it is for;
+the Debian lock's."""
+
+import dataclasses
+import shutil
 
 import pytest
 from conftest import ROOT
+from helpers.cli_here import run_here
 
 from builder import lockfile
 from builder.errors import RecipeError
@@ -78,3 +83,32 @@ def test_the_committed_locks_are_what_the_tree_attaches():
         assert lock.steps and all(pin.hashes for step in lock.steps for pin in step.pins)
     # no lock where the torch index does not answer here: those resolve on the day they build
     assert tree.target("lumi-rocm").python_lock is None
+
+
+def test_a_debian_lock_reads_back_what_it_wrote_and_names_a_bad_line(tmp_path):
+    lock = lockfile.DebianLock(
+        "final",
+        "bookworm",
+        "amd64",
+        ("main", "non-free"),
+        ("hostname", "python3"),
+        (lockfile.DebPackage("bash", "5.2.15-2+b7", "amd64"), lockfile.DebPackage("tzdata", "2025b-0+deb12u1", "all")),
+    )
+    path = lockfile.debian_path_of(tmp_path, "cpu", "final")
+    path.parent.mkdir(parents=True)
+    path.write_text(lock.text("cpu", "hpcml lock cpu"))
+    assert lockfile.load_debian(tmp_path, "cpu", "final") == dataclasses.replace(lock, path=str(path))
+    assert lockfile.load_debian(tmp_path, "cpu", "build") is None
+    path.write_text(path.read_text() + "bash 5.2\n")
+    with pytest.raises(RecipeError, match=r"debian-final.txt:7: not a line of a Debian lock: 'bash 5.2'"):
+        lockfile.load_debian(tmp_path, "cpu", "final")
+
+
+def test_check_names_a_debian_lock_whose_stage_asks_for_other_packages(tmp_path):
+    recipes = shutil.copytree(ROOT / "recipes", tmp_path / "recipes")
+    target = recipes / "targets" / "cpu.yaml"
+    target.write_text(target.read_text().replace("final: [hostname]", "final: [hostname, less]"))
+    result = run_here("check", "--recipes", recipes, "--out", ROOT / "containers", "--sites-out", tmp_path / "sites")
+    assert result.returncode == 1
+    assert f"stale: {recipes}/locks/cpu/debian-final.txt is stale; run: " in result.stderr
+    assert "debian-build.txt" not in result.stderr  # the devel layer's stage asks as it did

@@ -4,13 +4,15 @@ release gone or replaced stops the build in one line, before anything is written
 
 import dataclasses
 import hashlib
+import shutil
 
 import pytest
 from helpers.pip_sources import serve, wheel
 
 from builder import lockfile
-from builder.errors import ToolError
+from builder.errors import RecipeError, ToolError
 from builder.layerbuild import drift
+from builder.render.layer_sharing import plan_layers
 
 
 @pytest.fixture
@@ -65,3 +67,57 @@ def test_the_same_release_served_as_another_file_is_refused(sources):
 def test_a_target_without_a_lock_asks_nothing(monkeypatch):
     monkeypatch.setattr(drift.uv, "compile_pylock", lambda *a, **k: pytest.fail("asked a source"))
     assert drift.check(dataclasses.replace(locked(), python_lock=None), down=[]) is None
+
+
+# --- the Debian packages of the devel and base layers ------------------------------------------
+
+
+@pytest.fixture
+def cpu_tree(tmp_path):
+    from conftest import RECIPES
+
+    from builder.recipes.tree import RecipeTree
+
+    return RecipeTree(shutil.copytree(RECIPES, tmp_path / "recipes"))
+
+
+def test_a_mirror_that_serves_what_the_lock_says_passes(cpu_tree, monkeypatch):
+    asked = []
+
+    def served(tree, target, stage, mirror):
+        asked.append(stage)
+        return next(deb for deb in target.debian_locks if deb.stage == stage)
+
+    monkeypatch.setattr(drift.debian_stages, "resolve_stage", served)
+    drift.check_debian(cpu_tree, plan_layers(cpu_tree, "cpu"), ["base", "image"])
+    assert asked == ["final"]  # only the layers to build: the base layer's stage
+
+
+def test_a_point_release_on_the_mirror_stops_the_build_naming_what_moved(cpu_tree, monkeypatch):
+    def served(tree, target, stage, mirror):
+        lock = next(deb for deb in target.debian_locks if deb.stage == stage)
+        bash = next(p for p in lock.packages if p.name == "bash")
+        moved = [dataclasses.replace(p, version=p.version + ".1") if p is bash else p for p in lock.packages]
+        return dataclasses.replace(lock, packages=tuple(moved))
+
+    monkeypatch.setattr(drift.debian_stages, "resolve_stage", served)
+    with pytest.raises(ToolError) as caught:
+        drift.check_debian(cpu_tree, plan_layers(cpu_tree, "cpu"), ["devel"])
+    message = str(caught.value)
+    assert message.startswith("the Debian mirror no longer serves what ")
+    assert "debian-build.txt locks (1 packages: bash 5.2.15-2+b13 locked, 5.2.15-2+b13.1 served)" in message
+    assert "nothing was built. Lock again with: hpcml lock --update cpu" in message
+    assert "HPCML_MIRROR=https://snapshot.debian.org/archive/debian/TIME" in message and "\n" not in message
+
+
+def test_a_stage_that_asks_for_other_packages_than_its_lock_is_stale_before_the_mirror_is_asked(cpu_tree, monkeypatch):
+    lock = cpu_tree.root + "/locks/cpu/debian-final.txt"
+    text = open(lock).read()
+    open(lock, "w").write(text.replace("# asked: ", "# asked: cowsay "))
+    from builder.recipes.tree import RecipeTree
+
+    tree = RecipeTree(cpu_tree.root)
+    monkeypatch.setattr(drift.debian_stages, "resolve_stage", lambda *a: pytest.fail("asked the mirror"))
+    with pytest.raises(RecipeError) as caught:
+        drift.check_debian(tree, plan_layers(tree, "cpu"), ["base"])
+    assert str(caught.value).endswith("refresh it with: hpcml lock cpu") and "the lock is stale" in str(caught.value)

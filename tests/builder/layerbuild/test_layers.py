@@ -33,7 +33,9 @@ def fake(monkeypatch, tmp_path):
     monkeypatch.setattr(indexes, "why_down", lambda url, cafile=None: None)  # asks no index
     # the fake image holds one distribution, not its lock's (tests/builder/sbom tests that check)
     monkeypatch.setattr(lock_check, "differences", lambda sbom, lock: [])
+    monkeypatch.setattr(lock_check, "deb_differences", lambda sbom, lock: [])
     monkeypatch.setattr(drift, "check", lambda target, down: None)  # asks no source (test_drift.py does)
+    monkeypatch.setattr(drift, "check_debian", lambda tree, plans, planned: None)
     monkeypatch.setattr(
         hostinfo, "pip_settings", lambda: {"cert": None, "index_url": "", "extra_index_urls": [], "find_links": []}
     )

@@ -74,3 +74,12 @@ def test_the_image_holds_exactly_its_lock(cpu_image):
     listed = lock_check.image_dists(sbom.path_for(cpu_image))
     locked = {pin.name for step in TARGET.python_lock.steps for pin in step.pins}
     assert set(listed) - locked == set(lock_check.NOT_LOCKED)  # the runtime wheel and the venv's pip
+
+
+def test_the_image_holds_exactly_its_final_stages_debian_lock(cpu_image):
+    """Apptainer's debootstrap of bookworm and the base layer's apt-get, as hpcml lock resolved
+    them without building: the same packages at the same versions."""
+    from builder.sbom import lock_check
+
+    final = next(deb for deb in TARGET.debian_locks if deb.stage == "final")
+    assert lock_check.deb_differences(sbom.path_for(cpu_image), final) == []

@@ -61,7 +61,7 @@ def test_a_missing_an_extra_and_a_moved_distribution_are_named(tmp_path, dists, 
 
 
 def test_a_build_whose_image_does_not_hold_its_lock_fails_naming_them_and_keeps_the_sbom(tmp_path):
-    target = dataclasses.replace(RecipeTree(RECIPES).target("cpu"), python_lock=LOCK)
+    target = dataclasses.replace(RecipeTree(RECIPES).target("cpu"), python_lock=LOCK, debian_locks=())
     image = tmp_path / "cpu.sif"
     image.write_text("an image")
     made = write_sbom(sbom.path_for(image), [*EXACT, ("regex", "2026.11.19")])
@@ -73,3 +73,41 @@ def test_a_build_whose_image_does_not_hold_its_lock_fails_naming_them_and_keeps_
     assert made.is_file()
     write_sbom(made, EXACT)
     assert sbom.ensure(target, image, "key-1", apptainer="apptainer") == made
+
+
+DEBS = lockfile.DebianLock(
+    "final",
+    "bookworm",
+    "amd64",
+    ("main",),
+    ("python3",),
+    (lockfile.DebPackage("bash", "5.2.15-2+b7", "amd64"), lockfile.DebPackage("tzdata", "2025b-0+deb12u1", "all")),
+    "recipes/locks/cpu/debian-final.txt",
+)
+
+
+def write_debs(path, debs):
+    components = [
+        {"name": n, "version": v, "purl": f"pkg:deb/debian/{n}@{v}?arch={a}&distro=debian-12"} for n, v, a in debs
+    ]
+    path.write_text(json.dumps({"components": components}))
+    return path
+
+
+@pytest.mark.parametrize(
+    "debs, expected",
+    [
+        ([("bash", "5.2.15-2+b7", "amd64"), ("tzdata", "2025b-0+deb12u1", "all")], []),
+        (
+            [("bash", "5.2.15-2+b8", "amd64"), ("tzdata", "2025b-0+deb12u1", "all")],
+            ["bash is 5.2.15-2+b8 in the image, 5.2.15-2+b7 in the Debian lock"],
+        ),
+        ([("bash", "5.2.15-2+b7", "amd64")], ["tzdata 2025b-0+deb12u1 is in the Debian lock, not in the image"]),
+        (
+            [("bash", "5.2.15-2+b7", "amd64"), ("tzdata", "2025b-0+deb12u1", "all"), ("perl", "5.36.0-7", "amd64")],
+            ["perl 5.36.0-7 is in the image, not in the Debian lock"],
+        ),
+    ],
+)
+def test_the_debian_packages_of_the_image_against_its_final_stages_lock(tmp_path, debs, expected):
+    assert lock_check.deb_differences(write_debs(tmp_path / "x.sbom.json", debs), DEBS) == expected

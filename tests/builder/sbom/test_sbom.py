@@ -75,7 +75,7 @@ def test_ensure_makes_the_sbom_once_per_image_key(monkeypatch, tmp_path):
     fake = FakeRunner(monkeypatch)
     image = tmp_path / "cpu.sif"
     image.write_text("an image")
-    unlocked = dataclasses.replace(TREE.target("cpu"), python_lock=None)  # the fake image holds no lock's
+    unlocked = dataclasses.replace(TREE.target("cpu"), python_lock=None, debian_locks=())  # the fake holds none
     made = sbom.ensure(unlocked, image, "key-1", apptainer="apptainer")
     assert made == tmp_path / "cpu.sbom.json" and sbom.recorded_key(made) == "key-1"
     assert [c[1] for c in fake.commands] == ["inspect", "exec"]

@@ -11,17 +11,24 @@ import itertools
 import os
 import re
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 
 from .. import runner
 from ..errors import RecipeError, ToolError
+from ..lockfile import DebPackage
 
 KEYRING = Path("/usr/share/keyrings/debian-archive-keyring.gpg")
 ARCHES = ("amd64", "arm64")  # the Debian names of the builder's x86_64 and aarch64
 UPDATE_TIMEOUT_S = 600  # one suite's main index: about 9 MB compressed, 45 MB unpacked
 SIMULATE_TIMEOUT_S = 180  # about 2 s for a suite's main; the rest is a margin for slow disks
 MINBASE_EXTRA = ("apt",)  # debootstrap --variant=minbase: Priority: required, and these
+# debootstrap's own rule for bookworm (scripts/debian-common): the empty usr-is-merged
+# stands for the /usr merge it makes itself, in place of usrmerge and the perl it pulls in
+SUITE_EXTRA = {"bookworm": ("usr-is-merged",)}
+# what Apptainer's debootstrap bootstrap leaves out (its --exclude; the Apptainer binary holds
+# "--exclude=openssl,udev,debconf-i18n,e2fsprogs"); the builder's own debootstrap, for an
+# image of another architecture, leaves out nothing
+APPTAINER_EXCLUDES = ("openssl", "udev", "debconf-i18n", "e2fsprogs")
 
 NAME = r"[a-z0-9][a-z0-9+.-]+"  # Debian policy 5.6.1
 VERSION = r"[0-9][A-Za-z0-9.+~:-]*"  # policy 5.6.12: [epoch:]upstream[-revision]
@@ -33,30 +40,23 @@ MIRROR = re.compile(r"(https?|file):/[^\s\"\[\];]*")
 INST = re.compile(r"Inst ([^\s:]+)\S* (?:\[[^\]]*\] )?\((\S+) [^\[\]]*\[([^\]]+)\]\)(?: \[[^\]]*\])?")
 
 
-@dataclass(frozen=True, order=True)
-class DebPackage:
-    name: str
-    version: str
-    arch: str  # amd64, arm64 or all
-
-    def line(self) -> str:
-        return f"{self.name}={self.version} {self.arch}"
-
-
-def resolve(suite: str, arch: str, mirror: str, packages, *, workdir=None) -> tuple[DebPackage, ...]:
-    """The packages a minbase debootstrap of ``suite`` from ``mirror`` for ``arch``, then
-    ``apt-get install --no-install-recommends packages``, installs; sorted by name. The
-    private apt state lives in a temporary folder under ``workdir`` (default: the system's
-    temporary folder) and is removed at the end."""
+def resolve(
+    suite: str, arch: str, mirror: str, packages, *, exclude=(), components=("main",), workdir=None
+) -> tuple[DebPackage, ...]:
+    """The packages a minbase debootstrap of ``suite`` from ``mirror`` for ``arch`` (less
+    its ``exclude``), then ``apt-get install --no-install-recommends packages`` from the
+    archive areas ``components``, installs; sorted by name. The private apt state lives in a
+    temporary folder under ``workdir`` (default: the system's) and is removed at the end."""
     names = [packages] if isinstance(packages, str) else list(packages)
-    _check_input(suite, arch, mirror, names)
+    _check_input(suite, arch, mirror, [*names, *exclude, *components])
     with tempfile.TemporaryDirectory(prefix="hpcml-debian-lock-", dir=workdir) as tmp:
         root = Path(tmp)
         # apt run as root downloads as the user _apt, which must reach lists/partial
         root.chmod(0o755)
-        env = _private_apt(root, suite, arch, mirror.rstrip("/"))
+        env = _private_apt(root, suite, arch, mirror.rstrip("/"), components)
         _update(env, root / "state" / "lists", suite, arch, mirror)
-        asked = dict.fromkeys([*_required(root / "state" / "lists"), *MINBASE_EXTRA, *names])
+        required = [name for name in _required(root / "state" / "lists", "main") if name not in exclude]
+        asked = dict.fromkeys([*required, *MINBASE_EXTRA, *SUITE_EXTRA.get(suite, ()), *names])
         return _simulate(env, list(asked), suite, arch, mirror)
 
 
@@ -97,7 +97,7 @@ def _check_input(suite, arch, mirror, names):
         raise RecipeError(f"Debian package name {bad[0]!r}: expected lower-case letters, digits and + . -")
 
 
-def _private_apt(root: Path, suite, arch, mirror) -> dict:
+def _private_apt(root: Path, suite, arch, mirror, components=("main",)) -> dict:
     """Write the private apt state under ``root``; return the environment that points apt at
     it. APT_CONFIG is read first and names an empty parts folder, so that none of the host's
     /etc/apt/apt.conf.d (compressed lists, extra index targets, hooks) applies."""
@@ -111,7 +111,7 @@ def _private_apt(root: Path, suite, arch, mirror) -> dict:
         trust = f"signed-by={KEYRING}"
     else:
         raise ToolError(f"{KEYRING} is missing, so {mirror} cannot be checked; install debian-archive-keyring")
-    (root / "sources.list").write_text(f"deb [arch={arch} {trust}] {mirror} {suite} main\n")
+    (root / "sources.list").write_text(f"deb [arch={arch} {trust}] {mirror} {suite} {' '.join(components)}\n")
     settings = {
         "Dir::Etc::main": "/dev/null",
         "Dir::Etc::parts": empty,
@@ -149,10 +149,11 @@ def _update(env, lists: Path, suite, arch, mirror):
         raise ToolError(f"apt-get update: no {suite} main index for {arch} from {mirror}: {' '.join(reason.split())}")
 
 
-def _required(lists: Path) -> list[str]:
-    """The names of Priority: required in the downloaded Packages indexes (deb822 stanzas)."""
+def _required(lists: Path, component: str) -> list[str]:
+    """The names of Priority: required in the component's downloaded Packages index (deb822
+    stanzas): debootstrap takes them from main alone."""
     names = set()
-    for index in sorted(lists.glob("*_Packages")):
+    for index in sorted(lists.glob(f"*_{component}_binary-*_Packages")):
         with open(index, errors="replace") as handle:
             name = priority = None
             for line in itertools.chain(handle, [""]):  # the "" ends the last stanza
