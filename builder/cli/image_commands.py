@@ -1,4 +1,4 @@
-"""The commands that make and handle a built image: build, smoke, sign, extend, export."""
+"""The commands that make and handle a built image: build, smoke, sign, extend, export, diff."""
 
 from pathlib import Path
 
@@ -159,3 +159,23 @@ class Export(Command):
             image_path=args.image_path or "",
         )
         export(load_tree(args.recipes), request, Progress())
+
+
+class Diff(Command):
+    name = "diff"
+    help = "what changed between two images, read from their SBOMs: packages, DeepSpeed ops, facts"
+    example = "{prog} diff images/cpu.sif /appl/local/ml/pytorch/2.13-cpu"
+
+    def add_arguments(self, parser):
+        what = "an image (.sif, its SBOM beside it), an SBOM (.sbom.json, sbom.cdx.json) or a published version folder"
+        parser.add_argument("a", metavar="A", help=f"the one before: {what}")
+        parser.add_argument("b", metavar="B", help="the one after, the same kinds")
+        parser.add_argument("--exit-code", action="store_true", help="exit 1 when they differ (as diff does)")
+
+    def run(self, args):
+        from ..sbom import diff
+
+        before, after = diff.load(args.a), diff.load(args.b)
+        sections = diff.compare(before, after)
+        print(diff.text(before, after, sections), end="")
+        return 1 if args.exit_code and sections else 0
