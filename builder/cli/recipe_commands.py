@@ -9,6 +9,7 @@ from ..errors import CheckFailed, RecipeError, ToolError
 from ..fileio import write_atomic
 from ..host.images import image_facts
 from ..invocation import program
+from ..recipes.tree import RecipeTree
 from ..render import runtime_wheel
 from ..render.sitefile import render_site
 from .command import Command, load_tree
@@ -225,7 +226,8 @@ class Lock(Command):
             wrote = write_atomic(Path(lock.path), text)
             count = sum(len(step.pins) for step in lock.steps)
             print(f"{'wrote' if wrote else 'unchanged'} {lock.path} ({count} distributions)")
-            for deb in debian_stages.lock_stages(tree, name, update=args.update):
+            # read again: the stages are planned from definitions that install the new lock
+            for deb in debian_stages.lock_stages(RecipeTree(tree.root), name, update=args.update):
                 wrote = write_atomic(Path(deb.path), deb.text(name, f"{program()} lock {name}"))
                 print(f"{'wrote' if wrote else 'unchanged'} {deb.path} ({len(deb.packages)} Debian packages)")
         if made:

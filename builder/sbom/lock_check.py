@@ -24,7 +24,7 @@ def normal(name: str) -> str:
 
 def image_dists(sbom: Path) -> dict:
     """{normal name: version} of the Python distributions an SBOM lists."""
-    components = json.loads(sbom.read_text())["components"]
+    components = json.loads(sbom.read_text()).get("components", [])  # cyclonedx leaves out an empty list
     return {normal(c["name"]): c["version"] for c in components if str(c.get("purl", "")).startswith("pkg:pypi/")}
 
 
@@ -46,7 +46,7 @@ def differences(sbom: Path, lock) -> list:
 def image_debs(sbom: Path) -> dict:
     """{package: (version, architecture)} of the Debian packages an SBOM lists."""
     found = {}
-    for component in json.loads(sbom.read_text())["components"]:
+    for component in json.loads(sbom.read_text()).get("components", []):
         purl = str(component.get("purl", ""))
         if purl.startswith("pkg:deb/"):
             query = dict(item.split("=", 1) for item in purl.partition("?")[2].split("&") if "=" in item)
