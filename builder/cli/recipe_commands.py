@@ -218,7 +218,7 @@ class Lock(Command):
             except (RecipeError, ToolError) as error:
                 if not args.all:
                     raise
-                print(f"{name}: not locked here: {error}")
+                print(f"{name}: not locked here: {getattr(error, 'message', error)}")
                 failed += 1
                 continue
             made[name] = lock
