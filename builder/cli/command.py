@@ -10,6 +10,7 @@ import argparse
 import functools
 from typing import NamedTuple
 
+from ..errors import RecipeError
 from ..recipes.tree import RecipeTree
 
 
@@ -53,3 +54,17 @@ def positive(text):
     if not text.isdigit() or int(text) < 1:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of 1 or more")
     return int(text)
+
+
+def add_targets_or_all(parser, all_help: str) -> None:
+    """TARGET... or --all, as render and lock take them (chosen_targets reads them)."""
+    parser.add_argument("targets", nargs="*", metavar="TARGET")
+    parser.add_argument("--all", action="store_true", help=all_help)
+
+
+def chosen_targets(args, tree) -> list:
+    """The targets named (aliases resolved), or every target for --all; one line when neither
+    or both."""
+    if args.all == bool(args.targets):
+        raise RecipeError("name one or more targets, or give --all (not both)", file="command line")
+    return sorted(tree.targets) if args.all else [tree.aliases.get(name, name) for name in args.targets]

@@ -12,7 +12,7 @@ from ..invocation import program
 from ..recipes.tree import RecipeTree
 from ..render import runtime_wheel
 from ..render.sitefile import render_site
-from .command import Command, load_tree
+from .command import Command, add_targets_or_all, chosen_targets, load_tree
 
 
 class List(Command):
@@ -76,8 +76,7 @@ class Render(Command):
     example = "{prog} render lumi-rocm          (or: {prog} render --all)"
 
     def add_arguments(self, parser):
-        parser.add_argument("targets", nargs="*", metavar="TARGET")
-        parser.add_argument("--all", action="store_true", help="render every target")
+        add_targets_or_all(parser, "render every target")
         parser.add_argument(
             "--out", default="containers", metavar="DIR", help="where the .def files go (default: containers)"
         )
@@ -89,14 +88,12 @@ class Render(Command):
         )
 
     def run(self, args):
-        if args.all == bool(args.targets):
-            raise RecipeError("name one or more targets, or give --all (not both)", file="command line")
         from ..render.layer_sharing import plan_layers  # jinja2 and the blocks: render and check only
 
         tree = load_tree(args.recipes)
+        names = chosen_targets(args, tree)
         if args.all:
             tree.require_all_valid()
-        names = sorted(tree.targets) if args.all else args.targets
         out = Path(args.out)
         texts = {
             out / plan.file_name: plan.text
@@ -189,22 +186,19 @@ class Lock(Command):
     example = "{prog} lock cpu               (or: {prog} lock --all; --update re-resolves every step)"
 
     def add_arguments(self, parser):
-        parser.add_argument("targets", nargs="*", metavar="TARGET")
-        parser.add_argument("--all", action="store_true", help="every target whose sources answer here")
+        add_targets_or_all(parser, "every target whose sources answer here")
         parser.add_argument(
             "--update", action="store_true", help="resolve every step afresh, not only those the recipe changed"
         )
 
     def run(self, args):
-        if args.all == bool(args.targets):
-            raise RecipeError("name one or more targets, or give --all (not both)", file="command line")
         from ..layerbuild import debian_stages
         from ..lockfile import PythonLock
         from ..locking import python
         from ..render.layer_sharing import layer_owner_unlocked
 
         tree = load_tree(args.recipes)
-        names = sorted(tree.targets) if args.all else [tree.aliases.get(n, n) for n in args.targets]
+        names = chosen_targets(args, tree)
         # an owner first: a target on another's lower layers takes its base steps as they are
         names.sort(key=lambda n: layer_owner_unlocked(tree, n) != n)
         made, failed = {}, 0

@@ -30,17 +30,9 @@ def image_dists(sbom: Path) -> dict:
 
 def differences(sbom: Path, lock) -> list:
     """One line per distribution on which the image and ``lock`` disagree, sorted by name."""
-    wanted = {normal(pin.name): pin.version for step in lock.steps for pin in step.pins}
-    found = {name: version for name, version in image_dists(sbom).items() if name not in NOT_LOCKED}
-    lines = []
-    for name in sorted(wanted.keys() | found.keys()):
-        if name not in found:
-            lines.append(f"{name} {wanted[name]} is in the lock, not in the image")
-        elif name not in wanted:
-            lines.append(f"{name} {found[name]} is in the image, not in the lock")
-        elif found[name] != wanted[name]:
-            lines.append(f"{name} is {found[name]} in the image, {wanted[name]} in the lock")
-    return lines
+    wanted = {normal(pin.name): (pin.version,) for step in lock.steps for pin in step.pins}
+    found = {name: (version,) for name, version in image_dists(sbom).items() if name not in NOT_LOCKED}
+    return _disagreements(wanted, found, "lock")
 
 
 def image_debs(sbom: Path) -> dict:
@@ -56,14 +48,17 @@ def image_debs(sbom: Path) -> dict:
 
 def deb_differences(sbom: Path, lock) -> list:
     """One line per Debian package on which the image and the final stage's ``lock`` disagree."""
-    wanted = {p.name: (p.version, p.arch) for p in lock.packages}
-    found = image_debs(sbom)
+    return _disagreements({p.name: (p.version, p.arch) for p in lock.packages}, image_debs(sbom), "Debian lock")
+
+
+def _disagreements(wanted: dict, found: dict, lock: str) -> list:
+    """{name: (version, ...)} of the lock and the image, as lines, sorted by name."""
     lines = []
     for name in sorted(wanted.keys() | found.keys()):
         if name not in found:
-            lines.append(f"{name} {wanted[name][0]} is in the Debian lock, not in the image")
+            lines.append(f"{name} {wanted[name][0]} is in the {lock}, not in the image")
         elif name not in wanted:
-            lines.append(f"{name} {found[name][0]} is in the image, not in the Debian lock")
+            lines.append(f"{name} {found[name][0]} is in the image, not in the {lock}")
         elif found[name] != wanted[name]:
-            lines.append(f"{name} is {found[name][0]} in the image, {wanted[name][0]} in the Debian lock")
+            lines.append(f"{name} is {found[name][0]} in the image, {wanted[name][0]} in the {lock}")
     return lines
