@@ -94,7 +94,7 @@ def check_debian(tree, plans, planned) -> None:
                 f"the Debian mirror no longer serves what {lock.path} locks ({len(moved)} packages: "
                 f"{'; '.join(moved[:5])}{'; ...' if len(moved) > 5 else ''}); nothing was built. Lock again with: "
                 f"hpcml lock --update {owner.name} (then render and commit), or build from a snapshot of the "
-                f"mirror that has them ({contract.MIRROR}=https://snapshot.debian.org/archive/debian/TIME)"
+                f"mirror that has them ({contract.MIRROR}=SNAPSHOT-URL)"
             )
 
 
