@@ -116,6 +116,12 @@ def checked(lock, target, versions: dict):
     )
 
 
+def normal_name(name: str) -> str:
+    """PEP 503's normal form, as the lock writes names: Jinja2 -> jinja2, typing_extensions ->
+    typing-extensions, zope.interface -> zope-interface."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
 def path_of(recipes, target: str) -> Path:
     return Path(recipes, LOCKS_DIR, target, PYTHON_LOCK)
 

@@ -199,31 +199,30 @@ class Lock(Command):
 
         tree = load_tree(args.recipes)
         names = chosen_targets(args, tree)
+        owners = {name: layer_owner_unlocked(tree, name) for name in names}
         # an owner first: a target on another's lower layers takes its base steps as they are
-        names.sort(key=lambda n: layer_owner_unlocked(tree, n) != n)
-        made, failed = {}, 0
+        names.sort(key=lambda n: owners[n] != n)
+        made = {}
         for name in names:
-            owner = layer_owner_unlocked(tree, name)
-            owner_lock = made.get(owner) if owner != name else None
-            if owner_lock is None and owner != name and isinstance(tree.target(owner).python_lock, PythonLock):
-                owner_lock = tree.target(owner).python_lock
+            owner_lock = None
+            if owners[name] != name:
+                current = tree.target(owners[name]).python_lock
+                owner_lock = made.get(owners[name]) or (current if isinstance(current, PythonLock) else None)
             try:
                 lock = python.lock_target(tree, name, update=args.update, owner_lock=owner_lock)
             except (RecipeError, ToolError) as error:
                 if not args.all:
                     raise
                 print(f"{name}: not locked here: {getattr(error, 'message', error)}")
-                failed += 1
                 continue
             made[name] = lock
-            text = lock.text(f"{program()} lock {name}")
-            wrote = write_atomic(Path(lock.path), text)
+            wrote = write_atomic(Path(lock.path), lock.text(f"{program()} lock {name}"))
             count = sum(len(step.pins) for step in lock.steps)
             print(f"{'wrote' if wrote else 'unchanged'} {lock.path} ({count} distributions)")
-            # read again: the stages are planned from definitions that install the new lock
-            for deb in debian_stages.lock_stages(RecipeTree(tree.root), name, update=args.update):
-                wrote = write_atomic(Path(deb.path), deb.text(name, f"{program()} lock {name}"))
-                print(f"{'wrote' if wrote else 'unchanged'} {deb.path} ({len(deb.packages)} Debian packages)")
+            # a new Python lock is read again: the stages are planned from definitions that install it
+            for deb in debian_stages.lock_stages(RecipeTree(tree.root) if wrote else tree, name, update=args.update):
+                wrote_deb = write_atomic(Path(deb.path), deb.text(name, f"{program()} lock {name}"))
+                print(f"{'wrote' if wrote_deb else 'unchanged'} {deb.path} ({len(deb.packages)} Debian packages)")
         if made:
             print(f"next: {program()} render {' '.join(sorted(made)) if not args.all else '--all'}")
         return 0

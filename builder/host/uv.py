@@ -16,6 +16,7 @@ import tomllib
 from pathlib import Path
 
 from .. import runner
+from ..lockfile import normal_name
 from . import hostinfo
 
 TIMEOUT_S = 600  # uv asks the indexes itself, with its own retries
@@ -57,7 +58,7 @@ def source_options(indexes=(), down=()) -> list:
 def missing_pin(error: str):
     """The name (PEP 503's form) of the pin uv's error says no source serves, or None."""
     found = _NOT_FOUND.search(error)
-    return re.sub(r"[-_.]+", "-", found[1]).lower() if found else None
+    return normal_name(found[1]) if found else None
 
 
 def files(package) -> list:

@@ -12,7 +12,7 @@ recipes/locks/cpu/python.txt (step frameworks), is not served by this build's pi
 from .. import contract
 from ..errors import RecipeError, ToolError
 from ..host import hostinfo, uv
-from ..lockfile import PythonLock
+from ..lockfile import PythonLock, normal_name
 from . import debian_stages
 
 
@@ -44,7 +44,7 @@ def check(target, down) -> None:
         reason = " ".join(line.strip() for line in error.strip().splitlines()[-2:])
         raise ToolError(f"could not ask this build's pip sources for the pins of {lock.path}: {reason}")
     for package in packages:
-        step, pin = pins[package["name"].lower().replace("_", "-").replace(".", "-")]
+        step, pin = pins[normal_name(package["name"])]
         served = {f["hashes"]["sha256"] for f in uv.files(package)}
         if not served & set(pin.hashes):
             raise ToolError(_drifted(lock, step, pin, "is served as another file than the locked one", target.name))

@@ -93,7 +93,7 @@ def _resolve_step(request, before, asked, python, platform, down) -> lockfile.St
     if packages is None:
         reason = " ".join(line.strip() for line in error.strip().splitlines()[-3:])
         raise ToolError(f"uv could not lock step {request.step} ({request.asked()}): {reason}")
-    pins = [_pinned(package) for package in packages if _name(package["name"]) not in held]
+    pins = [_pinned(package) for package in packages if lockfile.normal_name(package["name"]) not in held]
     return lockfile.Step(request.step, request.asked(), tuple(pins))
 
 
@@ -105,9 +105,4 @@ def _pinned(package) -> lockfile.Pinned:
     names = tuple(urllib.parse.unquote((f.get("url") or f.get("path", "")).rsplit("/", 1)[-1]) for f in files)
     if not hashes:
         raise ToolError(f"uv named no file with a sha256 for {package['name']} {package['version']}")
-    return lockfile.Pinned(_name(package["name"]), package["version"], hashes, names)
-
-
-def _name(name) -> str:
-    """PEP 503's normal form, as pip list and the lock write names."""
-    return name.lower().replace("_", "-").replace(".", "-")
+    return lockfile.Pinned(lockfile.normal_name(package["name"]), package["version"], hashes, names)

@@ -19,6 +19,7 @@ SUFFIX = ".sbom.json"
 PUBLISHED = "sbom.cdx.json"  # its name beside a published image
 PROPERTY = "hpcml:"  # our properties' namespace in the document
 KEY_PROPERTY = PROPERTY + "layer-key"  # the image layer key it was made for
+OP_PROPERTY = PROPERTY + "deepspeed:op"  # one per compiled op, on DeepSpeed's component
 MAX_SHOWN = 8  # differences named in the error; the SBOM beside the image has them all
 
 

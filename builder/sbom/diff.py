@@ -16,11 +16,9 @@ from urllib.parse import parse_qs
 
 from ..errors import RecipeError
 from ..invocation import hint
-from . import KEY_PROPERTY, PROPERTY, PUBLISHED, SUFFIX, path_for
-from .lock_check import normal
+from ..lockfile import normal_name as normal
+from . import KEY_PROPERTY, OP_PROPERTY, PROPERTY, PUBLISHED, SUFFIX, path_for
 
-# document.OP_PROPERTY, spelled again: importing document would load cyclonedx for a read
-OP_PROPERTY = PROPERTY + "deepspeed:op"
 EXPECTED = f"expected an image (.sif), its SBOM (*{SUFFIX}, {PUBLISHED}) or a published version folder"
 SHORT_KEY = 12  # characters of the layer key in the header: enough to tell two apart
 

@@ -25,9 +25,8 @@ from packageurl import PackageURL
 
 from ..errors import ToolError
 from ..labels import BUILD_DATE, build_date
-from . import KEY_PROPERTY, PROPERTY
+from . import KEY_PROPERTY, OP_PROPERTY, PROPERTY
 
-OP_PROPERTY = PROPERTY + "deepspeed:op"
 # labels (less their prefix) that name a library the image carries, and the component's name
 MEASURED_LIBRARIES = {
     "nccl.version": "nccl",

@@ -7,8 +7,9 @@ Example: differences(Path("images/cpu.sbom.json"), lock) -> [] for an image buil
 """
 
 import json
-import re
 from pathlib import Path
+
+from ..lockfile import normal_name
 
 # {distribution: why the image holds it though the lock does not name it}
 NOT_LOCKED = {
@@ -17,20 +18,15 @@ NOT_LOCKED = {
 }
 
 
-def normal(name: str) -> str:
-    """PEP 503's normal form: Jinja2 and jinja2, typing_extensions and typing-extensions."""
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
 def image_dists(sbom: Path) -> dict:
     """{normal name: version} of the Python distributions an SBOM lists."""
     components = json.loads(sbom.read_text()).get("components", [])  # cyclonedx leaves out an empty list
-    return {normal(c["name"]): c["version"] for c in components if str(c.get("purl", "")).startswith("pkg:pypi/")}
+    return {normal_name(c["name"]): c["version"] for c in components if str(c.get("purl", "")).startswith("pkg:pypi/")}
 
 
 def differences(sbom: Path, lock) -> list:
     """One line per distribution on which the image and ``lock`` disagree, sorted by name."""
-    wanted = {normal(pin.name): (pin.version,) for step in lock.steps for pin in step.pins}
+    wanted = {normal_name(pin.name): (pin.version,) for step in lock.steps for pin in step.pins}
     found = {name: (version,) for name, version in image_dists(sbom).items() if name not in NOT_LOCKED}
     return _disagreements(wanted, found, "lock")
 
