@@ -14,7 +14,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import contract, runner, sbom
+from .. import contract, reproducible, runner, sbom
 from ..errors import ToolError
 from ..host import cache, cross_tools, emulation, hostinfo, sidecar, space
 from ..host.images import find_apptainer, image_lock
@@ -236,6 +236,7 @@ def _run_apptainer(job, argv, work, tmp_sif, where, progress):
     """The build, in the images folder; a full disk, or the reason a block gave, in one line."""
     where.apptainer_cache.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, **where.env(work / "apptainer"))
+    env.update(reproducible.ENV)  # debootstrap's and mksquashfs's time, not the day's
     seen = (job.sif.parent.resolve(), work, where.apptainer_cache, *([job.cross] if job.cross else []))
     env[contract.TOOLBOX_BINDS] = ":".join(map(str, seen))
     if job.emulated:  # Apptainer hands the build's environment to %test

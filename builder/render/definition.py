@@ -18,7 +18,7 @@ import dataclasses
 import hashlib
 from dataclasses import dataclass, field
 
-from .. import __version__
+from .. import __version__, reproducible
 from ..shell import cmd, export
 from .blocks import parts_by_layer
 from .blocks.python import venv_env
@@ -192,11 +192,13 @@ def render_extension(target, name, steps, source, context) -> LayerPlan:
 
 
 def _render(target, layer, stages, site_image="", apt_packages=()) -> LayerPlan:
+    # copies: the devel layer's stages are rendered twice (once for the image layer's kept step)
+    fixed = [dataclasses.replace(s, post=reproducible.stage_post(s.name, s.post)) for s in stages[layer]]
     text = templates.get_template("apptainer.def.j2").render(
         version=__version__,
         target=target,
         layer=layer,
-        stages=stages[layer],
+        stages=fixed,
         file_name=file_name(target.name, layer),
         mirror=build_arg(MIRROR_ARG),
     )

@@ -40,7 +40,9 @@ from . import os
 
 # A folder of its own per build: %post may see the host's /tmp (Apptainer binds it), where
 # another build, or a failed one's leftovers, would mix into the compile.
-MAKE_TMP = ('ds_tmp="$(mktemp -d /tmp/hpcml-deepspeed-XXXXXX)"',)
+# a fixed folder (the compiled ops and the installed wheel's record name it) in the root being
+# built, not in /tmp, which %post shares with the host and so with another build
+MAKE_TMP = ("ds_tmp=/usr/src/hpcml-deepspeed", 'rm -rf "$ds_tmp"', 'mkdir -p "$ds_tmp"')
 WHEELS = '"$ds_tmp/wheel"'
 SOURCE = '"$ds_tmp/src"'
 # Every core, but no more compiles than there are 2 GiB of free memory for (an nvcc or hipcc
@@ -132,6 +134,12 @@ def compile_commands(version, before=(), later=(), sdist=None) -> list:
     ]
 
 
+def _ops_packages(target, stage) -> list:
+    """The lines that install the ops' Debian packages in ``stage``, from its lock if any."""
+    packages = target.deepspeed.packages
+    return list(os.install(packages, os.stage_lock(target, stage))) if packages else []
+
+
 def parts(target):
     """DeepSpeed's wheel with every promised op compiled in; its own test is the master-address
     fix (the smoke block's %test proves the ops: `python -m smoke deepspeed`)."""
@@ -156,7 +164,7 @@ def parts(target):
     if target.arch != "x86_64":
         compile_ops = [*_CROSS, *compile_ops]
     # the ops' own packages (libaio) go in this layer, so an op change never rebuilds the OS
-    needs = list(os.install(ds.packages)) if ds.packages else []
+    needs, final_needs = (_ops_packages(target, stage) for stage in ("build", "final"))
     # kept between builds: the compile is the slowest step of the top layer
     kept = Kept(
         name="deepspeed-wheel",
@@ -168,7 +176,7 @@ def parts(target):
     if from_lock:
         post[0] = 'pip install --no-cache-dir --no-deps "$ds_tmp"/wheel/deepspeed-*.whl'
         post[:0] = locked_lines(target, request, keep=("deepspeed",))
-    final_post, test = list(needs), checks
+    final_post, test = final_needs, checks
     if ds.fix_master_address:
         # DeepSpeed's MPI discovery takes rank 0's first `hostname -I` address, which on LUMI
         # and Puhti is an interface other nodes cannot reach; the host name resolves right.

@@ -4,8 +4,17 @@ Emits: "os", build and final (each only when it has packages to install), right 
 build_host, in the base layers only: apt's archive areas, then one apt-get install.
 Reads: the packages the base-layer blocks asked for (``wanted``: their Part.packages plus
 target.os.packages.build and .final, the target's os.packages.build and .final);
-target.os.components (os.components: Debian archive areas beyond main). No site fields.
-`install()` is also what the deepspeed block installs its ops' packages with, in the top layer.
+target.os.components (os.components: Debian archive areas beyond main); the stage's Debian
+lock (target.debian_locks, recipes/locks/<target>/debian-<stage>.txt) where it has one.
+No site fields. `install()` is also what the deepspeed block installs its ops' packages with,
+in the top layer.
+
+With a lock, apt installs exactly it: each asked package at its locked version
+(``name=version``), its dependencies held at theirs by an apt preferences file that lives
+only as long as the install, and then every package the root holds is checked against the
+lock; one that is not in it, or of another version, stops the build. (A stage whose recipe
+asks for a package its lock lacks installs it unpinned here; the build refuses the stale lock
+before it starts.)
 
 Example, recipes/targets/v100-cuda.yaml:
 
@@ -24,8 +33,11 @@ renders (containers/v100-cuda.devel.def, lines shortened):
     rm -rf /var/lib/apt/lists/*
 """
 
-from ...shell import cmd
+from ...shell import cmd, quote
 from ..parts import Part
+
+# apt takes the locked version of every package it installs while this file exists
+PREFERENCES = "/etc/apt/preferences.d/hpcml-lock"
 
 
 def parts(target, wanted):
@@ -39,7 +51,7 @@ def parts(target, wanted):
                 block="os",
                 stage=stage,
                 build_env=(("DEBIAN_FRONTEND", "noninteractive"),),
-                post=areas(target.os.components) + install(packages),
+                post=areas(target.os.components) + install(packages, stage_lock(target, stage)),
             )
         )
     return out
@@ -58,11 +70,41 @@ def areas(components) -> tuple:
     )
 
 
-def install(packages) -> tuple:
-    """Shell lines that install Debian/Ubuntu packages and leave no package lists behind."""
+def stage_lock(target, stage):
+    """The DebianLock of ``stage`` (build or final), or None."""
+    return next((lock for lock in target.debian_locks if lock.stage == stage), None)
+
+
+def install(packages, lock=None) -> tuple:
+    """Shell lines that install Debian/Ubuntu packages, those of ``lock`` where there is one,
+    and leave no package lists behind."""
+    if lock is None:
+        lines = (cmd("apt-get", "install", "-y", "--no-install-recommends", *packages),)
+    else:
+        lines = locked_install(packages, lock)
+    return ("apt-get update", *lines, "apt-get clean", "rm -rf /var/lib/apt/lists/*")
+
+
+def locked_install(packages, lock) -> tuple:
+    """The lines that install ``packages`` at their locked versions, their dependencies at
+    theirs, and check that the root then holds nothing the lock does not."""
+    versions = {package.name: package.version for package in lock.packages}
+    # sorted as `LC_ALL=C sort` sorts, for comm
+    lines = sorted(f"{name}={version}" for name, version in versions.items())
+    asked = [f"{name}={versions[name]}" if name in versions else name for name in packages]
+    # printf, not a here-document: the lines may be indented (a kept step's), its end could not
+    listed = [f"    {quote(line)} \\" for line in lines]
     return (
-        "apt-get update",
-        cmd("apt-get", "install", "-y", "--no-install-recommends", *packages),
-        "apt-get clean",
-        "rm -rf /var/lib/apt/lists/*",
+        'lock="$(mktemp /tmp/hpcml-apt-lock-XXXXXX)"',
+        "printf '%s\\n' \\",
+        *listed,
+        '    > "$lock"',
+        f"sed -E 's/^([^=]+)=(.*)$/Package: \\1\\nPin: version \\2\\nPin-Priority: 1001\\n/' \"$lock\" > {PREFERENCES}",
+        cmd("apt-get", "install", "-y", "--no-install-recommends", *asked),
+        f"rm -f {PREFERENCES}",
+        "dpkg-query -W -f '${db:Status-Status} ${Package}=${Version}\\n' | awk '$1 == \"installed\" {print $2}' "
+        '| LC_ALL=C sort | LC_ALL=C comm -23 - "$lock" > "$lock.extra"',
+        f'if [ -s "$lock.extra" ]; then echo \'installed, but not as the Debian lock of the {lock.stage} stage says '
+        '(hpcml lock --update):\' >&2; cat "$lock.extra" >&2; exit 1; fi',
+        'rm -f "$lock" "$lock.extra"',
     )

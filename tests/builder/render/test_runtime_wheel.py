@@ -87,10 +87,12 @@ def test_correcting_a_sites_reference_changes_no_definition_and_rebuilds_nothing
 def test_each_definition_is_a_page_an_admin_can_read(name):
     for layer, plan in plan_layers(RecipeTree(RECIPES), name).items():
         text = (CONTAINERS / plan.file_name).read_text()
-        # a page or so besides the locked pins (a line each): lumi-rocm, with its own network
-        # stack, its checks and the frameworks, is the longest at about 250 lines
+        # a page or so besides the locked pins and Debian packages (a line each): the CUDA image
+        # layers, whose ops' libaio is installed twice from a lock (build, final), are the
+        # longest at about 295 lines
         own = re.sub(r"<<'PIP_LOCK'\n(.*\n)*?PIP_LOCK\n", "<<'PIP_LOCK'\n", text)
-        assert len(own.splitlines()) < 275, (name, layer)
+        own = re.sub(r"^\s+'?[a-z0-9][a-z0-9+.-]*=[^ ]+'? \\\n", "", own, flags=re.M)  # apt's
+        assert len(own.splitlines()) < 300, (name, layer)
         # no source files pasted in (the runtime comes as a wheel): the JSON and the lock's pins
         assert set(re.findall(r"<<'(\w+)'", text)) <= {"IMAGE_JSON", "PIP_LOCK"}, (name, layer)
         assert not re.search(r"^\s*(def|class) \w+", text, re.M), (name, layer)

@@ -1,0 +1,37 @@
+"""builder/reproducible.py: every %post of every definition starts at the fixed build time
+and hash seed and ends with the tidy step; the declared paths are what the comparison leaves out."""
+
+import re
+
+import pytest
+from conftest import CONTAINERS
+
+from builder import reproducible
+
+
+def test_a_stage_without_post_lines_gets_none():
+    assert reproducible.stage_post("final", []) == []
+
+
+def test_post_lines_sit_between_the_fixed_time_and_the_tidy_step():
+    lines = reproducible.stage_post("final", ["apt-get update"])
+    assert lines[:2] == [f"export SOURCE_DATE_EPOCH={reproducible.SOURCE_DATE_EPOCH}", "export PYTHONHASHSEED=0"]
+    assert lines[2] == "apt-get update"
+    assert lines[-2] == "echo '--- final: tidy'"
+    assert "/var/log/dpkg.log" in lines[-1] and "/var/cache/ldconfig/aux-cache" in lines[-1]
+
+
+@pytest.mark.parametrize("definition", sorted(CONTAINERS.glob("*.def")), ids=lambda p: p.name)
+def test_every_post_of_every_definition_is_wrapped(definition):
+    sections = re.findall(r"^%post\n(.*?)(?=^%|^Bootstrap:|\Z)", definition.read_text(), re.M | re.S)
+    assert sections, definition.name
+    for section in sections:
+        lines = section.strip().splitlines()
+        assert lines[1:3] == [f"export SOURCE_DATE_EPOCH={reproducible.SOURCE_DATE_EPOCH}", "export PYTHONHASHSEED=0"]
+        assert lines[-2].endswith(": tidy'") and lines[-1].startswith("rm -rf /var/log/apt/*.log")
+
+
+def test_only_apptainers_own_folder_is_declared_so_far():
+    assert reproducible.declared("/.singularity.d/labels.json")
+    assert not reproducible.declared("/opt/venv/lib/python3.11/site-packages/torch/__init__.py")
+    assert all(reason for _, reason in reproducible.DECLARED)
