@@ -8,7 +8,7 @@ PY     := $(VENV)/bin/python
 # repeatable option a list (BIND="/scratch /projappl"). `hpcml COMMAND --help` lists them.
 HPCML  := $(PY) -m builder.cli.make_variables
 
-.PHONY: setup render check lock test unit test-full test-heavy test-gpu gpu-bundle build smoke jobscript publish sign export two-nodes doctor list show clean
+.PHONY: setup render check lock test unit test-full test-rebuild test-heavy test-gpu gpu-bundle build smoke jobscript publish sign export two-nodes doctor list show clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -52,6 +52,11 @@ test: setup
 # framework examples make test leaves to one representative each (43 tests, 33 min on 2 cores).
 test-full: setup
 	$(PY) -m pytest -o console_output_style=times -m "full and not heavy"
+
+# Two cold builds of the CPU image, each in a cache of its own, compared file by file (part
+# of test-full; docs/building.md#rebuilds-that-hold-the-same-files).
+test-rebuild: setup
+	$(PY) -m pytest -o console_output_style=times -s tests/images/test_rebuild.py
 
 # The fast loop: lint, then every test that needs no image, Apptainer or Slurm cluster
 # (markers set by tests/conftest.py from the fixtures a test uses), four at a time: most of

@@ -189,11 +189,24 @@ class Verify(Command):
         parser.add_argument(
             "--key", metavar="PUBLIC.pem", help="also check that the image is signed with this key (the one you trust)"
         )
+        parser.add_argument(
+            "--rebuild",
+            metavar="IMAGE.sif",
+            help="also check that this image, rebuilt from the same commit, holds the same files",
+        )
 
     def run(self, args):
         from ..publish.verify import verify
 
         verify(args.prefix, args.module, key=Path(args.key) if args.key else None)
+        if args.rebuild:
+            from ..host.images import ready_apptainer
+            from ..publish import rebuild_check
+            from ..publish.verify import locate
+            from ..published import IMAGE
+
+            published = locate(args.prefix, args.module)[2] / IMAGE
+            rebuild_check.check(ready_apptainer(None), published, Path(args.rebuild))
 
 
 class Default(Command):

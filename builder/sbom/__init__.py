@@ -13,13 +13,14 @@ from ..errors import ToolError
 from ..fileio import write_atomic
 from ..host.images import read_labels, ready_apptainer
 from ..lockfile import PythonLock
-from . import inventory, lock_check
+from . import inventory, lock_check, rootfs
 
 SUFFIX = ".sbom.json"
 PUBLISHED = "sbom.cdx.json"  # its name beside a published image
 PROPERTY = "hpcml:"  # our properties' namespace in the document
 KEY_PROPERTY = PROPERTY + "layer-key"  # the image layer key it was made for
 OP_PROPERTY = PROPERTY + "deepspeed:op"  # one per compiled op, on DeepSpeed's component
+ROOTFS_PROPERTY = PROPERTY + "rootfs-digest"  # sbom/rootfs.py's digest of the image's files
 MAX_SHOWN = 8  # differences named in the error; the SBOM beside the image has them all
 
 
@@ -48,7 +49,8 @@ def ensure(target, image: Path, key: str, progress=None, apptainer=None) -> Path
     apptainer = apptainer or ready_apptainer(target.sites[0])
     labels = read_labels(apptainer, image).stripped
     contents = inventory.read(apptainer, image, target.python.venv)
-    write_atomic(sbom, document.render(target, key, labels, contents))
+    files = rootfs.image_digest(apptainer, image)  # the CPU image: 10 s
+    write_atomic(sbom, document.render(target, key, labels, contents, files))
     if progress:
         progress.step(
             f"wrote {sbom}: {len(contents.debs)} Debian packages, {len(contents.dists)} Python "

@@ -25,7 +25,7 @@ from packageurl import PackageURL
 
 from ..errors import ToolError
 from ..labels import BUILD_DATE, build_date
-from . import KEY_PROPERTY, OP_PROPERTY, PROPERTY
+from . import KEY_PROPERTY, OP_PROPERTY, PROPERTY, ROOTFS_PROPERTY
 
 # labels (less their prefix) that name a library the image carries, and the component's name
 MEASURED_LIBRARIES = {
@@ -36,8 +36,9 @@ MEASURED_LIBRARIES = {
 }
 
 
-def render(target, key: str, labels: dict, inventory) -> str:
-    """The SBOM's JSON text. target: the builder's Target; key: the image layer's key."""
+def render(target, key: str, labels: dict, inventory, rootfs_digest: str = "") -> str:
+    """The SBOM's JSON text. target: the builder's Target; key: the image layer's key;
+    rootfs_digest: the digest of its root file system's files (sbom/rootfs.py)."""
     bom = Bom(serial_number=uuid.uuid5(uuid.NAMESPACE_URL, f"hpc-ml-containers:{target.name}:{key}"))
     bom.metadata.timestamp = build_date(labels.get(BUILD_DATE, ""))
     image = Component(
@@ -45,7 +46,7 @@ def render(target, key: str, labels: dict, inventory) -> str:
         name=target.name,
         version=labels.get("version.torch", target.torch.version),
         bom_ref="image",
-        properties=_image_properties(target, key, labels),
+        properties=_image_properties(target, key, labels, rootfs_digest),
     )
     bom.metadata.component = image
     parts = [*_debian(inventory), *_python(inventory), *_measured(labels)]
@@ -61,8 +62,10 @@ def render(target, key: str, labels: dict, inventory) -> str:
     return text
 
 
-def _image_properties(target, key, labels):
+def _image_properties(target, key, labels, rootfs_digest):
     facts = {"target": target.name, "arch": target.arch, KEY_PROPERTY[len(PROPERTY) :]: key}
+    if rootfs_digest:
+        facts[ROOTFS_PROPERTY[len(PROPERTY) :]] = rootfs_digest
     facts.update((name, labels[name]) for name in ("cuda.min_driver", *MEASURED_LIBRARIES) if labels.get(name))
     if target.archs:
         facts["gpu-archs"] = ",".join(target.archs)

@@ -83,3 +83,11 @@ def test_the_image_holds_exactly_its_final_stages_debian_lock(cpu_image):
 
     final = next(deb for deb in TARGET.debian_locks if deb.stage == "final")
     assert lock_check.deb_differences(sbom.path_for(cpu_image), final) == []
+
+
+def test_the_sbom_records_the_digest_of_the_images_files(apptainer, cpu_image, tmp_path):
+    from builder.sbom import rootfs
+
+    image = json.loads(sbom.path_for(cpu_image).read_text())["metadata"]["component"]
+    recorded = {p["name"]: p["value"] for p in image["properties"]}[sbom.ROOTFS_PROPERTY]
+    assert recorded == rootfs.digest(rootfs.listing(rootfs.unpack(apptainer, cpu_image, tmp_path / "root")))

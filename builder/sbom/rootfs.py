@@ -1,0 +1,93 @@
+"""An image's root file system as one canonical listing, its digest, and the files two images
+write differently: what `hpcml verify --rebuild` and the two-cold-builds check compare.
+
+The listing has a line per path, sorted: the path, its kind (file, dir, link, other), its
+permission bits, and for a file the sha256 of its contents, for a link its target. Not the
+owner (an ordinary user who unpacks an image owns every file) and not the times (a rebuild is
+made on another day; SIF files differ in their header's time and UUID anyway). The paths
+builder.reproducible declares are left out, so two images that match give the same digest.
+
+    entries = listing(unpack(apptainer, Path("images/cpu.sif"), work))
+    digest(entries)          # "sha256:4be1..."
+    differing(entries, other) # ["/opt/venv/lib/python3.11/site-packages/x.pyc", ...]
+"""
+
+import hashlib
+import os
+import shutil
+import stat
+import tempfile
+from pathlib import Path
+
+from .. import reproducible, runner
+from ..errors import ToolError
+
+UNPACK_TIMEOUT_S = 1800
+
+
+def unpack(apptainer, image: Path, into: Path) -> Path:
+    """The image's root file system as a folder (Apptainer's sandbox), ``into`` replaced."""
+    shutil.rmtree(into, ignore_errors=True)
+    try:
+        runner.run([apptainer, "build", "--force", "--sandbox", str(into), str(image)], timeout=UNPACK_TIMEOUT_S)
+    except ToolError as error:
+        raise ToolError(f"could not unpack {image}: {error}") from None
+    return into
+
+
+def image_digest(apptainer, image: Path) -> str:
+    """The digest of ``image``'s files, unpacked beside it for the while."""
+    work = Path(tempfile.mkdtemp(prefix=".hpcml-rootfs-", dir=image.resolve().parent))
+    try:
+        return digest(listing(unpack(apptainer, image, work / "root")))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def listing(root: Path) -> list:
+    """The canonical lines of the tree under ``root``, the declared paths left out."""
+    lines = []
+    for folder, dirs, files in os.walk(root):
+        dirs.sort()
+        relative = "/" + os.path.relpath(folder, root) if folder != str(root) else "/"
+        for name in sorted([*dirs, *files]):
+            path = f"{relative.rstrip('/')}/{name}"
+            if not reproducible.declared(path + ("/" if name in dirs else "")):
+                lines.append(_line(path, Path(folder, name)))
+        # a declared folder is not walked
+        dirs[:] = [d for d in dirs if not reproducible.declared(f"{relative.rstrip('/')}/{d}/")]
+    return sorted(lines)
+
+
+def _line(path: str, where: Path) -> str:
+    info = where.lstat()
+    mode = f"{stat.S_IMODE(info.st_mode):04o}"
+    if stat.S_ISLNK(info.st_mode):
+        return f"{path}\tlink\t{mode}\t{os.readlink(where)}"
+    if stat.S_ISDIR(info.st_mode):
+        return f"{path}\tdir\t{mode}\t-"
+    if stat.S_ISREG(info.st_mode):
+        return f"{path}\tfile\t{mode}\t{_sha256(where)}"
+    return f"{path}\tother\t{mode}\t-"
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as stream:
+            for chunk in iter(lambda: stream.read(1 << 20), b""):
+                digest.update(chunk)
+    except PermissionError:
+        return "unreadable"
+    return digest.hexdigest()
+
+
+def digest(lines) -> str:
+    """One sha256 over the listing: equal for two images that hold the same files."""
+    return "sha256:" + hashlib.sha256("".join(f"{line}\n" for line in lines).encode()).hexdigest()
+
+
+def differing(a, b) -> list:
+    """The paths whose lines differ between two listings (in one only, or written otherwise)."""
+    first, second = (dict(line.split("\t", 1) for line in lines) for lines in (a, b))
+    return sorted(path for path in first.keys() | second.keys() if first.get(path) != second.get(path))
