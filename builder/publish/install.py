@@ -1,7 +1,7 @@
 """`python -m builder publish`: install a built, smoke-tested image as a site module.
 
     PREFIX/<name>/<version>/   image.sif, bin/ (wrapper, site settings, entry points),
-                               recipe.json, smoke.json, sbom.cdx.json, publish.json,
+                               recipe.json, smoke.json, sbom.cdx.json, CHANGES.txt, publish.json,
                                module.lua, module.tcl, SHA256SUMS
     PREFIX/modulefiles/<name>/<version>.lua -> ../../<name>/<version>/module.lua
     PREFIX/modulefiles/<name>/<version>     -> ../../<name>/<version>/module.tcl  (with --tcl)
@@ -31,7 +31,7 @@ from ..host.images import IMAGE_SUM, built_image, checked_labels, image_lock, re
 from ..invocation import hint
 from ..published import IMAGE, MANIFEST
 from ..render.sitefile import render_site
-from . import signing
+from . import release_notes, signing
 from .modulefile import ENTRY_POINTS, module_for, render_default, render_entry, render_lua, render_tcl
 from .placing import fix_modules, link_target, lock, module_files, move_into_place, recover, symlink_atomic
 from .verify import SUMS, locate
@@ -93,7 +93,7 @@ def publish(tree, request: PublishRequest):
                 checksum = copy_hashed(image, staging / IMAGE)
                 module = module_for(target, site, name, version, root, labels, smoke, checksum, signer)
                 report = None if smoke is None else smoke_dir / contract.SMOKE_REPORT
-                shutil.copyfile(contents, staging / sbom.PUBLISHED)
+                release_notes.place(staging, contents, root.parent, version)
                 _assemble(staging, checksum, site, module, labels, files, target_name, report, key, signer)
                 if smoke is not None and tested != checksum:
                     raise CheckFailed(
@@ -122,12 +122,15 @@ def publish(tree, request: PublishRequest):
 
 
 def _summary(request, module, what, root, checksum, smoke, signer) -> str:
-    """What publish says when done: where, the image, its checks, how to load it."""
+    """What publish says when done: where, the image, its checks, what changed since the
+    previous version, how to load it."""
     signature = f"verified against {request.key} ({signer})" if signer else "not checked (no --key)"
+    changes = release_notes.summary(root)
     return (
         f"published {module} ({what}) in {root}\n"
         f"  image sha256 {checksum}; smoke report: {'SKIPPED (--skip-smoke)' if smoke is None else 'passed'}\n"
         f"  signature: {signature}\n"
+        f"  {release_notes.CHANGES}: {changes}\n"
         f"  module use {root.parent.parent / 'modulefiles'}; module load {module}"
         + (" (the default)" if request.default else "")
     )

@@ -134,6 +134,11 @@ def test_lmod_checksyntax_catches_a_broken_module(tmp_path, apptainer):
 
 def test_two_versions_side_by_side_and_the_default_switches(published, smoked, apptainer):
     assert publish(smoked, published, "--version", "2.0", env={"HPCML_APPTAINER": apptainer}).returncode == 0
+    # release notes against the version published before, listed in the checksums
+    assert (published / "pytorch/1.0/CHANGES.txt").read_text().startswith("Changes in pytorch/1.0: the first")
+    notes = (published / "pytorch/2.0/CHANGES.txt").read_text()
+    assert notes.startswith("Changes in pytorch/2.0 since 1.0 (hpcml diff):") and notes.endswith("no differences\n")
+    assert "  CHANGES.txt" in (published / "pytorch/2.0/SHA256SUMS").read_text()
     load = 'module load pytorch\necho "$HPCML_MODULE"\n'
     assert lmod(load, published, apptainer).stdout == "pytorch/1.0\n"  # .version says so
     result = run_builder("default", "--prefix", published, "pytorch/2.0")
