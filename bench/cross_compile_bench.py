@@ -58,7 +58,7 @@ int main() {
 
 def ops_script(way, target):
     """The .def's compile lines, the cross way with the x86-64 compilers entered first."""
-    lines = [*deepspeed.MAKE_TMP, """trap 'rm -rf "$ds_tmp"' EXIT"""]
+    lines = [*deepspeed.EXEC_TMP, """trap 'rm -rf "$ds_tmp"' EXIT"""]
     lines += [ENTER] if way == "cross" else []
     compile_ops = deepspeed.compile_commands(target.deepspeed.version, before=deepspeed.cpu_stand_in(target.arch))
     lines += [*compile_ops, f"ls -l {deepspeed.WHEELS}/deepspeed-*.whl"]

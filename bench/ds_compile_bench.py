@@ -35,7 +35,8 @@ from builder.render.parts import HOST_MOUNT, HOST_SETTINGS  # noqa: E402
 
 
 def script(way, version):
-    """The shell lines of one compile: $ds_tmp made as the .def makes it, removed at the end."""
+    """The shell lines of one compile: $ds_tmp made in /tmp (a .def uses a fixed folder of the
+    root it builds), removed at the end."""
     lines = deepspeed.compile_commands(version)
     if way == "serial":
         lines = [f"pip wheel --no-build-isolation --no-deps --no-cache-dir -w {deepspeed.WHEELS} deepspeed=={version}"]
@@ -44,7 +45,7 @@ def script(way, version):
             [
                 "set -eu",
                 f". {HOST_SETTINGS}",
-                *deepspeed.MAKE_TMP,
+                *deepspeed.EXEC_TMP,
                 """trap 'rm -rf "$ds_tmp"' EXIT""",
                 *lines,
                 f"ls -l {deepspeed.WHEELS}/deepspeed-*.whl",

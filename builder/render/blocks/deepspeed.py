@@ -43,6 +43,9 @@ from . import os
 # a fixed folder (the compiled ops and the installed wheel's record name it) in the root being
 # built, not in /tmp, which %post shares with the host and so with another build
 MAKE_TMP = ("ds_tmp=/usr/src/hpcml-deepspeed", 'rm -rf "$ds_tmp"', 'mkdir -p "$ds_tmp"')
+# the same lines' folder for a compile outside a build (tests, benches: `apptainer exec` on a
+# read-only image), where /tmp is the only place to write and a random name keeps runs apart
+EXEC_TMP = ('ds_tmp="$(mktemp -d /tmp/hpcml-deepspeed-XXXXXX)"',)
 WHEELS = '"$ds_tmp/wheel"'
 SOURCE = '"$ds_tmp/src"'
 # Every core, but no more compiles than there are 2 GiB of free memory for (an nvcc or hipcc

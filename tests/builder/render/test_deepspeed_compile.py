@@ -44,7 +44,7 @@ def test_an_op_left_to_the_second_pass_is_in_the_wheel_and_exports_its_own_modul
         [
             "set -eu",
             f". {HOST_SETTINGS}",
-            *deepspeed.MAKE_TMP,
+            *deepspeed.EXEC_TMP,
             *deepspeed.compile_commands(target.deepspeed.version, later=LATER),
             f"cp {deepspeed.WHEELS}/deepspeed-*.whl /out/",
             'rm -rf "$ds_tmp"',
