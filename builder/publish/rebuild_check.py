@@ -7,8 +7,6 @@ then: their headers carry the build's time and a fresh UUID.
     -> prints "the rebuild holds the same 51,204 files ..." or raises CheckFailed
 """
 
-import shutil
-import tempfile
 from pathlib import Path
 
 from .. import reproducible
@@ -21,14 +19,7 @@ MAX_SHOWN = 8
 def check(apptainer, published: Path, rebuilt: Path) -> None:
     if not rebuilt.is_file():
         raise RecipeError(f"{rebuilt}: no such image; expected the SIF file of a rebuild", file="command line")
-    work = Path(tempfile.mkdtemp(prefix=".hpcml-rebuild-", dir=rebuilt.resolve().parent))
-    try:
-        listings = [
-            rootfs.listing(rootfs.unpack(apptainer, image, work / side))
-            for side, image in (("published", published), ("rebuilt", rebuilt))
-        ]
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    listings = [rootfs.image_listing(apptainer, image, near=rebuilt) for image in (published, rebuilt)]
     differ = rootfs.differing(*listings)
     left_out = ", ".join(path for path, _ in reproducible.DECLARED)
     if differ:

@@ -35,13 +35,19 @@ def unpack(apptainer, image: Path, into: Path) -> Path:
     return into
 
 
-def image_digest(apptainer, image: Path) -> str:
-    """The digest of ``image``'s files, unpacked beside it for the while."""
-    work = Path(tempfile.mkdtemp(prefix=".hpcml-rootfs-", dir=image.resolve().parent))
+def image_listing(apptainer, image: Path, near: Path = None) -> list:
+    """The listing of ``image``'s files, unpacked for the while in the folder ``near`` (default:
+    the image's own; a published image's may not be writable)."""
+    work = Path(tempfile.mkdtemp(prefix=".hpcml-rootfs-", dir=(near or image).resolve().parent))
     try:
-        return digest(listing(unpack(apptainer, image, work / "root")))
+        return listing(unpack(apptainer, image, work / "root"))
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def image_digest(apptainer, image: Path) -> str:
+    """The digest of ``image``'s files."""
+    return digest(image_listing(apptainer, image))
 
 
 def listing(root: Path) -> list:
