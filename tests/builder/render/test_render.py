@@ -242,7 +242,7 @@ def test_cuda_targets_carry_their_arch_list(name, arch_list):
 
 @pytest.mark.parametrize(
     "name, torch_version",
-    [("v100-cuda", "2.10.0"), ("csc-cuda", "2.10.0"), ("a100-cuda", "2.13.0"), ("h100-cuda", "2.13.0")],
+    [("v100-cuda", "2.10.0"), ("csc-cuda", "2.10.0"), ("a100-cuda", "2.14.1"), ("h100-cuda", "2.14.1")],
 )
 def test_cuda_targets_start_from_debootstrap_and_pick_a_torch_with_their_archs(name, torch_version):
     stages = [stages_of(LAYER_FILES[name]["devel"])[0], stages_of(LAYER_FILES[name]["base"])[1]]
