@@ -56,7 +56,7 @@ def test_show_prints_the_resolved_recipe_as_yaml():
         "version": "2.10.0",
         "index": "https://download.pytorch.org/whl/rocm7.0",
     }
-    assert shown["comm"]["plugin"]["version"] == "1.20.0"
+    assert shown["comm"]["plugin"]["version"] == "1.21.1"
     assert "ROCm 7.0.2" in shown["description"] and "lumi-rocm64" in shown["description"]
     assert "/pfs" in shown["site_facts"]["lumi"]["binds"]
     assert shown["environment"]["NCCL_SOCKET_IFNAME"] == "hsn0,hsn1,hsn2,hsn3"

@@ -12,11 +12,12 @@ on UCX, which has no Slingshot transport.
 
 Emits: "mpi", build (the MPI packages for the os block, or a kept step that compiles MPICH
 into /opt/mpich; mpi4py's wheel) and final (the MPI packages or /opt/mpich; a %test that
-mpi4py loads the expected MPI, and for MPICH from source, its version).
+mpi4py loads the expected MPI, and for MPICH from source, its version; for MPICH with HIP, its
+GPU settings in %environment and a %test that MPICH reads them back, smoke.mpicvars).
 Reads: target.mpi.abi (mpi.abi: openmpi or mpich, which must be every site's site.mpi.abi,
 its `mpi: abi:`; the recipe tree checks), target.mpi.mpi4py (mpi.mpi4py: true, pinned in
 versions.yaml python_packages; "" for none), target.mpi.source (mpi.source: mpich, a Source
-with its submodules), target.torch.flavour (rocm: MPICH's HIP support).
+with its submodules), target.torch.flavour (rocm: MPICH's HIP support, switched on).
 
 Example, recipes/targets/lumi-rocm.yaml (recipes/sites/lumi.yaml has `mpi: {abi: mpich}`):
 
@@ -37,10 +38,13 @@ without `source:`, as in recipes/targets/cpu.yaml, the distribution's package in
     ldconfig
     pip install --no-cache-dir --only-binary=mpi4py mpi4py==4.1.2
     ...
+    export MPIR_CVAR_ENABLE_GPU=1                 (in %environment, with the two HMEM settings)
+    ...
     echo '--- test: mpi'
     python -c 'import sys
     ...
     ' 'MPICH Version:      5.0.1'
+    python -m smoke.mpicvars MPIR_CVAR_ENABLE_GPU=1 MPIR_CVAR_CH4_OFI_ENABLE_HMEM=1 ...
 """
 
 import re
@@ -72,6 +76,19 @@ MPICH_LD_CONF = "/etc/ld.so.conf.d/hpcml-mpich.conf"
 MPICH_BUILD_PACKAGES = ("autoconf", "automake", "libtool", "make", "g++", "perl", "python3")
 # MPICH's GPU support for the image's GPUs (LAIF configures --with-hip=/opt/rocm)
 MPICH_GPU_OPTIONS = {"rocm": ("--with-hip=/opt/rocm", "--without-cuda")}
+# ... and switched on, as LAIF's MPICH images set it (laifs-container-recipes
+# containerfiles/mpich/Ubuntu_Rocm_Slingshot at c4035a7, read 2026-11-28): GPU buffers go to
+# libfabric as device memory (HMEM) and are registered with the NIC (MR_HMEM) instead of being
+# staged through host memory. MPICH 5.0.1's own defaults: ENABLE_GPU 1, HMEM 0, MR_HMEM -1.
+# Not LAIF's FI_HMEM_DISABLE_P2P=1: that is for one-node runs without GPUs, and would stop
+# peer-to-peer GPU transfers in every job of a GPU image.
+MPICH_GPU_ENV = {
+    "rocm": (
+        ("MPIR_CVAR_ENABLE_GPU", "1"),
+        ("MPIR_CVAR_CH4_OFI_ENABLE_HMEM", "1"),
+        ("MPIR_CVAR_CH4_OFI_ENABLE_MR_HMEM", "1"),
+    )
+}
 
 
 def parts(target):
@@ -96,6 +113,7 @@ def parts(target):
         save=(f'cp -a {MPICH_PREFIX}/. "$kept/mpich"',),
         restore=(f'cp -a "$kept/mpich" {MPICH_PREFIX}',),
     )
+    gpu_env = MPICH_GPU_ENV.get(target.torch.flavour, ())
     return [
         Part(
             block="mpi",
@@ -105,8 +123,22 @@ def parts(target):
             post=register + post,
             git_sources=git_sources.urls(source),
         ),
-        Part(block="mpi", stage="final", copy_from_build=(MPICH_PREFIX,), post=register, test=test),
+        Part(
+            block="mpi",
+            stage="final",
+            copy_from_build=(MPICH_PREFIX,),
+            post=register,
+            env=gpu_env,
+            test=test + _settings_check(gpu_env),
+        ),
     ]
+
+
+def _settings_check(env) -> tuple:
+    """%test: MPICH itself reads the settings back (MPI_T), so a name it does not know fails."""
+    if not env:
+        return ()
+    return (cmd("python", "-m", "smoke.mpicvars", *(f"{name}={value}" for name, value in env)),)
 
 
 def _mpich_lines(source, gpu_options) -> tuple:

@@ -17,7 +17,7 @@ Example, recipes/targets/lumi-laif.yaml (`site_image: true`, `torch: {flavour: r
 recipes/sites/lumi.yaml names the image) renders (containers/lumi-laif.def, shortened):
 
     Bootstrap: localimage
-    From: /appl/local/laifs/containers/lumi-multitorch-full-u24r70f21m50t210-20260415_130625.sif
+    From: /appl/local/laifs/containers/.../lumi-multitorch-full-u24r72f21m50t211-20260929_104918.sif
     ...
     echo '--- build: site_image'
     export VIRTUAL_ENV=/opt/venv

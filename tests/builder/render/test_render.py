@@ -128,9 +128,11 @@ def test_check_reports_missing_and_orphaned_files(tmp_path):
 def test_lumi_builds_the_network_plugin_and_libfabric_from_pinned_commits():
     post = section("lumi-rocm", "devel", "post")
     for repo, commit in (
-        ("aws/aws-ofi-nccl", "a2a6d08ea98296f99596b5c18b30b8a20d74f609"),  # v1.20.0
-        ("ofiwg/libfabric", "e9cf535a7857c9570090fddb7cc297177e90888f"),
-        ("HewlettPackard/shs-libcxi", "ebd57a9cad38d314e3ac69521f15ddefa4d9adb2"),
+        ("aws/aws-ofi-nccl", "2475c4c736907e68ebeadb3848f31231ee4a44d0"),  # v1.21.1
+        # LUMI's Slingshot user space since its January 2026 maintenance (LAIF's variables)
+        ("ofiwg/libfabric", "78d6e031bd644b3dd5215a4b138a4bf193c15dfe"),
+        ("HewlettPackard/shs-libcxi", "30fa2ddd65a234158b9331e39d6786bf0c337dc0"),
+        ("HewlettPackard/shs-cxi-driver", "27f7be52e4b1ee6e8ce0c5674352a60869c02105"),
     ):
         assert f"fetch -q --depth 1 https://github.com/{repo}.git {commit}" in post
         assert f'rev-parse HEAD)" = {commit} ||' in post
