@@ -3,14 +3,23 @@ cannot start (srun without the right --mpi plugin) may abort the whole process, 
 take the smoke run with it.
 
     python -m smoke.mpicheck EXPECTED_SIZE      # prints 'size sum'
+
+Where the environment sets MPICH control variables (MPIR_CVAR_*, as the LUMI images set MPICH's
+GPU support), a second line says how the MPI library holds them, read back through MPI_T
+(smoke.mpicvars): 'settings NAME=VALUE ...', then 'wrong ...' for any it did not take. The
+verdict carries them, so the report shows the settings in force on the job's nodes.
 """
 
+import os
 import sys
 
-from . import commands
+from . import commands, mpicvars
 from .verdict import Verdict
 
 MPI_LAUNCHERS = ("openmpi", "pmix", "pmi")
+# the child's lines after 'size sum', where the environment sets MPICH control variables
+IN_FORCE, WRONG = "settings ", "wrong settings: "
+SETTINGS = (IN_FORCE, WRONG)
 
 
 def check(session, slurm_mpi, timeout):
@@ -25,7 +34,8 @@ def check(session, slurm_mpi, timeout):
     if result.timed_out:
         return Verdict.failed(f"MPI all-reduce {result.late}")
     expected = session.world * (session.world + 1) // 2
-    fields = result.stdout.split()
+    lines = result.stdout.splitlines()
+    fields = lines[0].split() if lines else []
     if result.returncode != 0 or len(fields) != 2:
         last = (result.stderr.strip().splitlines() or ["no output"])[-1]
         hint = f" (under srun use --mpi={slurm_mpi})" if source == "slurm" else ""
@@ -35,7 +45,22 @@ def check(session, slurm_mpi, timeout):
         return Verdict.failed(
             f"MPI sees {size} ranks where the launcher started {session.world}: each rank started MPI on its own"
         )
-    return Verdict.judged(total == expected, f"MPI all-reduce over {size} ranks gave {total}, expected {expected}")
+    said = f"MPI all-reduce over {size} ranks gave {total}, expected {expected}"
+    settings = [line.strip() for line in lines[1:] if line.startswith(SETTINGS)]
+    wrong = [line.removeprefix(WRONG) for line in settings if line.startswith(WRONG)]
+    if total == expected and wrong:
+        return Verdict.failed(f"{said}, but MPI did not take the environment's settings: {wrong[0]}")
+    in_force = [line.removeprefix(IN_FORCE) for line in settings if line.startswith(IN_FORCE)]
+    return Verdict.judged(total == expected, said + (f"; MPI holds {in_force[0]}" if in_force else ""))
+
+
+def asked_settings(environ) -> dict:
+    """The MPICH control variables the environment sets to an integer."""
+    return {
+        name: int(value)
+        for name, value in sorted(environ.items())
+        if name.startswith("MPIR_CVAR_") and value.strip().lstrip("-").isdigit()
+    }
 
 
 def main():
@@ -44,6 +69,15 @@ def main():
     comm = MPI.COMM_WORLD
     total = comm.allreduce(comm.Get_rank() + 1)
     print(comm.Get_size(), total)
+    asked = asked_settings(os.environ)
+    if asked:  # on every rank: each node's MPI reads its own environment
+        import ctypes
+
+        found = mpicvars.read(ctypes.CDLL(MPI.__file__), asked)
+        print(IN_FORCE + " ".join(f"{name}={'absent' if found[name] is None else found[name]}" for name in asked))
+        wrong = mpicvars.differences(asked, found)
+        if wrong:
+            print(WRONG + "; ".join(wrong))
 
 
 if __name__ == "__main__":

@@ -37,3 +37,20 @@ def libmpi() -> Path:
         os.replace(partial / f"mpich-{VERSION}.data" / "data", prefix)
         shutil.rmtree(partial, ignore_errors=True)
     return prefix / "lib" / "libmpi.so.12"
+
+
+def python_with_mpi4py(mpi4py_version: str) -> Path:
+    """A Python whose mpi4py (the images' release) loads this MPICH: a venv in the cache with
+    PyPI's mpi4py and mpich wheels, made once."""
+    venv = cache_dir() / "test-tools" / f"mpi4py-{mpi4py_version}-mpich-{VERSION}"
+    python = venv / "bin" / "python"
+    if not (venv / ".ready").is_file():
+        shutil.rmtree(venv, ignore_errors=True)
+        runner.run([sys.executable, "-m", "venv", str(venv)], timeout=300)
+        runner.run(
+            [str(python), "-m", "pip", "install", "-q", "--only-binary=:all:"]
+            + [f"mpi4py=={mpi4py_version}", f"mpich=={VERSION}"],
+            timeout=900,
+        )
+        (venv / ".ready").touch()
+    return python

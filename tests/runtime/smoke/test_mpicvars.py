@@ -11,6 +11,9 @@ import pytest
 from conftest import ROOT
 from helpers import deffile, mpich_wheel
 
+sys.path.insert(0, str(ROOT / "runtime"))
+from smoke import commands, mpicheck  # noqa: E402
+
 GPU_SETTINGS = ("MPIR_CVAR_ENABLE_GPU", "MPIR_CVAR_CH4_OFI_ENABLE_HMEM", "MPIR_CVAR_CH4_OFI_ENABLE_MR_HMEM")
 
 
@@ -79,3 +82,69 @@ def test_the_rendered_image_sets_what_its_test_reads_back(libmpi, target):
 def test_images_without_a_gpu_aware_mpich_set_nothing(target):
     text = (ROOT / "containers" / f"{target}.def").read_text()
     assert "MPIR_CVAR_" not in text and "smoke.mpicvars" not in text
+
+
+# --- the smoke suite's mpi check: the settings on the job's nodes -------------------------------
+
+
+class FakeLaunch:
+    source = "openmpi"
+
+
+class FakeSession:
+    launch, world = FakeLaunch(), 1
+
+
+def judged(monkeypatch, stdout, returncode=0):
+    monkeypatch.setattr(commands, "run", lambda argv, timeout: commands.Finished(returncode, stdout, "", timeout))
+    return mpicheck.check(FakeSession(), "pmix", 60)
+
+
+def test_the_mpi_check_reports_the_settings_mpi_holds(monkeypatch):
+    verdict = judged(monkeypatch, "1 1\nsettings MPIR_CVAR_ENABLE_GPU=1\n")
+    assert (verdict.verdict, verdict.why) == (
+        "pass",
+        "MPI all-reduce over 1 ranks gave 1, expected 1; MPI holds MPIR_CVAR_ENABLE_GPU=1",
+    )
+
+
+def test_the_mpi_check_fails_on_a_setting_mpi_did_not_take(monkeypatch):
+    wrong = "MPIR_CVAR_ENABLE_GPUS is not a control variable of this MPI"
+    out = f"1 1\nsettings MPIR_CVAR_ENABLE_GPUS=absent\nwrong settings: {wrong}\n"
+    verdict = judged(monkeypatch, out)
+    assert verdict.verdict == "fail"
+    assert verdict.why.endswith(
+        "but MPI did not take the environment's settings: MPIR_CVAR_ENABLE_GPUS is not a control variable of this MPI"
+    )
+
+
+def test_without_settings_the_mpi_check_says_what_it_said_before(monkeypatch):
+    verdict = judged(monkeypatch, "1 1\n")
+    assert (verdict.verdict, verdict.why) == ("pass", "MPI all-reduce over 1 ranks gave 1, expected 1")
+
+
+@pytest.fixture(scope="module")
+def mpich_python():
+    import yaml
+
+    pins = yaml.safe_load((ROOT / "recipes" / "versions.yaml").read_text())["python_packages"]
+    return mpich_wheel.python_with_mpi4py(pins["mpi4py"])
+
+
+def test_mpi4py_on_mpich_prints_the_settings_each_rank_holds(mpich_python):
+    """The check's child process, run as the smoke suite runs it, with the images' mpi4py on MPICH 5.0.1."""
+    env = {"MPIR_CVAR_ENABLE_GPU": "0", "MPIR_CVAR_CH4_OFI_ENABLE_HMEM": "1", "MPIR_CVAR_NOT_ONE": "1"}
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("MPIR_CVAR_")}
+    result = subprocess.run(
+        [str(mpich_python), "-m", "smoke.mpicheck", "1"],
+        env={**clean, **env, "PYTHONPATH": str(ROOT / "runtime")},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        "1 1",
+        "settings MPIR_CVAR_CH4_OFI_ENABLE_HMEM=1 MPIR_CVAR_ENABLE_GPU=0 MPIR_CVAR_NOT_ONE=absent",
+        "wrong settings: MPIR_CVAR_NOT_ONE is not a control variable of this MPI",
+    ]
