@@ -7,7 +7,7 @@ Every command needs the packages in NEEDED; hatchling only where the runtime whe
 import importlib.util
 import sys
 
-MIN_PYTHON = (3, 10)
+MIN_PYTHON = (3, 11)  # tomllib, datetime.UTC; pyproject.toml and ruff say the same
 # import name: the package to install (pyproject.toml's dependencies)
 NEEDED = {
     "yaml": "pyyaml",
