@@ -56,6 +56,13 @@ class Partition:
     note: str
     max_job_gpus: int = 0  # per job, all nodes together; 0: no limit of its own
     min_job_gpus: int = 0  # per job, all nodes together; 0: no floor
+    min_nodes: int = 1  # per job; 1: no floor (Karolina's qgpu_big takes only jobs above 16 nodes)
+    only_when_named: bool = False  # not for tests, yet never chosen unless named (a preemptible queue)
+
+    @property
+    def automatic(self) -> bool:
+        """Whether a job that names no partition may be given this one."""
+        return not (self.test or self.only_when_named)
 
     @classmethod
     def from_yaml(cls, name: str, spec: Section, gpus_per_node: int):
@@ -70,15 +77,26 @@ class Partition:
             spec.get("note", ""),
             spec.get("max_job_gpus", 0),
             spec.get("min_job_gpus", 0),
+            spec.get("min_nodes", 1),
+            spec.get("only_when_named", False),
         )
-        if partition.max_job_gpus and partition.min_job_gpus > partition.max_job_gpus:
-            # no job could fit: every request would be refused with a reason that hides this
+        partition.check(spec)
+        return partition
+
+    def check(self, spec: Section):
+        """A floor above its ceiling: no job could fit, and every request would be refused with
+        a reason that hides this; one located line instead."""
+        if self.max_job_gpus and self.min_job_gpus > self.max_job_gpus:
             raise spec.error(
                 ("min_job_gpus",),
-                f"min_job_gpus {partition.min_job_gpus} > max_job_gpus {partition.max_job_gpus}; "
+                f"min_job_gpus {self.min_job_gpus} > max_job_gpus {self.max_job_gpus}; "
                 "expected a floor at or below the ceiling",
             )
-        return partition
+        if self.min_nodes > self.max_nodes:
+            raise spec.error(
+                ("min_nodes",),
+                f"min_nodes {self.min_nodes} > max_nodes {self.max_nodes}; expected a floor at or below the ceiling",
+            )
 
 
 @dataclass(frozen=True)

@@ -91,6 +91,8 @@ def _fits(p, partition):
     nodes, site = p.request.nodes, p.site
     if nodes > partition.max_nodes:
         return f"{nodes} nodes > {partition.max_nodes}"
+    if nodes < partition.min_nodes:
+        return f"{nodes} nodes < {partition.min_nodes}"
     if seconds(p.request.time) > seconds(partition.max_time, "max_time"):
         return f"--time {shown(p.request.time)} > {shown(partition.max_time)}"
     if site.gpu.per_node and p.gpus > partition.max_gpus:
@@ -105,42 +107,58 @@ def _fits(p, partition):
     return None
 
 
+def _first_fit(p):
+    """(the first of the site's partitions given without being named that fits the job, or
+    None; why each one before it did not)."""
+    refused = []
+    for part in p.site.slurm.partitions:
+        if not part.automatic:
+            continue
+        why_not = _fits(p, part)
+        if why_not is None:
+            return part, refused
+        refused.append(f"{part.name}: {why_not}")
+    return None, refused
+
+
+def _named_partition(p, partitions):
+    """The partition the user named, when it takes this job; else one line, which names a
+    partition that would take it where one does."""
+    site, asked = p.site, p.request.partition
+    chosen = partitions.get(asked)
+    if chosen is None:
+        known = ", ".join(partitions) or "none (the cluster's default is used)"
+        raise command_line_error(f"--partition {asked}: not a partition of {site.name}; expected one of: {known}")
+    why_not = _fits(p, chosen)
+    if why_not:
+        other, _ = _first_fit(p)
+        instead = f"; {other.name} takes it" if other else ""
+        raise command_line_error(f"--partition {chosen.name} does not fit this job ({why_not}){instead}")
+    return chosen
+
+
 def choose_partition(p):
     site, request = p.site, p.request
     seconds(request.time)
     partitions = {part.name: part for part in site.slurm.partitions}
     if request.partition:
-        chosen = partitions.get(request.partition)
-        if chosen is None:
-            known = ", ".join(partitions) or "none (the cluster's default is used)"
-            raise command_line_error(
-                f"--partition {request.partition}: not a partition of {site.name}; expected one of: {known}"
-            )
-        why_not = _fits(p, chosen)
-        if why_not:
-            raise command_line_error(f"--partition {chosen.name} does not fit this job ({why_not})")
-        p.partition = chosen
-        p.why.append(f"partition {chosen.name}: as asked")
+        p.partition = _named_partition(p, partitions)
+        note = f" ({p.partition.note})" if p.partition.note else ""
+        p.why.append(f"partition {p.partition.name}{note}: as asked")
         return
     if not partitions:
         p.why.append("partition: the cluster's default (the site file names none)")
         return
-    refused = []
-    for part in site.slurm.partitions:
-        if part.test:
-            continue
-        why_not = _fits(p, part)
-        if why_not is None:
-            p.partition = part
-            skipped = f"; skipped {', '.join(refused)}" if refused else ""
-            note = f" ({part.note})" if part.note else ""
-            p.why.append(f"partition {part.name}{note}: the first of the site's that fits{skipped}")
-            return
-        refused.append(f"{part.name}: {why_not}")
-    raise command_line_error(
-        f"no partition of {site.name} fits {request.nodes} node(s) x {p.gpus or p.ranks_per_node} "
-        f"{'GPUs' if p.gpus else 'ranks'} for {shown(request.time)} ({'; '.join(refused)})"
-    )
+    part, refused = _first_fit(p)
+    if part is None:
+        raise command_line_error(
+            f"no partition of {site.name} fits {request.nodes} node(s) x {p.gpus or p.ranks_per_node} "
+            f"{'GPUs' if p.gpus else 'ranks'} for {shown(request.time)} ({'; '.join(refused)})"
+        )
+    p.partition = part
+    skipped = f"; skipped {', '.join(refused)}" if refused else ""
+    note = f" ({part.note})" if part.note else ""
+    p.why.append(f"partition {part.name}{note}: the first of the site's that fits{skipped}")
 
 
 def _qos_misfit(p, qos):

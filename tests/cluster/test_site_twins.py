@@ -152,7 +152,13 @@ def test_sbatch_test_only_accepts_every_script_the_generator_writes(twin, tree, 
     variants = [request for _, _, request in shapes(twin.site)]
     gpus = twin.site.gpu.per_node
     variants += [dict(launch="srun", gpus=count) for count in range(1, gpus + 1)]
-    variants += [dict(partition=part.name, time="00:10:00") for part in twin.site.slurm.partitions]
+    # each partition at its fewest nodes; one whose floor is above the twin's two nodes (Karolina's
+    # qgpu_big) is held to its floor instead (test_the_twin_refuses_a_job_below_a_partitions_floor)
+    variants += [
+        dict(partition=part.name, time="00:10:00", nodes=part.min_nodes)
+        for part in twin.site.slurm.partitions
+        if part.min_nodes <= 2
+    ]
     variants += [dict(qos=qos.name, time="00:30:00") for qos in twin.site.slurm.qos]
     account = {"account": twin.site.slurm.account.example} if twin.site.slurm.account else {}
     refused = []
@@ -198,6 +204,37 @@ def test_the_twin_refuses_a_job_beyond_a_partitions_limits_as_the_generator_does
     )
     assert generated.returncode == 2, generated.stderr
     assert generated.stderr.count("\n") == 1 and f"--partition {part.name} does not fit" in generated.stderr
+
+
+@pytest.mark.parametrize("twin", ["karolina"], indirect=True)
+def test_the_twin_refuses_a_job_below_a_partitions_floor_as_the_generator_does(twin, tmp_path):
+    """Karolina's qgpu_big takes only jobs above 16 nodes (slurm.partitions.*.min_nodes): asked
+    by hand for fewer, the twin's Slurm says no (MinNodes, EnforcePartLimits=ALL); the generator
+    says so first, and names the partition that takes the job."""
+    part = next(part for part in twin.site.slurm.partitions if part.min_nodes > 1)
+    script = tmp_path / "by-hand.sh"
+    script.write_text("#!/bin/bash\nhostname\n")
+    tried = twin.sbatch(tmp_path, "--test-only", f"--partition={part.name}", "--nodes=2", str(script))
+    assert tried.returncode != 0 and "node count" in tried.stderr.lower(), tried.stderr
+    generated = run_builder(
+        "jobscript",
+        twin.target,
+        "--site",
+        twin.site.name,
+        "--account",
+        twin.site.slurm.account.example,
+        "--partition",
+        part.name,
+        "--nodes",
+        "2",
+        "--",
+        "train.py",
+    )
+    assert generated.returncode == 2, generated.stderr
+    assert generated.stderr.count("\n") == 1, generated.stderr
+    assert f"--partition {part.name} does not fit this job (2 nodes < {part.min_nodes}); qgpu takes it" in (
+        generated.stderr
+    )
 
 
 def twin_runs():

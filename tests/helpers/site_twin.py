@@ -86,15 +86,15 @@ class Twin:
         return " ".join(words)
 
     def partition_lines(self) -> list:
-        """The site's partitions, the first one not for tests the default; none for a site
-        file that names none (the cluster's one default partition then)."""
+        """The site's partitions, the first one a job may get without naming it the default;
+        none for a site file that names none (the cluster's one default partition then)."""
         parts = self.site.slurm.partitions
         if not parts:
             return []
-        default = next((p.name for p in parts if not p.test), parts[0].name)
+        default = next((p.name for p in parts if p.automatic), parts[0].name)
         return [
             f"PartitionName={p.name} Nodes=ALL Default={'YES' if p.name == default else 'NO'} "
-            f"MaxTime={p.max_time} MaxNodes={p.max_nodes} State=UP OverSubscribe=YES"
+            f"MaxTime={p.max_time} MinNodes={p.min_nodes} MaxNodes={p.max_nodes} State=UP OverSubscribe=YES"
             for p in parts
         ]
 

@@ -9,6 +9,7 @@ from dataclasses import fields, is_dataclass
 import pytest
 import yaml
 from conftest import ROOT
+from helpers.cli_here import run_here
 
 from builder.errors import RecipeError
 from builder.recipes.site_model import Site
@@ -149,3 +150,34 @@ def test_a_per_job_gpu_floor_above_the_ceiling_is_one_located_line(tmp_path):
         f"{where}: slurm.partitions.gpumedium.min_job_gpus: min_job_gpus 8 > max_job_gpus 4; "
         "expected a floor at or below the ceiling"
     )
+
+
+def test_karolinas_gpu_queues_carry_a_node_floor_and_those_only_for_when_named(tree):
+    """IT4I's resources-allocation-policy: qgpu_big takes jobs above 16 nodes; qgpu_free (a spent
+    project's, whole nodes, 18 h) and qgpu_preempt (killed and requeued) only when named."""
+    karolina = tree.sites["karolina"]
+    limits = {
+        p.name: (p.min_nodes, p.max_nodes, p.max_time, p.whole_nodes, p.test, p.only_when_named, p.automatic)
+        for p in karolina.slurm.partitions
+    }
+    assert limits == {
+        "qgpu_exp": (1, 8, "01:00:00", False, True, False, False),
+        "qgpu": (1, 16, "2-00:00:00", False, False, False, True),
+        "qgpu_big": (17, 72, "2-00:00:00", False, False, False, True),
+        "qgpu_free": (1, 72, "18:00:00", True, False, True, False),
+        "qgpu_preempt": (1, 72, "2-00:00:00", False, False, True, False),
+    }
+    assert (karolina.gpu.per_node, karolina.cpu.cores_per_gpu) == (8, 16)
+    others = [p for name, site in tree.sites.items() if name != "karolina" for p in site.slurm.partitions]
+    assert others and all((p.min_nodes, p.only_when_named) == (1, False) for p in others)  # not said: none
+
+
+def test_a_node_floor_above_the_ceiling_is_one_located_line(tmp_path):
+    where, error = site_error(tmp_path, "karolina", "min_nodes: 17", "min_nodes: 80")
+    assert error == (
+        f"{where}: slurm.partitions.qgpu_big.min_nodes: min_nodes 80 > max_nodes 72; "
+        "expected a floor at or below the ceiling"
+    )
+    result = run_here("jobscript", "--recipes", tmp_path / "recipes", "a100-cuda", "--site", "karolina", "--", "x.py")
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert "min_nodes 80 > max_nodes 72" in result.stderr and "Traceback" not in result.stderr

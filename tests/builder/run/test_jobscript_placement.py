@@ -64,6 +64,42 @@ def test_the_mem_line_follows_the_sites_rule(tree):
         (["h100-cuda", "--site", "jean-zay"], "target h100-cuda is built for sm_90; site jean-zay has sm_80"),
         (["v100-cuda", "--site", "nowhere"], "unknown site 'nowhere'"),
         (["lumi-rocm", "--time", "soon"], "--time 'soon': expected a Slurm time"),
+        # Karolina: qgpu up to 16 nodes, qgpu_big above (min_nodes: 17), 72 nodes in all
+        (
+            ["a100-cuda", "--site", "karolina", "--account", "OPEN-00-00", "--nodes", "20", "--partition", "qgpu"],
+            "--partition qgpu does not fit this job (20 nodes > 16); qgpu_big takes it",
+        ),
+        (
+            ["a100-cuda", "--site", "karolina", "--account", "OPEN-00-00", "--nodes", "2", "--partition", "qgpu_big"],
+            "--partition qgpu_big does not fit this job (2 nodes < 17); qgpu takes it",
+        ),
+        (
+            ["a100-cuda", "--site", "karolina", "--account", "OPEN-00-00", "--nodes", "80"],
+            "no partition of karolina fits 80 node(s) x 8 GPUs for 01:00:00 (qgpu: 80 nodes > 16; "
+            "qgpu_big: 80 nodes > 72)",
+        ),
+        (
+            ["a100-cuda", "--site", "karolina", "--account", "OPEN-00-00", "--nodes", "80", "--partition", "qgpu_big"],
+            "--partition qgpu_big does not fit this job (80 nodes > 72)\n",  # and no other takes it
+        ),
+        (
+            [
+                "a100-cuda",
+                "--site",
+                "karolina",
+                "--account",
+                "OPEN-00-00",
+                "--partition",
+                "qgpu_free",
+                "--time",
+                "20:00:00",
+            ],
+            "--partition qgpu_free does not fit this job (--time 20:00:00 > 18:00:00); qgpu takes it",
+        ),
+        (
+            ["a100-cuda", "--site", "karolina", "--account", "OPEN-00-00", "--partition", "qgpu_free", "--gpus", "4"],
+            "--partition qgpu_free does not fit this job (whole nodes only); qgpu takes it",
+        ),
         (
             ["a100-cuda", "--site", "jean-zay", "--nodes", "3", "--time", "30:00:00"],
             "no QoS of jean-zay fits 24 GPUs for 30:00:00 (qos_gpu_a100-t3: --time 30:00:00 > 20:00:00; "
@@ -168,3 +204,46 @@ def test_a_site_that_does_not_require_an_account_names_its_form_in_a_comment(pro
     result = run_here("jobscript", "h100-cuda", "--", "train.py", cwd=project)
     assert result.returncode == 0, result.stderr
     assert '# Your project: add a line "#SBATCH --account=..." (on jean-zay-h100: abc@h100).' in result.stdout
+
+
+@pytest.mark.parametrize(
+    "nodes, partition, skipped",
+    [(1, "qgpu", ""), (2, "qgpu", ""), (16, "qgpu", ""), (17, "qgpu_big", "; skipped qgpu: 17 nodes > 16")],
+)
+def test_karolina_gives_a_job_of_up_to_16_nodes_qgpu_and_a_larger_one_qgpu_big(tree, nodes, partition, skipped):
+    """IT4I's qgpu_big is "intended for big jobs (>16 nodes)": its floor (min_nodes: 17) keeps
+    smaller jobs on qgpu; the test, free and preemptible queues are never chosen unasked."""
+    plan, text = make(tree, "a100-cuda", site="karolina", nodes=nodes)
+    assert sbatch_lines(text)["partition"] == partition and sbatch_lines(text)["nodes"] == str(nodes)
+    assert any(why.startswith(f"partition {partition} (") and why.endswith(f"that fits{skipped}") for why in plan.why)
+
+
+def karolina_with_qgpu_preempt_first(tmp_path, only_when_named=True) -> RecipeTree:
+    """A copy of the recipes whose Karolina lists qgpu_preempt first, where it would fit any job."""
+    recipes = shutil.copytree(ROOT / "recipes", tmp_path / "recipes")
+    path = recipes / "sites" / "karolina.yaml"
+    text = path.read_text()
+    block = text[text.index("    qgpu_preempt:\n") : text.index("network:")]
+    moved = block if only_when_named else block.replace("      only_when_named: true\n", "")
+    path.write_text(text.replace(block, "").replace("  partitions:\n", "  partitions:\n" + moved))
+    return RecipeTree(recipes)
+
+
+def test_a_partition_only_when_named_is_never_chosen_unasked_even_first_and_fitting(tmp_path):
+    tree = karolina_with_qgpu_preempt_first(tmp_path)
+    assert tree.sites["karolina"].slurm.partitions[0].name == "qgpu_preempt"
+    plan, text = make(tree, "a100-cuda", site="karolina", nodes=2)
+    assert sbatch_lines(text)["partition"] == "qgpu" and not any("qgpu_preempt" in why for why in plan.why)
+    plan, text = make(tree, "a100-cuda", site="karolina", nodes=2, partition="qgpu_preempt")
+    assert sbatch_lines(text)["partition"] == "qgpu_preempt"
+    assert "partition qgpu_preempt (lowest priority: killed when others need the nodes and queued again, " in (
+        " ".join(plan.why)
+    )
+    # the flag, not the order, keeps it out: without it the first partition that fits is taken
+    plan, text = make(
+        karolina_with_qgpu_preempt_first(tmp_path / "plain", only_when_named=False),
+        "a100-cuda",
+        site="karolina",
+        nodes=2,
+    )
+    assert sbatch_lines(text)["partition"] == "qgpu_preempt"
