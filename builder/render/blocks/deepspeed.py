@@ -152,7 +152,10 @@ def parts(target):
     env = [*apt, ("DS_ACCELERATOR", ds.accelerator), ("DS_BUILD_OPS", "1"), *ds.switches]
     stand_in = cpu_stand_in(target.arch)
     # with a lock: the sdist is checked against its sha256, its dependencies come from the lock
-    request = Request("deepspeed", (f"deepspeed=={ds.version}",), ("--no-binary=deepspeed",))
+    # DeepSpeed's setup.py adds nvidia-ml-py to its wheel's requirements when it builds against
+    # a CUDA torch (not ROCm's, not CPU): the lock resolves the sdist without torch, so ask for it
+    cuda_only = ("nvidia-ml-py",) if target.torch.flavour == "cuda" else ()
+    request = Request("deepspeed", (f"deepspeed=={ds.version}", *cuda_only), ("--no-binary=deepspeed",))
     from_lock = locked(target, request)
     sdist = locked_pin(target, request, "deepspeed") if from_lock else None
     compile_ops = compile_commands(ds.version, stand_in, ds.compiled_later, sdist) + ["unset PYTHONPATH"] * bool(

@@ -48,3 +48,18 @@ def test_a_rocm_image_compiles_for_its_sites_arch_and_wavefront_and_tests_the_re
         "python -m smoke.netcheck wavefront --record /opt/venv/share/hpc-ml-runtime/rocm-build.json "
         "--arch gfx90a --expected 64"
     )
+
+
+def test_a_cuda_images_deepspeed_step_asks_for_what_its_cuda_built_wheel_requires(tree):
+    """DeepSpeed's setup.py adds nvidia-ml-py to the wheel's requirements when it builds against
+    a CUDA torch; the lock, resolved from the sdist without torch, missed it, and the first
+    locked a100-cuda build stopped at `pip check` (2026-11-28). CPU and ROCm wheels do not ask."""
+    from conftest import ROOT
+
+    for name in ("a100-cuda", "h100-cuda", "gh200-cuda", "v100-cuda", "csc-cuda"):
+        lock = (ROOT / "recipes" / "locks" / name / "python.txt").read_text()
+        assert "# step deepspeed: deepspeed==0.19.8 nvidia-ml-py --no-binary=deepspeed" in lock, name
+        assert "\nnvidia-ml-py==" in lock.split("# step deepspeed")[1].split("# step frameworks")[0], name
+        assert "\nnvidia-ml-py==" in (ROOT / "containers" / f"{name}.def").read_text(), name
+    assert "nvidia-ml-py" not in (ROOT / "recipes" / "locks" / "cpu" / "python.txt").read_text()
+    assert "nvidia-ml-py" not in (ROOT / "containers" / "lumi-rocm.def").read_text()
