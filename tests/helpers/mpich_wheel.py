@@ -3,11 +3,11 @@
 is the one lumi-rocm builds from source (versions.yaml sources.mpich), so the control variables
 the image sets are the ones this library knows."""
 
-import os
 import shutil
 import sys
-import zipfile
 from pathlib import Path
+
+from helpers import pypi_wheel
 
 from builder import runner
 from builder.host.cache import cache_dir
@@ -17,26 +17,7 @@ VERSION = "5.0.1"
 
 def libmpi() -> Path:
     """This MPICH's libmpi.so.12, downloaded and unpacked when the cache lacks it."""
-    prefix = cache_dir() / "test-tools" / f"mpich-{VERSION}"
-    if not (prefix / "lib" / "libmpi.so.12").is_file():
-        wheels = cache_dir() / "wheels"
-        wheels.mkdir(parents=True, exist_ok=True)
-        found = sorted(wheels.glob(f"mpich-{VERSION}-*.whl"))
-        if not found:
-            runner.run(
-                [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:"]
-                + ["--dest", str(wheels), f"mpich=={VERSION}"],
-                timeout=600,
-            )
-            found = sorted(wheels.glob(f"mpich-{VERSION}-*.whl"))
-        partial = prefix.with_name(prefix.name + ".partial")
-        shutil.rmtree(partial, ignore_errors=True)
-        with zipfile.ZipFile(found[-1]) as wheel:
-            wheel.extractall(partial)
-        shutil.rmtree(prefix, ignore_errors=True)
-        os.replace(partial / f"mpich-{VERSION}.data" / "data", prefix)
-        shutil.rmtree(partial, ignore_errors=True)
-    return prefix / "lib" / "libmpi.so.12"
+    return pypi_wheel.data_folder("mpich", VERSION, "lib/libmpi.so.12") / "lib" / "libmpi.so.12"
 
 
 def python_with_mpi4py(mpi4py_version: str) -> Path:
