@@ -143,6 +143,12 @@ def _ops_packages(target, stage) -> list:
     return list(os.install(packages, os.stage_lock(target, stage))) if packages else []
 
 
+def _request(target) -> Request:
+    """The deepspeed step; a CUDA-built wheel requires nvidia-ml-py, which a lock made without torch misses."""
+    cuda_only = ("nvidia-ml-py",) if target.torch.flavour == "cuda" else ()
+    return Request("deepspeed", (f"deepspeed=={target.deepspeed.version}", *cuda_only), ("--no-binary=deepspeed",))
+
+
 def parts(target):
     """DeepSpeed's wheel with every promised op compiled in; its own test is the master-address
     fix (the smoke block's %test proves the ops: `python -m smoke deepspeed`)."""
@@ -152,10 +158,7 @@ def parts(target):
     env = [*apt, ("DS_ACCELERATOR", ds.accelerator), ("DS_BUILD_OPS", "1"), *ds.switches]
     stand_in = cpu_stand_in(target.arch)
     # with a lock: the sdist is checked against its sha256, its dependencies come from the lock
-    # DeepSpeed's setup.py adds nvidia-ml-py to its wheel's requirements when it builds against
-    # a CUDA torch (not ROCm's, not CPU): the lock resolves the sdist without torch, so ask for it
-    cuda_only = ("nvidia-ml-py",) if target.torch.flavour == "cuda" else ()
-    request = Request("deepspeed", (f"deepspeed=={ds.version}", *cuda_only), ("--no-binary=deepspeed",))
+    request = _request(target)
     from_lock = locked(target, request)
     sdist = locked_pin(target, request, "deepspeed") if from_lock else None
     compile_ops = compile_commands(ds.version, stand_in, ds.compiled_later, sdist) + ["unset PYTHONPATH"] * bool(
