@@ -54,27 +54,16 @@ def check(session, slurm_mpi, timeout):
     return Verdict.judged(total == expected, said + (f"; MPI holds {in_force[0]}" if in_force else ""))
 
 
-def asked_settings(environ) -> dict:
-    """The MPICH control variables the environment sets to an integer."""
-    return {
-        name: int(value)
-        for name, value in sorted(environ.items())
-        if name.startswith("MPIR_CVAR_") and value.strip().lstrip("-").isdigit()
-    }
-
-
 def main():
     from mpi4py import MPI
 
     comm = MPI.COMM_WORLD
     total = comm.allreduce(comm.Get_rank() + 1)
     print(comm.Get_size(), total)
-    asked = asked_settings(os.environ)
+    asked = mpicvars.asked_by(os.environ)
     if asked:  # on every rank: each node's MPI reads its own environment
-        import ctypes
-
-        found = mpicvars.read(ctypes.CDLL(MPI.__file__), asked)
-        print(IN_FORCE + " ".join(f"{name}={'absent' if found[name] is None else found[name]}" for name in asked))
+        found = mpicvars.read(mpicvars.library_of(MPI), asked)
+        print(IN_FORCE + " ".join(mpicvars.shown(found)))
         wrong = mpicvars.differences(asked, found)
         if wrong:
             print(WRONG + "; ".join(wrong))

@@ -59,15 +59,34 @@ def _read_one(library, name):
         library.MPI_T_cvar_handle_free(ctypes.byref(handle))
 
 
+def library_of(mpi_module):
+    """The libmpi an mpi4py MPI module was linked against (looked up through its handle)."""
+    return ctypes.CDLL(mpi_module.__file__, mode=ctypes.RTLD_GLOBAL)
+
+
 def mpi4py_library():
-    """The libmpi mpi4py's MPI module was linked against (looked up through its handle)."""
+    """The libmpi mpi4py loads, without starting MPI."""
     import mpi4py
 
     mpi4py.rc.initialize = False
     mpi4py.rc.finalize = False
     from mpi4py import MPI
 
-    return ctypes.CDLL(MPI.__file__, mode=ctypes.RTLD_GLOBAL)
+    return library_of(MPI)
+
+
+def asked_by(environ) -> dict:
+    """The control variables an environment sets to an integer (MPIR_CVAR_*, MPICH's)."""
+    return {
+        name: int(value)
+        for name, value in sorted(environ.items())
+        if name.startswith("MPIR_CVAR_") and _is_integer(value.strip())
+    }
+
+
+def shown(found: dict) -> list:
+    """NAME=VALUE for each variable read, NAME=absent for one the library lacks."""
+    return [f"{name}={'absent' if value is None else value}" for name, value in found.items()]
 
 
 def differences(expected: dict, found: dict) -> list:
@@ -80,9 +99,13 @@ def differences(expected: dict, found: dict) -> list:
     return wrong
 
 
+def _is_integer(text) -> bool:
+    return text.lstrip("-").isdigit()
+
+
 def _pair(text):
     name, sep, value = text.partition("=")
-    if not sep or not name or not value.lstrip("-").isdigit():
+    if not sep or not name or not _is_integer(value):
         raise argparse.ArgumentTypeError(f"{text!r}: expected NAME=INTEGER, such as MPIR_CVAR_ENABLE_GPU=1")
     return name, int(value)
 
@@ -99,8 +122,7 @@ def main(argv=None):
     except ToolInterfaceError as error:
         print(f"mpicvars: the MPI tool interface failed: {error}", file=sys.stderr)
         return 1
-    for name, value in found.items():
-        print(f"{name}={'absent' if value is None else value}")
+    print("\n".join(shown(found)))
     wrong = differences(expected, found)
     if wrong:
         print("mpicvars: " + "; ".join(wrong), file=sys.stderr)
