@@ -143,8 +143,7 @@ def choose_partition(p):
     partitions = {part.name: part for part in site.slurm.partitions}
     if request.partition:
         p.partition = _named_partition(p, partitions)
-        note = f" ({p.partition.note})" if p.partition.note else ""
-        p.why.append(f"partition {p.partition.name}{note}: as asked")
+        p.why.append(f"partition {_noted(p.partition)}: as asked")
         return
     if not partitions:
         p.why.append("partition: the cluster's default (the site file names none)")
@@ -157,8 +156,12 @@ def choose_partition(p):
         )
     p.partition = part
     skipped = f"; skipped {', '.join(refused)}" if refused else ""
-    note = f" ({part.note})" if part.note else ""
-    p.why.append(f"partition {part.name}{note}: the first of the site's that fits{skipped}")
+    p.why.append(f"partition {_noted(part)}: the first of the site's that fits{skipped}")
+
+
+def _noted(part) -> str:
+    """A partition's name for the script's comments, with its note where it has one."""
+    return f"{part.name} ({part.note})" if part.note else part.name
 
 
 def _qos_misfit(p, qos):
