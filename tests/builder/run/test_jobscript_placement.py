@@ -11,6 +11,9 @@ from helpers.job_scripts import make, sbatch_lines
 
 from builder.recipes.tree import RecipeTree
 
+# a Karolina job as its users ask for one: the project is required there
+KAROLINA = ["a100-cuda", "--site", "karolina", "--account", "OPEN-00-00"]
+
 
 @pytest.fixture
 def project(tmp_path):
@@ -66,38 +69,28 @@ def test_the_mem_line_follows_the_sites_rule(tree):
         (["lumi-rocm", "--time", "soon"], "--time 'soon': expected a Slurm time"),
         # Karolina: qgpu up to 16 nodes, qgpu_big above (min_nodes: 17), 72 nodes in all
         (
-            ["a100-cuda", "--site", "karolina", "--account", "OPEN-00-00", "--nodes", "20", "--partition", "qgpu"],
+            [*KAROLINA, "--nodes", "20", "--partition", "qgpu"],
             "--partition qgpu does not fit this job (20 nodes > 16); qgpu_big takes it",
         ),
         (
-            ["a100-cuda", "--site", "karolina", "--account", "OPEN-00-00", "--nodes", "2", "--partition", "qgpu_big"],
+            [*KAROLINA, "--nodes", "2", "--partition", "qgpu_big"],
             "--partition qgpu_big does not fit this job (2 nodes < 17); qgpu takes it",
         ),
         (
-            ["a100-cuda", "--site", "karolina", "--account", "OPEN-00-00", "--nodes", "80"],
+            [*KAROLINA, "--nodes", "80"],
             "no partition of karolina fits 80 node(s) x 8 GPUs for 01:00:00 (qgpu: 80 nodes > 16; "
             "qgpu_big: 80 nodes > 72)",
         ),
         (
-            ["a100-cuda", "--site", "karolina", "--account", "OPEN-00-00", "--nodes", "80", "--partition", "qgpu_big"],
+            [*KAROLINA, "--nodes", "80", "--partition", "qgpu_big"],
             "--partition qgpu_big does not fit this job (80 nodes > 72)\n",  # and no other takes it
         ),
         (
-            [
-                "a100-cuda",
-                "--site",
-                "karolina",
-                "--account",
-                "OPEN-00-00",
-                "--partition",
-                "qgpu_free",
-                "--time",
-                "20:00:00",
-            ],
+            [*KAROLINA, "--partition", "qgpu_free", "--time", "20:00:00"],
             "--partition qgpu_free does not fit this job (--time 20:00:00 > 18:00:00); qgpu takes it",
         ),
         (
-            ["a100-cuda", "--site", "karolina", "--account", "OPEN-00-00", "--partition", "qgpu_free", "--gpus", "4"],
+            [*KAROLINA, "--partition", "qgpu_free", "--gpus", "4"],
             "--partition qgpu_free does not fit this job (whole nodes only); qgpu takes it",
         ),
         (

@@ -2,14 +2,12 @@
 control variables the image's environment sets are read back by MPICH itself, and a name MPICH
 does not know, or a value it did not take, fails in one line."""
 
-import os
 import re
-import subprocess
 import sys
 
 import pytest
 from conftest import ROOT
-from helpers import deffile, mpich_wheel
+from helpers import deffile, mpich_wheel, runtime_module
 
 sys.path.insert(0, str(ROOT / "runtime"))
 from smoke import commands, mpicheck  # noqa: E402
@@ -23,16 +21,7 @@ def libmpi():
 
 
 def mpicvars(*args, env=None):
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("MPIR_CVAR_")}
-    clean.update(env or {})
-    clean["PYTHONPATH"] = str(ROOT / "runtime")
-    return subprocess.run(
-        [sys.executable, "-m", "smoke.mpicvars", *map(str, args)],
-        env=clean,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    return runtime_module.run("smoke.mpicvars", *args, env=env, dropped=("MPIR_CVAR_",))
 
 
 def test_mpich_reads_back_what_the_environment_set(libmpi):
@@ -134,14 +123,7 @@ def mpich_python():
 def test_mpi4py_on_mpich_prints_the_settings_each_rank_holds(mpich_python):
     """The check's child process, run as the smoke suite runs it, with the images' mpi4py on MPICH 5.0.1."""
     env = {"MPIR_CVAR_ENABLE_GPU": "0", "MPIR_CVAR_CH4_OFI_ENABLE_HMEM": "1", "MPIR_CVAR_NOT_ONE": "1"}
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("MPIR_CVAR_")}
-    result = subprocess.run(
-        [str(mpich_python), "-m", "smoke.mpicheck", "1"],
-        env={**clean, **env, "PYTHONPATH": str(ROOT / "runtime")},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    result = runtime_module.run("smoke.mpicheck", 1, env=env, dropped=("MPIR_CVAR_",), python=mpich_python, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == [
         "1 1",

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT
+from helpers import runtime_module
 from helpers.shared_objects import FABRIC_SYMBOLS, gcc
 
 sys.path.insert(0, str(ROOT / "runtime"))
@@ -26,18 +27,8 @@ def script(path: Path, body: str):
 
 
 def netcheck_run(*args, env=None, extra_pythonpath=()):
-    full_env = {
-        k: v for k, v in os.environ.items() if k not in ("NCCL_NET_PLUGIN", "LD_PRELOAD", contract.NETCHECK_SYSFS)
-    }
-    full_env.update(env or {})
-    full_env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "runtime"), *map(str, extra_pythonpath)])
-    return subprocess.run(
-        [sys.executable, "-m", "smoke.netcheck", *map(str, args)],
-        env=full_env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    dropped = ("NCCL_NET_PLUGIN", "LD_PRELOAD", contract.NETCHECK_SYSFS)
+    return runtime_module.run("smoke.netcheck", *args, env=env, dropped=dropped, extra_pythonpath=extra_pythonpath)
 
 
 def assert_ok(done, check):
