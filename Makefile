@@ -8,15 +8,25 @@ PY     := $(VENV)/bin/python
 # repeatable option a list (BIND="/scratch /projappl"). `hpcml COMMAND --help` lists them.
 HPCML  := $(PY) -m builder.cli.make_variables
 
-.PHONY: setup render check lock test unit test-full test-rebuild test-heavy test-gpu gpu-bundle build smoke jobscript publish sign export two-nodes doctor list show clean
+.PHONY: setup setup-test render check lock test unit test-full test-rebuild test-heavy test-gpu gpu-bundle build smoke jobscript publish sign export two-nodes doctor list show clean
 
+# The builder's own Python environment: all that `make build` and the other image commands set
+# up. Apptainer is the host's (or, for root, a toolbox under the cache) and debootstrap the host's
+# or Debian's, fetched into the cache (docs/building.md#building-as-an-ordinary-user).
 $(VENV)/.installed: pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null || { echo \
+		"error: $(PYTHON) is not Python 3.11 or newer; load a newer one (module load python) and pass it: make PYTHON=python3.11" >&2; exit 2; }
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --upgrade pip
 	$(VENV)/bin/pip install --quiet -e '.[test]'
 	touch $@
 
 setup: $(VENV)/.installed
+
+# What the tests run besides the builder: Slurm and munge, Lmod and Tcl modules, Open MPI with
+# PMIx, QEMU, podman and its OCI tools, shellcheck. Debian packages, installed as root with apt;
+# elsewhere the error lists the commands to provide.
+setup-test: setup
 	scripts/ensure-debian-packages shellcheck debootstrap slurmctld:slurm-wlm munged:munge \
 		mpirun:openmpi-bin /usr/share/lmod/lmod/libexec/lmod:lmod tclsh:tcl \
 		/usr/lib/$(shell uname -m)-linux-gnu/libpmix.so:libpmix-dev qemu-aarch64-static:qemu-user-static \
@@ -41,7 +51,7 @@ lock: setup
 # (every publish step killed, every site twin and launch) it runs representative cases;
 # `make test-full` runs the rest. The second pass prints each file's time at the end of its
 # line, so that a run cut short by a time limit still shows where its time went.
-test: setup
+test: setup-test
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(PY) -m builder check
@@ -50,12 +60,12 @@ test: setup
 
 # The rest of the long matrices (marker `full`): the publish steps, site twins, launches and
 # framework examples make test leaves to one representative each (43 tests, 33 min on 2 cores).
-test-full: setup
+test-full: setup-test
 	$(PY) -m pytest -o console_output_style=times -m "full and not heavy"
 
 # Two cold builds of the CPU image, each in a cache of its own, compared file by file (part
 # of test-full; docs/building.md#rebuilds-that-hold-the-same-files).
-test-rebuild: setup
+test-rebuild: setup-test
 	$(PY) -m pytest -o console_output_style=times -s tests/images/test_rebuild.py
 
 # The fast loop: lint, then every test that needs no image, Apptainer or Slurm cluster
@@ -70,7 +80,7 @@ unit: $(VENV)/.installed
 # The heavy checks left out of `make test`: every CUDA image built for real and examined
 # (hours on 2 cores; the layer and DeepSpeed-wheel caches make reruns short).
 # HEAVY=a100-cuda picks targets (pytest -k).
-test-heavy: setup
+test-heavy: setup-test
 	$(PY) -m pytest -m heavy $(if $(HEAVY),-k "$(HEAVY)") tests/images/test_cuda_images.py
 
 # Proves a CUDA target on a GPU host without Apptainer or network (docs/smoke.md): DeepSpeed's ops
@@ -89,7 +99,7 @@ test-gpu:
 # tests at its release (DEEPSPEED_TESTS= a tarball or GITDIR@REF instead of GitHub), the wheels the
 # GPU host's Python (GPU_PYTHON_VERSION, default 3.12) lacks beyond torch, and libaio's packages.
 GPU_PYTHON_VERSION ?= 3.12
-gpu-bundle: setup
+gpu-bundle: setup-test
 	PYTHONPATH=tests $(PY) -m helpers.gpu_bundle "$(TARGET)" --python-version "$(GPU_PYTHON_VERSION)" \
 		$(if $(DEEPSPEED_TESTS),--deepspeed-tests "$(DEEPSPEED_TESTS)")
 
@@ -133,7 +143,7 @@ export: setup
 
 # A Slurm cluster of two nodes on this machine (network namespaces n1 and n2, as the tests
 # use it), up until Enter; root only. Submit the scripts of `make jobscript SITE=local NODES=2`.
-two-nodes: setup
+two-nodes: setup-test
 	PYTHONPATH=tests $(PY) -m helpers.twonode_cluster
 
 doctor: setup

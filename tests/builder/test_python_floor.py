@@ -27,6 +27,9 @@ def test_pyproject_ruff_the_startup_check_and_the_readme_name_one_floor():
     said = f"Python {requires[0]}.{requires[1]} or newer"
     assert said in (ROOT / "README.md").read_text()
     assert said in (ROOT / "docs" / "troubleshooting.md").read_text()
+    # make setup's check, before it makes the venv
+    assert f"sys.version_info < {requires}" in (ROOT / "Makefile").read_text()
+    assert f"is not {said};" in (ROOT / "Makefile").read_text()
 
 
 @pytest.mark.skipif(os.environ.get("CI") != "true", reason="CI's interpreter is the one that must sit on the floor")
