@@ -29,8 +29,8 @@ class RecipeError(BuilderError):
 
 
 class SetupError(BuilderError):
-    """The builder runs under an interpreter that lacks a package it needs: the user's set-up,
-    told in one line like bad input."""
+    """The user's set-up lacks what a command needs (a package of the interpreter, a way to run
+    Apptainer on this host): told in one line like bad input."""
 
     exit_status = 2
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from .. import contract, reproducible, runner, sbom
 from ..errors import ToolError
-from ..host import cache, cross_tools, emulation, hostinfo, sidecar, space
+from ..host import build_route, cache, cross_tools, emulation, hostinfo, sidecar, space
 from ..host.images import find_apptainer, image_lock
 from ..render import runtime_wheel
 from ..render.layer_sharing import plan_layers
@@ -68,6 +68,7 @@ def build(tree, name, *, images: Path, force=None, progress, space_check=True):
     space_check: refuse to start when the layers will not fit (space.check_fits)."""
     forced = {None: (), "top": ("image",), "all": LAYERS}[force]
     target = tree.target(name)
+    build_route.check(target.sites[0])  # no way to run Apptainer here: one line, nothing written
     name = target.name  # an alias builds its target's image
     # devel and base may be another target's (layer_sharing): built, cached and locked as its
     plans = plan_layers(tree, name)

@@ -4,7 +4,7 @@ from pathlib import Path
 
 from .. import runner
 from ..errors import ToolError
-from ..host import cross_tools, emulation, hostinfo, space, toolbox
+from ..host import build_route, cross_tools, emulation, hostinfo, space, toolbox
 from ..host.cache import cache_dir
 from ..host.images import installed_apptainer
 
@@ -18,24 +18,7 @@ def report(tree, images, recipes=""):
         rows += [("recipes", recipes)] if recipes else []
     else:
         rows.append(("recipes", "none here (no recipe tree found): host facts only"))
-    found = installed_apptainer(site)
-    if found:
-        rows.append(("runtime", f"{found}: {_version(found)}"))
-    elif toolbox.is_ready():
-        rows.append(("runtime", f"toolbox {toolbox.home()}: {_version(str(toolbox.command()))}"))
-    else:
-        why = toolbox.can_provision()
-        rows.append(
-            (
-                "runtime",
-                "none on PATH; "
-                + (
-                    f"cannot provision a toolbox: {why}"
-                    if why
-                    else "`build` provisions a toolbox under the cache (about 40 s, 300 MB)"
-                ),
-            )
-        )
+    rows += _runtime_rows(site)
     rows.append(
         (
             "fakeroot",
@@ -69,6 +52,32 @@ def report(tree, images, recipes=""):
     rows.append(("pip wheels", f"{len(wheels)} local wheel(s): {', '.join(wheels)}" if wheels else "none"))
     for label, value in rows:
         print(f"{label:<21} {value}")
+
+
+def _runtime_rows(site) -> list:
+    """The Apptainer a build would use, and the way this host lets it run (host.build_route)."""
+    rows = []
+    found = installed_apptainer(site)
+    if found:
+        rows.append(("runtime", f"{found}: {_version(found)}"))
+    elif toolbox.is_ready():
+        rows.append(("runtime", f"toolbox {toolbox.home()}: {_version(str(toolbox.command()))}"))
+    else:
+        why = toolbox.can_provision()
+        rows.append(
+            (
+                "runtime",
+                "none on PATH; "
+                + (
+                    f"cannot provision a toolbox: {why}"
+                    if why
+                    else "`build` provisions a toolbox under the cache (about 40 s, 300 MB)"
+                ),
+            )
+        )
+    route = build_route.decide(build_route.facts(site))
+    rows.append(("build route", route.detail if route.name else f"none: {route.blocker}"))
+    return rows
 
 
 def _other_archs(tree) -> list:

@@ -11,7 +11,7 @@ from helpers.fake_runner import FakeRunner
 
 from builder import contract, runner
 from builder.errors import ToolError
-from builder.host import cross_tools, emulation, hostinfo
+from builder.host import build_route, cross_tools, emulation, hostinfo
 from builder.host.progress import Progress
 from builder.layerbuild import drift, indexes, layers
 from builder.recipes.tree import RecipeTree
@@ -30,6 +30,7 @@ def fake(monkeypatch, tmp_path):
     monkeypatch.setattr(layers, "find_apptainer", lambda site, progress, images: ("apptainer", "apptainer (fake)"))
     monkeypatch.setattr(hostinfo, "debian_mirror", lambda: MIRROR)
     monkeypatch.setattr(hostinfo, "needs_fakeroot", lambda: False)
+    monkeypatch.setattr(build_route, "check", lambda site=None: None)  # test_build_route.py tests it
     monkeypatch.setattr(indexes, "why_down", lambda url, cafile=None: None)  # asks no index
     # the fake image holds one distribution, not its lock's (tests/builder/sbom tests that check)
     monkeypatch.setattr(lock_check, "differences", lambda sbom, lock: [])

@@ -1,0 +1,142 @@
+"""Which way this host lets `build` run Apptainer, told before a build writes anything
+(issue 51). Sites differ: root on a workstation or CI runner; `--fakeroot` on a login node
+that allows user namespaces (Roihu, Jean Zay's prepost nodes); neither on LUMI, where
+SingularityCE's proot route or cotainr is what is left.
+
+`facts()` reads the host; `decide(facts)` is pure, so each case is tested without the host.
+
+Example: decide(Facts(root=False, runtime="/usr/bin/apptainer", userns=True, subids=True,
+setuid=False, fakeroot_command=False)) -> Route("fakeroot", "user namespace with ...", None)
+"""
+
+import os
+import pwd
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import runner
+from ..errors import SetupError, ToolError
+from . import toolbox
+from .images import installed_apptainer
+
+PROOT_NOTE = (
+    "on LUMI, SingularityCE's unprivileged build with proot (module load systools) or cotainr; "
+    "unverified here: docs/building.md#lumi"
+)
+
+
+@dataclass(frozen=True)
+class Facts:
+    root: bool  # effective uid 0
+    runtime: str | None  # an installed apptainer or singularity; None: none on PATH
+    userns: bool  # this user can make a user namespace (unshare -U -r ran)
+    subids: bool  # /etc/subuid and /etc/subgid give this user a range (a full ID map)
+    setuid: bool  # the runtime's setuid starter is installed (it maps IDs without newuidmap)
+    fakeroot_command: bool  # `fakeroot` on PATH: Apptainer's fallback for a one-ID namespace
+    toolbox_reason: str | None = None  # why no toolbox can be provisioned (None: one can)
+    toolbox_ready: bool = False  # one was provisioned before
+
+
+@dataclass(frozen=True)
+class Route:
+    name: str | None  # "root", "toolbox", "fakeroot"; None: no build can run here
+    detail: str  # how, for doctor's row
+    blocker: str | None = None  # one line: what is missing and what the site must provide
+
+
+def decide(facts: Facts) -> Route:
+    if facts.runtime is None:
+        if facts.toolbox_ready and facts.root:
+            return Route("toolbox", "the toolbox's Apptainer, as root (no Apptainer installed)")
+        if facts.toolbox_reason is None:
+            return Route("toolbox", "no Apptainer installed: `build` provisions a toolbox under the cache (root)")
+        return Route(
+            None,
+            "no Apptainer",
+            "no apptainer or singularity on PATH: load the site's module (module load apptainer) or have "
+            f"Apptainer 1.1+ installed; {facts.toolbox_reason}",
+        )
+    if facts.root:
+        return Route("root", f"{facts.runtime} as root")
+    if facts.subids and (facts.userns or facts.setuid):
+        how = "user namespace" if facts.userns else "setuid starter"
+        return Route("fakeroot", f"{facts.runtime} --fakeroot: {how} with this user's /etc/subuid range")
+    if facts.userns:
+        helper = " and the fakeroot command" if facts.fakeroot_command else " (no fakeroot command: some may fail)"
+        return Route("fakeroot", f"{facts.runtime} --fakeroot: a one-ID user namespace{helper}; no /etc/subuid range")
+    return Route(
+        None,
+        f"{facts.runtime}, no user namespaces",
+        "this host lets you build no image: Apptainer's --fakeroot needs unprivileged user namespaces "
+        "(sysctl user.max_user_namespaces > 0) or a setuid Apptainer with a /etc/subuid range for you; "
+        f"ask the site for either, or build elsewhere and copy the image; {PROOT_NOTE}",
+    )
+
+
+def facts(site=None) -> Facts:
+    runtime = installed_apptainer(site)
+    user = _user_names()
+    return Facts(
+        root=os.geteuid() == 0,
+        runtime=runtime,
+        userns=_can_unshare(),
+        subids=all(_has_range(Path(f"/etc/sub{kind}"), user) for kind in ("uid", "gid")),
+        setuid=_setuid_starter(runtime),
+        fakeroot_command=shutil.which("fakeroot") is not None,
+        toolbox_reason=toolbox.can_provision(),
+        toolbox_ready=toolbox.is_ready(),
+    )
+
+
+def check(site=None) -> Route:
+    """The route, or one line (exit status 2) before anything is written when there is none."""
+    route = decide(facts(site))
+    if route.name is None:
+        raise SetupError(route.blocker)
+    return route
+
+
+def _user_names() -> set:
+    uid = os.getuid()
+    try:
+        return {str(uid), pwd.getpwuid(uid).pw_name}
+    except KeyError:
+        return {str(uid)}
+
+
+def _has_range(path: Path, names: set) -> bool:
+    try:
+        lines = path.read_text().splitlines()
+    except OSError:
+        return False
+    return any(line.split(":")[0] in names and line.count(":") == 2 for line in lines)
+
+
+def _can_unshare() -> bool:
+    """Whether a user namespace can be made here: tried, as kernel settings, AppArmor and
+    seccomp all have a say."""
+    if shutil.which("unshare") is None:
+        return _number("/proc/sys/user/max_user_namespaces") > 0
+    try:
+        return runner.run(["unshare", "--user", "--map-root-user", "true"], check=False, timeout=10).returncode == 0
+    except ToolError:
+        return False
+
+
+def _number(path) -> int:
+    try:
+        return int(Path(path).read_text().strip())
+    except (OSError, ValueError):
+        return 0
+
+
+def _setuid_starter(runtime) -> bool:
+    if runtime is None:
+        return False
+    prefix = Path(runtime).resolve().parent.parent
+    # libexec/ where built from source, lib/<triplet>/ in Debian's package
+    for starter in [*prefix.glob("libexec/*/bin/starter-suid"), *prefix.glob("lib/*/*/bin/starter-suid")]:
+        if starter.stat().st_mode & 0o4000 and starter.stat().st_uid == 0:
+            return True
+    return False
