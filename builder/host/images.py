@@ -4,6 +4,7 @@ report (the report's own name is in the contract) and the image's own labels. A 
 module: it imports none of the commands that use it."""
 
 import fcntl
+import functools
 import os
 import shutil
 from contextlib import contextmanager
@@ -36,6 +37,13 @@ def ready_apptainer(site) -> str:
     raise ToolError(
         f"no apptainer or singularity found; run `{program()} toolbox provision` (root) or install Apptainer"
     )
+
+
+@functools.cache
+def takes_squashfs_args(apptainer) -> bool:
+    """Apptainer 1.1+ and SingularityCE 3.9+ pass --mksquashfs-args on; older ones refuse it."""
+    result = runner.run([apptainer, "build", "--help"], check=False, timeout=60)
+    return "--mksquashfs-args" in result.stdout
 
 
 def find_apptainer(site, progress, log_dir):

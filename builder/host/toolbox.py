@@ -14,7 +14,7 @@ from pathlib import Path
 from .. import runner
 from ..errors import ToolError
 from ..fileio import write_atomic
-from . import hostinfo
+from . import debootstrap_kit, hostinfo
 from .cache import cache_dir
 
 SUITE = "trixie"  # Apptainer needs glibc >= 2.38; bookworm has 2.36
@@ -136,13 +136,11 @@ def _provision_into(staging, progress, log_dir):
     log_dir.mkdir(parents=True, exist_ok=True)
     log = log_dir / "toolbox.log"
     log.write_text("")
-    if shutil.which("debootstrap") is None:
-        progress.step("installing debootstrap on the host")
-        runner.run_logged(["apt-get", "update"], log)
-        runner.run_logged(["apt-get", "install", "-y", "--no-install-recommends", "debootstrap"], log)
+    # the host's debootstrap, or Debian's fetched into the cache: no apt-get on the host
+    debootstrap = debootstrap_kit.host_debootstrap() or str(debootstrap_kit.kit_bin(progress, mirror) / "debootstrap")
     progress.step(f"toolbox: debootstrap {SUITE} (log: {log})")
     runner.run_logged(
-        ["debootstrap", "--variant=minbase", "--include=ca-certificates", SUITE, str(root), mirror],
+        [debootstrap, "--variant=minbase", "--include=ca-certificates", SUITE, str(root), mirror],
         log,
         what="debootstrap",
     )

@@ -7,7 +7,6 @@ image as it was.
 """
 
 import contextlib
-import functools
 import os
 import shutil
 import tempfile
@@ -16,8 +15,8 @@ from pathlib import Path
 
 from .. import contract, reproducible, runner, sbom
 from ..errors import ToolError
-from ..host import build_route, cache, cross_tools, emulation, hostinfo, sidecar, space
-from ..host.images import find_apptainer, image_lock
+from ..host import build_route, cache, cross_tools, debootstrap_kit, emulation, hostinfo, sidecar, space
+from ..host.images import find_apptainer, image_lock, takes_squashfs_args
 from ..render import runtime_wheel
 from ..render.layer_sharing import plan_layers
 from ..render.parts import CROSS_DIR, CROSS_MOUNT, HOST_MOUNT
@@ -54,6 +53,7 @@ class LayerBuild:
     where: object = None  # space.Folders the build writes in; beside the image if None
     emulated: bool = False  # another architecture than the host's: %test's preflight expects QEMU
     cross: Path = None  # x86-64 compilers for the image's arch (host.cross_tools), bound at CROSS_MOUNT
+    path: str = None  # PATH for Apptainer when the builder's own debootstrap goes first on it
 
     @property
     def packed(self) -> bool:
@@ -111,9 +111,8 @@ def build(tree, name, *, images: Path, force=None, progress, space_check=True):
             args.update(store.used_args(plan, host_args))
             log = images / f"{plan.owner}.{layer}.build.log"
             progress.step(f"building the {layer} layer {sif} with {label} (log: {log})")
-            job = LayerBuild(
-                plan, apptainer, sif, keys[layer], args, log, force != "all", where, *_foreign(target, plan, cross)
-            )
+            host_side = _host_side(target, plan, cross, label, progress)  # emulated, cross, path
+            job = LayerBuild(plan, apptainer, sif, keys[layer], args, log, force != "all", where, *host_side)
             build_layer(job, progress)
             store.keep(plan, keys[layer], sif, progress)
         stat = paths["image"].stat()
@@ -129,11 +128,12 @@ def _up_to_date(target, image, key, progress):
     return image
 
 
-def _foreign(target, plan, cross) -> tuple:
-    """(emulated, cross): whether the layer builds under QEMU, and the x86-64 compilers its
-    DeepSpeed step takes when it has one (None: its own)."""
+def _host_side(target, plan, cross, label, progress) -> tuple:
+    """(emulated, cross, path): whether it builds under QEMU, the x86-64 compilers its DeepSpeed
+    step takes (None: its own), Apptainer's PATH with the builder's debootstrap first (or None)."""
     emulated = target.arch != emulation.host_arch()
-    return emulated, cross if emulated and CROSS_MOUNT in plan.text else None
+    path = None if label == "toolbox" else debootstrap_kit.search_path(plan.text, progress)
+    return emulated, cross if emulated and CROSS_MOUNT in plan.text else None, path
 
 
 def _check_inputs(tree, target, plans, planned, indexes_down, progress):
@@ -220,7 +220,7 @@ def build_layer(job: LayerBuild, progress):
 
 def _argv(job, args, host, tmp_sif, definition) -> list:
     argv = [job.apptainer, "build"]
-    if not job.packed and _takes_squashfs_args(job.apptainer):
+    if not job.packed and takes_squashfs_args(job.apptainer):
         argv += ["--mksquashfs-args", UNCOMPRESSED]
     if hostinfo.needs_fakeroot():
         argv.append("--fakeroot")
@@ -242,6 +242,7 @@ def _run_apptainer(job, argv, work, tmp_sif, where, progress):
     env[contract.TOOLBOX_BINDS] = ":".join(map(str, seen))
     if job.emulated:  # Apptainer hands the build's environment to %test
         env[contract.ALLOW_EMULATION] = "1"
+    env.update({"PATH": job.path} if job.path else {})
     job.log.write_text("")
     try:
         runner.run_logged(
@@ -291,10 +292,3 @@ def _progress_lines(progress):
             progress.step(text.replace("INFO:    ", "").rstrip("."))
 
     return on_line
-
-
-@functools.cache
-def _takes_squashfs_args(apptainer) -> bool:
-    """Apptainer 1.1+ and SingularityCE 3.9+ pass --mksquashfs-args on; older ones refuse it."""
-    result = runner.run([apptainer, "build", "--help"], check=False, timeout=60)
-    return "--mksquashfs-args" in result.stdout

@@ -11,7 +11,7 @@ from helpers.fake_runner import FakeRunner
 
 from builder import contract, runner
 from builder.errors import ToolError
-from builder.host import build_route, cross_tools, emulation, hostinfo
+from builder.host import build_route, cross_tools, debootstrap_kit, emulation, hostinfo
 from builder.host.progress import Progress
 from builder.layerbuild import drift, indexes, layers
 from builder.recipes.tree import RecipeTree
@@ -30,6 +30,7 @@ def fake(monkeypatch, tmp_path):
     monkeypatch.setattr(layers, "find_apptainer", lambda site, progress, images: ("apptainer", "apptainer (fake)"))
     monkeypatch.setattr(hostinfo, "debian_mirror", lambda: MIRROR)
     monkeypatch.setattr(hostinfo, "needs_fakeroot", lambda: False)
+    monkeypatch.setattr(debootstrap_kit, "host_debootstrap", lambda env_path=None: "/usr/sbin/debootstrap")
     monkeypatch.setattr(build_route, "check", lambda site=None: None)  # test_build_route.py tests it
     monkeypatch.setattr(indexes, "why_down", lambda url, cafile=None: None)  # asks no index
     # the fake image holds one distribution, not its lock's (tests/builder/sbom tests that check)
@@ -315,3 +316,42 @@ def test_an_x86_64_image_is_refused_on_an_aarch64_host_whose_roots_would_be_aarc
 def test_a_native_build_runs_without_the_emulation_opt_in(fake, tmp_path):
     build("cpu", tmp_path)
     assert all(contract.ALLOW_EMULATION not in b.env for b in fake.builds)
+
+
+def test_a_host_without_debootstrap_gets_the_builders_own_first_on_path_where_a_layer_needs_it(
+    fake, monkeypatch, tmp_path
+):
+    kit = tmp_path / "kit" / "bin"
+    monkeypatch.setattr(debootstrap_kit, "host_debootstrap", lambda env_path=None: None)
+    monkeypatch.setattr(debootstrap_kit, "kit_bin", lambda progress, mirror=None: kit)
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    build("cpu", tmp_path)
+    devel, base, top = fake.builds
+    # devel and base start from debootstrap (base's final stage); the image from the base layer
+    assert devel.env["PATH"] == base.env["PATH"] == f"{kit}:/usr/bin:/bin"
+    assert top.env["PATH"] == "/usr/bin:/bin"
+
+
+def test_the_toolbox_brings_its_own_debootstrap_so_the_kit_is_not_fetched(fake, monkeypatch, tmp_path):
+    monkeypatch.setattr(layers, "find_apptainer", lambda site, progress, images: ("apptainer", "toolbox"))
+    monkeypatch.setattr(debootstrap_kit, "host_debootstrap", lambda env_path=None: None)
+    monkeypatch.setattr(debootstrap_kit, "kit_bin", lambda progress, mirror=None: pytest.fail("fetched the kit"))
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    build("cpu", tmp_path)
+    assert {b.env["PATH"] for b in fake.builds} == {"/usr/bin:/bin"}
+
+
+def test_on_an_aarch64_host_gh200_builds_natively_without_qemu_or_the_x86_64_compilers(fake, monkeypatch, tmp_path):
+    """Roihu's GPU login nodes (issue 51): the same definitions, their debootstrap --arch=arm64
+    native, no emulator registered and no cross compilers made or bound."""
+    monkeypatch.setattr(emulation, "host_arch", lambda: "aarch64")
+    monkeypatch.setattr(emulation, "ensure", lambda arch: pytest.fail("asked for QEMU"))
+    monkeypatch.setattr(emulation, "use_newer", lambda arch, qemu: pytest.fail("registered a QEMU"))
+    build("gh200-cuda", tmp_path)
+    assert not (tmp_path / "cache" / "hpc-ml-containers" / "cross").exists()  # no x86-64 compilers made
+    assert [b.layer for b in fake.builds] == ["devel", "base", "image"]
+    rendered = {p.name: p.read_text() for p in (RECIPES.parent / "containers").glob("gh200-cuda*.def")}
+    for built, name in zip(fake.builds, ("gh200-cuda.devel.def", "gh200-cuda.base.def", "gh200-cuda.def")):
+        assert built.definition == rendered[name]  # the committed files: nothing host-made
+        assert contract.ALLOW_EMULATION not in built.env
+        assert "/mnt/cross" not in " ".join(built.argv)
