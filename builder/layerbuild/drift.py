@@ -9,6 +9,8 @@ recipes/locks/cpu/python.txt (step frameworks), is not served by this build's pi
 (they serve 2026.12.1); ...").
 """
 
+import shutil
+
 from .. import contract
 from ..errors import RecipeError, ToolError
 from ..host import hostinfo, uv
@@ -69,11 +71,13 @@ def _drifted(lock, step, pin, what, target) -> str:
     )
 
 
-def check_debian(tree, plans, planned) -> None:
+def check_debian(tree, plans, planned, progress=None) -> None:
     """The same for the Debian packages of the devel and base layers about to be built: the
     mirror resolves each stage as its lock says (host/debian_resolve.py, a few seconds), or
     one line names what moved. A stage whose recipe asks for other packages than its lock
-    was made for is refused first, as a stale Python lock is."""
+    was made for is refused first, as a stale Python lock is. A host without apt-get (a RHEL
+    login node) cannot resolve: the build's own apt-get, which installs exactly the locked
+    versions, is then the check, minutes later."""
     for layer, stage in (("devel", "build"), ("base", "final")):
         if layer not in planned:
             continue
@@ -87,6 +91,10 @@ def check_debian(tree, plans, planned) -> None:
                 f"{' '.join(lock.asked)}; refresh it with: hpcml lock {owner.name}",
                 file=lock.path,
             )
+        if shutil.which("apt-get") is None:
+            if progress is not None:
+                progress.step(f"no apt-get here: the {layer} layer's own apt-get checks its Debian lock")
+            continue
         served = debian_stages.resolve_stage(tree, owner, stage, hostinfo.debian_mirror()).packages
         moved = _deb_moves(lock.packages, served)
         if moved:

@@ -148,7 +148,7 @@ def _check_inputs(tree, target, plans, planned, indexes_down, progress):
     sources.check([plans[layer] for layer in planned], target.name)  # base images' registries, git sources
     if planned:  # every file the lock names is still served: else one line now, not a hash error later
         drift.check(target, indexes_down)
-        drift.check_debian(tree, plans, planned)
+        drift.check_debian(tree, plans, planned, progress)
     return cross
 
 

@@ -121,3 +121,17 @@ def test_a_stage_that_asks_for_other_packages_than_its_lock_is_stale_before_the_
     with pytest.raises(RecipeError) as caught:
         drift.check_debian(tree, plan_layers(tree, "cpu"), ["base"])
     assert str(caught.value).endswith("refresh it with: hpcml lock cpu") and "the lock is stale" in str(caught.value)
+
+
+def test_without_apt_get_the_mirror_is_not_asked_and_the_build_says_who_checks(cpu_tree, monkeypatch):
+    """A RHEL login node (issue 51): no resolver here; the layer's own apt-get installs exactly
+    the locked versions, so a moved package still stops the build, inside it."""
+    monkeypatch.setattr(drift.shutil, "which", lambda name: None if name == "apt-get" else "/usr/bin/" + name)
+    monkeypatch.setattr(drift.debian_stages, "resolve_stage", lambda *a: pytest.fail("asked the mirror"))
+    said = []
+    progress = type("Progress", (), {"step": lambda self, text: said.append(text)})()
+    drift.check_debian(cpu_tree, plan_layers(cpu_tree, "cpu"), ["devel", "base"], progress)
+    assert said == [
+        "no apt-get here: the devel layer's own apt-get checks its Debian lock",
+        "no apt-get here: the base layer's own apt-get checks its Debian lock",
+    ]

@@ -37,7 +37,7 @@ def fake(monkeypatch, tmp_path):
     monkeypatch.setattr(lock_check, "differences", lambda sbom, lock: [])
     monkeypatch.setattr(lock_check, "deb_differences", lambda sbom, lock: [])
     monkeypatch.setattr(drift, "check", lambda target, down: None)  # asks no source (test_drift.py does)
-    monkeypatch.setattr(drift, "check_debian", lambda tree, plans, planned: None)
+    monkeypatch.setattr(drift, "check_debian", lambda tree, plans, planned, progress=None: None)
     monkeypatch.setattr(
         hostinfo, "pip_settings", lambda: {"cert": None, "index_url": "", "extra_index_urls": [], "find_links": []}
     )
