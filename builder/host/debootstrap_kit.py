@@ -50,7 +50,9 @@ WRAPPER = f"""#!/bin/sh
 here=$(dirname "$(dirname "$(readlink -f "$0")")")
 echo "{MARKER} {VERSION} from the builder's cache (the host has none)" >&2
 DEBOOTSTRAP_DIR="$here/usr/share/debootstrap"
-export DEBOOTSTRAP_DIR
+# a user's PATH often lacks the sbin folders, where chroot lives
+PATH="$PATH:/usr/sbin:/sbin"
+export DEBOOTSTRAP_DIR PATH
 keyring="$here/usr/share/keyrings/debian-archive-keyring.gpg"
 if command -v gpgv >/dev/null 2>&1 || command -v sqv >/dev/null 2>&1; then
     exec "$here/usr/sbin/debootstrap" --keyring="$keyring" "$@"

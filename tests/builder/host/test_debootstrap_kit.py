@@ -14,7 +14,7 @@ from builder.errors import ToolError
 from builder.host import debootstrap_kit, hostinfo
 from builder.host.progress import Progress
 
-FAKE_DEBOOTSTRAP = '#!/bin/sh\necho "dir=$DEBOOTSTRAP_DIR args=$*"\n'
+FAKE_DEBOOTSTRAP = '#!/bin/sh\necho "dir=$DEBOOTSTRAP_DIR args=$*"\necho "path=$PATH"\n'
 
 
 def make_deb(tmp_path, name, files) -> Path:
@@ -75,7 +75,8 @@ def test_the_kit_unpacks_only_what_debootstrap_needs_and_its_command_sets_the_sc
     scripts = home / "usr/share/debootstrap"
     if Path("/usr/bin/gpgv").exists():  # with a signature checker the kit's keyring is passed
         keyring = home / "usr/share/keyrings/debian-archive-keyring.gpg"
-        assert with_gpgv.stdout.strip() == f"dir={scripts.resolve()} args=--keyring={keyring.resolve()} bookworm"
+        first = with_gpgv.stdout.splitlines()[0]
+        assert first == f"dir={scripts.resolve()} args=--keyring={keyring.resolve()} bookworm"
     # no gpgv or sqv: no --keyring (debootstrap would refuse it); it warns, and the image's apt checks
     bare = tmp_path / "bare-bin"
     bare.mkdir()
@@ -84,7 +85,8 @@ def test_the_kit_unpacks_only_what_debootstrap_needs_and_its_command_sets_the_sc
     without = subprocess.run(
         [str(bin_dir / "debootstrap"), "bookworm"], capture_output=True, text=True, env={"PATH": str(bare)}
     )
-    assert without.stdout == f"dir={scripts.resolve()} args=bookworm\n"
+    # a user's PATH without the sbin folders gains them: debootstrap runs chroot from there
+    assert without.stdout == f"dir={scripts.resolve()} args=bookworm\npath={bare}:/usr/sbin:/sbin\n"
 
 
 def test_a_second_use_fetches_nothing(mirror, tmp_path, monkeypatch):
