@@ -99,7 +99,8 @@ def kit_bin(progress, mirror=None) -> Path:
             "on PATH; install them, or debootstrap itself, and retry"
         )
     box = home()
-    if (box / "bin" / "debootstrap").is_file():
+    if (box / "usr" / "sbin" / "debootstrap").is_file():
+        _write_command(box)  # a kit unpacked by an older builder gains what the command learned since
         return box / "bin"
     mirror = (mirror or hostinfo.debian_mirror()).rstrip("/")
     progress.step(f"this host has no debootstrap: fetching Debian's {VERSION} into {box}")
@@ -108,13 +109,18 @@ def kit_bin(progress, mirror=None) -> Path:
     try:
         for name, (path, sha256) in PACKAGES.items():
             unpack(_fetch(f"{mirror}/{path}", sha256, name), staging)
-        write_atomic(staging / "bin" / "debootstrap", WRAPPER)
-        (staging / "bin" / "debootstrap").chmod(0o755)
+        _write_command(staging)
         shutil.rmtree(box, ignore_errors=True)
         staging.rename(box)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return box / "bin"
+
+
+def _write_command(box: Path):
+    command = box / "bin" / "debootstrap"
+    if write_atomic(command, WRAPPER) or command.stat().st_mode & 0o777 != 0o755:
+        command.chmod(0o755)
 
 
 def _fetch(url, sha256, name) -> bytes:

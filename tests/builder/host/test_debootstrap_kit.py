@@ -89,10 +89,13 @@ def test_the_kit_unpacks_only_what_debootstrap_needs_and_its_command_sets_the_sc
     assert without.stdout == f"dir={scripts.resolve()} args=bookworm\npath={bare}:/usr/sbin:/sbin\n"
 
 
-def test_a_second_use_fetches_nothing(mirror, tmp_path, monkeypatch):
+def test_a_second_use_fetches_nothing_and_brings_an_old_command_up_to_date(mirror, tmp_path, monkeypatch):
     debootstrap_kit.kit_bin(Progress(), mirror)
+    command = debootstrap_kit.home() / "bin" / "debootstrap"
+    command.write_text("#!/bin/sh\n# an older builder's\n")
     monkeypatch.setattr(debootstrap_kit, "_fetch", lambda *args: pytest.fail("fetched again"))
     assert debootstrap_kit.kit_bin(Progress(), mirror) == debootstrap_kit.home() / "bin"
+    assert command.read_text() == debootstrap_kit.WRAPPER and command.stat().st_mode & 0o777 == 0o755
 
 
 def test_a_package_whose_sha256_differs_is_refused_and_nothing_is_left(mirror, tmp_path, monkeypatch):
