@@ -59,7 +59,8 @@ test: setup-test
 	$(PY) -m pytest -o console_output_style=times -m "(image or cluster) and not heavy and not full"
 
 # The rest of the long matrices (marker `full`): the publish steps, site twins, launches and
-# framework examples make test leaves to one representative each (43 tests, 33 min on 2 cores).
+# framework examples make test leaves to one representative each (43 tests, 33 min on 2 cores),
+# and a cold `make build` as an ordinary user on a login node without apt (about 20 min more).
 test-full: setup-test
 	$(PY) -m pytest -o console_output_style=times -m "full and not heavy"
 
