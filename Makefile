@@ -7,6 +7,10 @@ PY     := $(VENV)/bin/python
 # --image-path X is IMAGE_PATH=X, a flag such as --tcl is TCL=1, --force=all is FORCE=all, a
 # repeatable option a list (BIND="/scratch /projappl"). `hpcml COMMAND --help` lists them.
 HPCML  := $(PY) -m builder.cli.make_variables
+# Tests keep their compiled code (__pycache__/, ignored by git) even where the host turns that
+# off: pytest rewrites every test module's asserts, and each `hpcml` a test starts compiles the
+# builder, on every run (docs/performance.md).
+PYTEST := PYTHONDONTWRITEBYTECODE= $(PY) -m pytest
 
 .PHONY: setup setup-test render check lock test unit test-full test-rebuild test-heavy test-gpu gpu-bundle build smoke jobscript publish sign export two-nodes doctor list show clean
 
@@ -55,19 +59,19 @@ test: setup-test
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(PY) -m builder check
-	$(PY) -m pytest -n 4 --dist worksteal -m "not heavy and not image and not cluster and not gpu"
-	$(PY) -m pytest -o console_output_style=times -m "(image or cluster) and not heavy and not full"
+	$(PYTEST) -n 4 --dist worksteal -m "not heavy and not image and not cluster and not gpu"
+	$(PYTEST) -o console_output_style=times -m "(image or cluster) and not heavy and not full"
 
 # The rest of the long matrices (marker `full`): the publish steps, site twins, launches and
 # framework examples make test leaves to one representative each (43 tests, 33 min on 2 cores),
 # and a cold `make build` as an ordinary user on a login node without apt (about 20 min more).
 test-full: setup-test
-	$(PY) -m pytest -o console_output_style=times -m "full and not heavy"
+	$(PYTEST) -o console_output_style=times -m "full and not heavy"
 
 # Two cold builds of the CPU image, each in a cache of its own, compared file by file (part
 # of test-full; docs/building.md#rebuilds-that-hold-the-same-files).
 test-rebuild: setup-test
-	$(PY) -m pytest -o console_output_style=times -s tests/images/test_rebuild.py
+	$(PYTEST) -o console_output_style=times -s tests/images/test_rebuild.py
 
 # The fast loop: lint, then every test that needs no image, Apptainer or Slurm cluster
 # (markers set by tests/conftest.py from the fixtures a test uses), four at a time: most of
@@ -76,13 +80,13 @@ test-rebuild: setup-test
 unit: $(VENV)/.installed
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
-	$(PY) -m pytest -q -n 4 --dist worksteal -m "not heavy and not image and not cluster and not gpu"
+	$(PYTEST) -q -n 4 --dist worksteal -m "not heavy and not image and not cluster and not gpu"
 
 # The heavy checks left out of `make test`: every CUDA image built for real and examined
 # (hours on 2 cores; the layer and DeepSpeed-wheel caches make reruns short).
 # HEAVY=a100-cuda picks targets (pytest -k).
 test-heavy: setup-test
-	$(PY) -m pytest -m heavy $(if $(HEAVY),-k "$(HEAVY)") tests/images/test_cuda_images.py
+	$(PYTEST) -m heavy $(if $(HEAVY),-k "$(HEAVY)") tests/images/test_cuda_images.py
 
 # Proves a CUDA target on a GPU host without Apptainer or network (docs/smoke.md): DeepSpeed's ops
 # built as the image builds them, the smoke suite, every example on one GPU and resumed, and
