@@ -59,12 +59,13 @@ test: setup-test
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(PY) -m builder check
-	$(PYTEST) -n 4 --dist worksteal -m "not heavy and not image and not cluster and not gpu"
+	$(PYTEST) -n 4 --dist worksteal -m "not heavy and not image and not cluster and not gpu and not full"
 	$(PYTEST) -o console_output_style=times -m "(image or cluster) and not heavy and not full"
 
 # The rest of the long matrices (marker `full`): the publish steps, site twins, launches and
 # framework examples make test leaves to one representative each (43 tests, 33 min on 2 cores),
-# and a cold `make build` as an ordinary user on a login node without apt (about 20 min more).
+# a cold `make build` as an ordinary user on a login node without apt (about 20 min more), and
+# the README's `pip install .` by pip itself (the other tests install the builder with uv's pip).
 test-full: setup-test
 	$(PYTEST) -o console_output_style=times -m "full and not heavy"
 
@@ -80,7 +81,7 @@ test-rebuild: setup-test
 unit: $(VENV)/.installed
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
-	$(PYTEST) -q -n 4 --dist worksteal -m "not heavy and not image and not cluster and not gpu"
+	$(PYTEST) -q -n 4 --dist worksteal -m "not heavy and not image and not cluster and not gpu and not full"
 
 # The heavy checks left out of `make test`: every CUDA image built for real and examined
 # (hours on 2 cores; the layer and DeepSpeed-wheel caches make reruns short).
