@@ -31,6 +31,7 @@ class RecipeTree:
 
     def __init__(self, root):
         self.root = str(root)
+        self.plans = {}  # render.layer_sharing's, per target: derived, never loaded
         base = Path(root)
         if not base.is_dir():
             raise RecipeError(

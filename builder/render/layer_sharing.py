@@ -13,6 +13,7 @@ and torch, built and stored once.
 
 from dataclasses import replace
 
+from . import runtime_wheel
 from .definition import lower_layer_parts, render_all
 
 LOWER = ("devel", "base")
@@ -31,8 +32,16 @@ def layer_owner(tree, name) -> str:
 
 def plan_layers(tree, name) -> dict:
     """{layer: LayerPlan} for what building `name` takes: its image layer, and the devel and
-    base layers of the target it builds on (its own when it shares none)."""
+    base layers of the target it builds on (its own when it shares none). Made once per
+    loaded tree, target and runtime wheel: `check` asks for each target's plan three times."""
     name = tree.aliases.get(name, name)
+    key = (name, runtime_wheel.current().sha256)
+    if key not in tree.plans:
+        tree.plans[key] = _plan_layers(tree, name)
+    return dict(tree.plans[key])
+
+
+def _plan_layers(tree, name) -> dict:
     owner = layer_owner(tree, name)
     if owner == name:
         return render_all(tree.target(name))
