@@ -30,33 +30,49 @@ def schema(name: str, partial: bool = False) -> dict:
     return _without_required(copy.deepcopy(loaded)) if partial else loaded
 
 
+# Format checkers jsonschema registers on import, each by one function of a package that is
+# slow to import: {package: function}. They get stand-ins that import the real package on a
+# format check's first call (the SBOM's iri and uri checks), never to start a command.
+_LAZY_FORMAT_PACKAGES = {"rfc3987_syntax": "is_valid_syntax", "rfc3986_validator": "validate_rfc3986"}
+
+
 @cache
 def _jsonschema():
     """jsonschema, imported on a command's first validation, not at start-up.
 
     Its import registers every format checker whose package is installed, and
     rfc3987_syntax (iri formats, via cyclonedx-python-lib[json-validation]) compiles three
-    Earley grammars on import: about a second for each command. Our schemas use no format, so
-    jsonschema gets a stand-in that imports the real module on the first iri check (the SBOM's).
+    Earley grammars on import: about a second for each command; rfc3986_validator compiles
+    its URI grammar's regexes (50 ms). Our schemas use no format, so jsonschema gets
+    stand-ins that import the real modules on the first check that needs them.
     """
-    real = "rfc3987_syntax"
-    if "jsonschema" in sys.modules or real in sys.modules or importlib.util.find_spec(real) is None:
+    lazy = {name: function for name, function in _LAZY_FORMAT_PACKAGES.items() if _stands_in_well(name)}
+    if "jsonschema" in sys.modules or not lazy:
         import jsonschema
 
         return jsonschema
-    sys.modules[real] = stand_in = types.ModuleType(real)
-
-    def is_valid_syntax(term, value):
-        from rfc3987_syntax import is_valid_syntax as check_syntax
-
-        return check_syntax(term, value)
-
-    stand_in.is_valid_syntax = is_valid_syntax
+    for name, function in lazy.items():
+        sys.modules[name] = _stand_in(name, function)
     try:
         import jsonschema
     finally:
-        del sys.modules[real]  # later imports get the real module
+        for name in lazy:
+            del sys.modules[name]  # later imports get the real module
     return jsonschema
+
+
+def _stands_in_well(name) -> bool:
+    return name not in sys.modules and importlib.util.find_spec(name) is not None
+
+
+def _stand_in(name, function):
+    module = types.ModuleType(name)
+
+    def call_the_real_one(*args, **kwargs):
+        return getattr(importlib.import_module(name), function)(*args, **kwargs)
+
+    setattr(module, function, call_the_real_one)
+    return module
 
 
 def _without_required(node):

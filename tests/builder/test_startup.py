@@ -9,8 +9,9 @@ import sys
 import pytest
 from conftest import ROOT
 
-# never needed to start a command; rfc3987_syntax only for an iri format check (the SBOM's)
-HEAVY = {"rfc3987_syntax", "lark"}
+# never needed to start a command; rfc3987_syntax and rfc3986_validator only for an iri or
+# uri format check (the SBOM's)
+HEAVY = {"rfc3987_syntax", "lark", "rfc3986_validator"}
 
 
 def python(*args):
@@ -35,16 +36,18 @@ def test_a_command_imports_only_what_it_uses(args, unused, used):
     assert not (HEAVY | unused) & modules
 
 
-def test_iri_format_checks_still_work_after_the_recipes_validate():
-    """The stand-in leaves jsonschema's iri checkers in place; the first check imports the real module."""
+def test_iri_and_uri_format_checks_still_work_after_the_recipes_validate():
+    """The stand-ins leave jsonschema's iri and uri checkers in place; the first check of each
+    imports the real module."""
     code = (
         "import sys\n"
         "from builder.recipes import validate\n"
         "checker = validate._jsonschema().Draft7Validator.FORMAT_CHECKER\n"
-        "assert 'rfc3987_syntax' not in sys.modules\n"
+        "assert not {'rfc3987_syntax', 'rfc3986_validator'} & set(sys.modules)\n"
         "print(checker.conforms('http://a b', 'iri-reference'), checker.conforms('https://ä.example/x', 'iri'))\n"
-        "print(sys.modules['rfc3987_syntax'].__file__ is not None)\n"
+        "print(checker.conforms('http://a b', 'uri'), checker.conforms('https://example.org/x', 'uri'))\n"
+        "print(all(sys.modules[name].__file__ for name in ('rfc3987_syntax', 'rfc3986_validator')))\n"
     )
     result = python("-c", code)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == ["False", "True", "True"]
+    assert result.stdout.split() == ["False", "True", "False", "True", "True"]
