@@ -81,6 +81,15 @@ def tmpfs(path: Path, options: str):
         subprocess.run(["umount", "-l", str(path)], check=True, timeout=30)
 
 
+def run_shared_folder(tmp_path_factory, name) -> Path:
+    """A folder made once per run, also when pytest-xdist's workers share the tests: in the
+    run's own temporary folder, above each worker's (the first to take its lock fills it)."""
+    base = tmp_path_factory.getbasetemp()
+    folder = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / name
+    folder.mkdir(exist_ok=True)
+    return folder
+
+
 def wait_until(predicate, seconds, step=0.2):
     """Poll ``predicate`` for at most ``seconds`` (and as many polls); its last answer."""
     deadline = time.monotonic() + seconds

@@ -8,19 +8,10 @@ import subprocess
 import sys
 
 import pytest
-from conftest import CONTAINERS, RECIPES, ROOT
+from conftest import CONTAINERS, RECIPES, ROOT, run_shared_folder
 
 from builder.host import uv as host_uv
 from builder.render import runtime_wheel
-
-
-def _shared_folder(tmp_path_factory, name):
-    """A folder made once per run, also when pytest-xdist's workers share the tests (the first
-    makes it, the others wait on its lock, in the run's own temporary folder)."""
-    base = tmp_path_factory.getbasetemp()
-    folder = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / name
-    folder.mkdir(exist_ok=True)
-    return folder
 
 
 @pytest.fixture(scope="session")
@@ -31,7 +22,7 @@ def installed(tmp_path_factory):
     (hatchling) in an isolated environment, from the sources the host's pip uses, in 3 s
     instead of pip's 20 (most of `make unit`'s longest setup). That pip itself, the README's
     `pip install .`, installs the very same files is test_pip_installs_what_uv_does (full)."""
-    folder = _shared_folder(tmp_path_factory, "packaging")
+    folder = run_shared_folder(tmp_path_factory, "packaging")
     venv = folder / "venv"
     with open(folder / "lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)

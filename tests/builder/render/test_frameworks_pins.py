@@ -16,7 +16,7 @@ import sys
 import zipfile
 
 import pytest
-from conftest import RECIPES, ROOT
+from conftest import RECIPES, ROOT, run_shared_folder
 
 from builder import contract
 from builder.layerbuild.layers import failure_line
@@ -56,9 +56,7 @@ def fresh_venv_packages(tmp_path_factory):
     """What `python -m venv` puts in a venv's site-packages (pip, and setuptools where the
     Python bundles it): made once per run, also when pytest-xdist's workers share the tests
     (the first makes it, the others wait on the lock), as `python -m venv` costs seconds."""
-    base = tmp_path_factory.getbasetemp()
-    folder = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "frameworks-venv"
-    folder.mkdir(exist_ok=True)
+    folder = run_shared_folder(tmp_path_factory, "frameworks-venv")
     with open(folder / "lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not (folder / "done").exists():
