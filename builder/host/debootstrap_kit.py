@@ -16,15 +16,13 @@ import io
 import os
 import re
 import shutil
-import ssl
-import tarfile
-import urllib.request
 from pathlib import Path
 
 from ..errors import ToolError
 from ..fileio import write_atomic
 from . import hostinfo
 from .cache import cache_dir
+from .http_get import open_url
 
 # trixie's debootstrap, the one the toolbox installs, so that both routes make the same
 # minbase root; and the keyring that signs bookworm and trixie (checked 2026-11-28 against
@@ -125,10 +123,8 @@ def _write_command(box: Path):
 
 def _fetch(url, sha256, name) -> bytes:
     cafile = hostinfo.pip_settings()["cert"] if url.startswith("https:") else None
-    context = ssl.create_default_context(cafile=cafile) if url.startswith("https:") else None
-    request = urllib.request.Request(url, headers={"User-Agent": "hpc-ml-containers"})
     try:
-        with urllib.request.urlopen(request, timeout=TIMEOUT_S, context=context) as response:
+        with open_url(url, timeout=TIMEOUT_S, cafile=cafile) as response:
             data = response.read()
     except (OSError, ValueError) as error:
         raise ToolError(f"cannot fetch {name} from {url}: {error}") from None
@@ -141,6 +137,8 @@ def _fetch(url, sha256, name) -> bytes:
 def unpack(deb: bytes, dest: Path):
     """Extract a .deb's files under WANTED into ``dest``, with Python alone: a .deb is an ar
     archive whose data.tar.* holds the files (no dpkg-deb or ar on the host needed)."""
+    import tarfile  # here, not at a command's start: only the first use of the kit unpacks
+
     members = dict(_ar_members(deb))
     data = next((body for name, body in members.items() if name.startswith("data.tar")), None)
     if data is None:

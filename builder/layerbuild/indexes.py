@@ -7,10 +7,10 @@ the host settings it passes to %post, and, through HPCML_PIP_INDEXES_DOWN, from 
 own `--extra-index-url` lines (see render.blocks.torch); the layer plan names those.
 """
 
-import ssl
 import urllib.error
-import urllib.request
 from functools import cache
+
+from ..host.http_get import open_url
 
 TIMEOUT_S = 10
 # pip retries these statuses; anything else means the index is there (a 404 fails fast)
@@ -42,7 +42,4 @@ def lists(url: str, project: str, prefix: str, cafile=None) -> bool:
 
 
 def _get(url, cafile):
-    """One GET with the build's timeout and the host's CA bundle."""
-    context = ssl.create_default_context(cafile=cafile) if url.startswith("https:") else None
-    request = urllib.request.Request(url, headers={"User-Agent": "hpc-ml-containers index check"})
-    return urllib.request.urlopen(request, timeout=TIMEOUT_S, context=context)
+    return open_url(url, timeout=TIMEOUT_S, cafile=cafile, purpose="index check")
