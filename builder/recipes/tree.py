@@ -7,7 +7,7 @@ from pathlib import Path
 from .. import contract, lockfile
 from ..errors import RecipeError
 from ..suggest import did_you_mean
-from . import validate, yamlsrc
+from . import schema_passes, validate, yamlsrc
 from .merge import Origin, merge
 from .section import Section
 from .site_model import Site
@@ -39,6 +39,12 @@ class RecipeTree:
                 f"named by --recipes DIR or {contract.RECIPES}",
                 file=self.root,
             )
+        try:
+            self._load_all()
+        finally:
+            schema_passes.save()  # the passes found so far, also when a file was refused
+
+    def _load_all(self):
         self.versions = self._load("versions.yaml", "versions")
         self.ds_ops = self._load("deepspeed-ops.yaml", "deepspeed-ops")
         self.sites, self.broken_sites = {}, {}

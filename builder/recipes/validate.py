@@ -10,6 +10,7 @@ from importlib import resources
 
 import yaml
 
+from . import schema_passes
 from .yamlsrc import Document, kind_of, safe_loader
 
 _JSON_TYPES = {
@@ -24,9 +25,13 @@ _JSON_TYPES = {
 
 
 @cache
+def _schema_text(name: str) -> str:
+    return resources.files(__package__).joinpath("schemas", f"{name}.yaml").read_text()
+
+
+@cache
 def schema(name: str, partial: bool = False) -> dict:
-    text = resources.files(__package__).joinpath("schemas", f"{name}.yaml").read_text()
-    loaded = yaml.load(text, Loader=safe_loader())  # our own files: no line marks needed
+    loaded = yaml.load(_schema_text(name), Loader=safe_loader())  # our own files: no line marks needed
     return _without_required(copy.deepcopy(loaded)) if partial else loaded
 
 
@@ -92,10 +97,15 @@ def check(doc: Document, data: dict, name: str, partial: bool = False, origin=No
     """Raise the first schema error (in file order) as a RecipeError.
 
     ``origin`` (a merge.Origin) names the file each key path came from, for merged targets.
+    Data that passed before is not checked again (schema_passes).
     """
+    passes_key = schema_passes.key(_schema_text(name), partial, data)
+    if schema_passes.passed(passes_key):
+        return
     validator = _jsonschema().Draft202012Validator(schema(name, partial))
     errors = list(validator.iter_errors(data))
     if not errors:
+        schema_passes.remember(passes_key)
         return
     located = [_locate(doc, error) for error in errors]
     located.sort(key=lambda item: (doc.line_of(item[0]), len(item[0])))
