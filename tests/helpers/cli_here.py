@@ -4,13 +4,15 @@
 calling main() here gives the same exit status and output for a fraction of a fresh
 interpreter's start-up (about 0.25 CPU-s a call, which the unit loop paid hundreds of times).
 Output is caught at the file descriptors, so what child processes print is caught too; the
-working folder, the environment and sys.argv are set for the call and put back after it.
+working folder, the environment and sys.argv are set for the call and put back after it. The
+recipe tree a call loads is kept for the next call while the recipe files stay the same.
 
 What only a fresh interpreter shows stays with conftest.run_builder: the dependency check,
 import-time failures, signals, several builders at once, the installed `hpcml` script.
 tests/builder/test_cli_here.py checks that both ways give the same results.
 """
 
+import hashlib
 import os
 import subprocess
 import sys
@@ -20,8 +22,10 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from builder import cli
+from builder.cli import command
 from builder.host import hostinfo
 from builder.layerbuild import indexes
+from builder.recipes.tree import RecipeTree
 
 ROOT = Path(__file__).resolve().parents[2]
 # read once per process by design (a build asks for each for every layer); a user's every
@@ -35,7 +39,7 @@ def run_here(*args, cwd=ROOT, env=None) -> subprocess.CompletedProcess:
     argv = [str(arg) for arg in args]
     for cached in _PER_PROCESS:
         cached.cache_clear()
-    with _captured() as output, _environment(env), _working_folder(cwd), _argv(argv):
+    with _captured() as output, _environment(env), _working_folder(cwd), _argv(argv), _trees_kept():
         status = _call(argv)
     stdout, stderr = output
     return subprocess.CompletedProcess(["python", "-m", "builder", *argv], status, stdout(), stderr())
@@ -103,6 +107,40 @@ def _working_folder(folder):
         yield
     finally:
         os.chdir(before)
+
+
+# (recipes as given, its real path, its files' digest) -> the RecipeTree loaded from them
+_TREES = {}
+_TREES_KEPT = 8  # the tests' own recipes, and the last few copies a test changed
+
+
+def _tree_of(recipes):
+    """The recipe tree as a fresh interpreter would load it, loaded again only when a file
+    under the folder changed (by content, not by time: a test may rewrite a file within the
+    file system's clock tick). Loading the tree is most of an in-process command's time."""
+    folder = Path(recipes)
+    if not folder.is_dir():
+        return RecipeTree(recipes)  # its error, every time
+    digest = hashlib.sha256()
+    for path in sorted(folder.rglob("*")):
+        if path.is_file():
+            digest.update(f"{path.relative_to(folder)}\0".encode() + path.read_bytes() + b"\0")
+    key = (str(recipes), str(folder.resolve()), digest.hexdigest())
+    if key not in _TREES:
+        _TREES[key] = RecipeTree(recipes)
+        while len(_TREES) > _TREES_KEPT:
+            del _TREES[next(iter(_TREES))]
+    return _TREES[key]
+
+
+@contextmanager
+def _trees_kept():
+    saved = command.RecipeTree
+    command.RecipeTree = _tree_of
+    try:
+        yield
+    finally:
+        command.RecipeTree = saved
 
 
 @contextmanager
