@@ -3,7 +3,7 @@ renders run under sh in a fresh venv, on tiny wheels written here, pip never rea
 (PIP_NO_INDEX, PIP_FIND_LINKS). A framework that needs another version of a package the layers
 below pinned fails in one marked line, which the layer build reports (layers.failure_line),
 and moves nothing; one content with the pins installs, and the image's %test lines pass, until a pin moves.
-About a second each; the venv's own packages are copied from one fresh venv per run."""
+About a second each; the venv's packages are copied from one venv made per run."""
 
 import base64
 import dataclasses
@@ -51,38 +51,16 @@ def site_packages(venv):
     return found
 
 
-@pytest.fixture(scope="session")
-def fresh_venv_packages(tmp_path_factory):
-    """What `python -m venv` puts in a venv's site-packages (pip, and setuptools where the
-    Python bundles it): made once per run, also when pytest-xdist's workers share the tests
-    (the first makes it, the others wait on the lock), as `python -m venv` costs seconds."""
-    folder = run_shared_folder(tmp_path_factory, "frameworks-venv")
-    with open(folder / "lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (folder / "done").exists():
-            shutil.rmtree(folder / "venv", ignore_errors=True)
-            subprocess.run([sys.executable, "-m", "venv", folder / "venv"], check=True, timeout=PIP_TIMEOUT_S)
-            (folder / "done").touch()
-    return site_packages(folder / "venv")
+def write_wheels(folder):
+    folder.mkdir(exist_ok=True)
+    write_wheel(folder, "fakenum", "1.0")
+    write_wheel(folder, "fakenum", "2.0")
+    write_wheel(folder, "fakeframe", "1.0", ["fakenum>=2"])  # would move the pin
+    write_wheel(folder, "fakeok", "1.0", ["fakenum>=1"])  # content with it
 
 
-@pytest.fixture
-def lower(tmp_path, fresh_venv_packages):
-    """(venv, environment): a fresh venv holding fakenum 1.0, as the layers below left it,
-    and the environment its lines run in: its bin first on PATH, pip on the wheels here only.
-    The venv is made without pip and given a copy of a fresh venv's packages, with `pip` its
-    own `python -m pip`: what a fresh venv holds, at a tenth of the cost."""
-    wheels = tmp_path / "wheels"
-    wheels.mkdir()
-    write_wheel(wheels, "fakenum", "1.0")
-    write_wheel(wheels, "fakenum", "2.0")
-    write_wheel(wheels, "fakeframe", "1.0", ["fakenum>=2"])  # would move the pin
-    write_wheel(wheels, "fakeok", "1.0", ["fakenum>=1"])  # content with it
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", venv], check=True, timeout=PIP_TIMEOUT_S)
-    shutil.copytree(fresh_venv_packages, site_packages(venv), dirs_exist_ok=True, symlinks=True)
-    (venv / "bin" / "pip").write_text(f'#!/bin/sh\nexec "{venv}/bin/python" -m pip "$@"\n')
-    (venv / "bin" / "pip").chmod(0o755)
+def pip_environment(venv, wheels):
+    """Its bin first on PATH, pip on the wheels here only."""
     env = {name: value for name, value in os.environ.items() if not name.startswith(("PIP_", "PYTHON"))}
     env.update(
         PATH=f"{venv}/bin:{env['PATH']}",
@@ -92,8 +70,41 @@ def lower(tmp_path, fresh_venv_packages):
         PIP_DISABLE_PIP_VERSION_CHECK="1",
         PYTHONPATH=str(ROOT / "runtime"),  # the image's runtime wheel, for smoke.pins
     )
-    pip(env, "install", "fakenum==1.0")
-    return venv, env
+    return env
+
+
+@pytest.fixture(scope="session")
+def lower_packages(tmp_path_factory):
+    """What the layers below leave in a venv's site-packages: a fresh venv's own (pip, and
+    setuptools where the Python bundles it) and fakenum 1.0, installed by that pip. Made once
+    per run, also when pytest-xdist's workers share the tests (the first makes it, the others
+    wait on the lock), as `python -m venv` and pip cost seconds."""
+    folder = run_shared_folder(tmp_path_factory, "frameworks-venv")
+    with open(folder / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (folder / "done").exists():
+            shutil.rmtree(folder / "venv", ignore_errors=True)
+            subprocess.run([sys.executable, "-m", "venv", folder / "venv"], check=True, timeout=PIP_TIMEOUT_S)
+            write_wheels(folder / "wheels")
+            pip(pip_environment(folder / "venv", folder / "wheels"), "install", "fakenum==1.0")
+            (folder / "done").touch()
+    return site_packages(folder / "venv")
+
+
+@pytest.fixture
+def lower(tmp_path, lower_packages):
+    """(venv, environment): a fresh venv holding fakenum 1.0, as the layers below left it,
+    and the environment its lines run in. The venv is made without pip and given a copy of
+    ``lower_packages``, with `pip` its own `python -m pip`: what a fresh venv and one pip
+    install hold, at a tenth of the cost."""
+    wheels = tmp_path / "wheels"
+    write_wheels(wheels)
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", venv], check=True, timeout=PIP_TIMEOUT_S)
+    shutil.copytree(lower_packages, site_packages(venv), dirs_exist_ok=True, symlinks=True)
+    (venv / "bin" / "pip").write_text(f'#!/bin/sh\nexec "{venv}/bin/python" -m pip "$@"\n')
+    (venv / "bin" / "pip").chmod(0o755)
+    return venv, pip_environment(venv, wheels)
 
 
 def pip(env, *args):
@@ -119,7 +130,10 @@ def run_lines(lines, env):
 
 
 def installed(env):
-    return dict(line.split("==", 1) for line in pip(env, "list", "--format=freeze").stdout.split())
+    """{name: version} of what the venv holds, as `pip list` shows it, read without starting pip."""
+    code = "import importlib.metadata as m\nfor d in m.distributions(): print(d.metadata['Name'], d.version)"
+    listing = subprocess.run(["python", "-c", code], env=env, check=True, capture_output=True, text=True, timeout=60)
+    return dict(line.split(" ", 1) for line in listing.stdout.splitlines())
 
 
 def image_checks(final):
@@ -138,7 +152,8 @@ def test_a_framework_that_would_move_a_pin_fails_in_one_marked_line_and_moves_no
     reason = failure_line(result.stdout)  # as the layer build reads its log
     assert reason == marked[0][len(contract.FAILURE_MARKER) :]
     assert "(fakenum==1.0)" in reason and "pip refused to move them" in reason
-    assert installed(env)["fakenum"] == "1.0" and "fakeframe" not in installed(env)
+    held = installed(env)
+    assert held["fakenum"] == "1.0" and "fakeframe" not in held
     assert (venv / frameworks.CONSTRAINTS).read_text().splitlines().count("fakenum==1.0") == 1
 
 
