@@ -6,7 +6,6 @@ from .. import runner
 from ..errors import ToolError
 from ..host import build_route, cross_tools, emulation, hostinfo, space, toolbox
 from ..host.cache import cache_dir
-from ..host.images import installed_apptainer
 
 
 def report(tree, images, recipes=""):
@@ -55,15 +54,16 @@ def report(tree, images, recipes=""):
 
 
 def _runtime_rows(site) -> list:
-    """The Apptainer a build would use, and the way this host lets it run (host.build_route)."""
+    """The Apptainer a build would use, and the way this host lets it run (host.build_route),
+    both from one reading of the host's facts."""
+    facts = build_route.facts(site)
     rows = []
-    found = installed_apptainer(site)
-    if found:
-        rows.append(("runtime", f"{found}: {_version(found)}"))
-    elif toolbox.is_ready():
+    if facts.runtime:
+        rows.append(("runtime", f"{facts.runtime}: {_version(facts.runtime)}"))
+    elif facts.toolbox_ready:
         rows.append(("runtime", f"toolbox {toolbox.home()}: {_version(str(toolbox.command()))}"))
     else:
-        why = toolbox.can_provision()
+        why = facts.toolbox_reason
         rows.append(
             (
                 "runtime",
@@ -75,7 +75,7 @@ def _runtime_rows(site) -> list:
                 ),
             )
         )
-    route = build_route.decide(build_route.facts(site))
+    route = build_route.decide(facts)
     rows.append(("build route", route.detail if route.name else f"none: {route.blocker}"))
     return rows
 

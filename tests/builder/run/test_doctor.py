@@ -9,13 +9,22 @@ from helpers.fake_runner import FakeRunner
 
 from builder import runner
 from builder.errors import ToolError
+from builder.host import build_route
 from builder.recipes.tree import RecipeTree
 from builder.run import doctor
 
 
 @pytest.fixture
 def found(monkeypatch):
-    monkeypatch.setattr(doctor, "installed_apptainer", lambda site: "/opt/fake/bin/apptainer")
+    """Where Apptainer is, as the host's facts read it; the list holds each lookup's site."""
+    lookups = []
+
+    def installed(site):
+        lookups.append(site)
+        return "/opt/fake/bin/apptainer"
+
+    monkeypatch.setattr(build_route, "installed_apptainer", installed)
+    return lookups
 
 
 def test_the_runtime_found_is_named_with_its_version(found, monkeypatch, tmp_path, capsys):
@@ -25,6 +34,7 @@ def test_the_runtime_found_is_named_with_its_version(found, monkeypatch, tmp_pat
     assert "runtime               /opt/fake/bin/apptainer: apptainer version 1.4.5" in out
     assert ["/opt/fake/bin/apptainer", "--version"] in fake.commands
     assert "disk images" in out and "fakeroot" in out
+    assert len(found) == 1  # the runtime row and the build route share one reading
 
 
 def test_a_runtime_that_fails_is_reported_broken_not_raised(found, monkeypatch, tmp_path, capsys):
