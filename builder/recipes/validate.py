@@ -42,7 +42,7 @@ _LAZY_FORMAT_PACKAGES = {"rfc3987_syntax": "is_valid_syntax", "rfc3986_validator
 
 
 @cache
-def _jsonschema():
+def jsonschema_lazily():
     """jsonschema, imported on a command's first validation, not at start-up.
 
     Its import registers every format checker whose package is installed, and
@@ -102,7 +102,7 @@ def check(doc: Document, data: dict, name: str, partial: bool = False, origin=No
     passes_key = schema_passes.key(_schema_text(name), partial, data)
     if schema_passes.passed(passes_key):
         return
-    validator = _jsonschema().Draft202012Validator(schema(name, partial))
+    validator = jsonschema_lazily().Draft202012Validator(schema(name, partial))
     errors = list(validator.iter_errors(data))
     if not errors:
         schema_passes.remember(passes_key)

@@ -20,11 +20,11 @@ from cyclonedx.model.bom import Bom
 from cyclonedx.model.component import Component, ComponentType
 from cyclonedx.output.json import JsonV1Dot6
 from cyclonedx.schema import SchemaVersion
-from cyclonedx.validation.json import JsonStrictValidator
 from packageurl import PackageURL
 
 from ..errors import ToolError
 from ..labels import BUILD_DATE, build_date
+from ..recipes.validate import jsonschema_lazily
 from . import KEY_PROPERTY, OP_PROPERTY, PROPERTY, ROOTFS_PROPERTY
 
 # labels (less their prefix) that name a library the image carries, and the component's name
@@ -56,10 +56,21 @@ def render(target, key: str, labels: dict, inventory, rootfs_digest: str = "") -
     with warnings.catch_warnings():  # the library warns of what we do not describe (licenses, hashes)
         warnings.simplefilter("ignore")
         text = JsonV1Dot6(bom).output_as_string(indent=1) + "\n"
-    problem = JsonStrictValidator(SchemaVersion.V1_6).validate_str(text)
+    problem = _validator().validate_str(text)
     if problem is not None:  # our own mistake, never the user's: say it plainly
         raise ToolError(f"the SBOM of {target.name} is not valid CycloneDX 1.6: {problem}")
     return text
+
+
+def _validator():
+    """CycloneDX's strict 1.6 validator, imported here rather than with the module: its
+    jsonschema, imported first with the recipes' stand-ins, compiles rfc3987_syntax's
+    grammars on the first iri check (about 2 s), not in every process that imports this
+    module (each test worker's collection paid it)."""
+    jsonschema_lazily()
+    from cyclonedx.validation.json import JsonStrictValidator
+
+    return JsonStrictValidator(SchemaVersion.V1_6)
 
 
 def _image_properties(target, key, labels, rootfs_digest):

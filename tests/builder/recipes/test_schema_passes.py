@@ -28,13 +28,13 @@ def forget():
 
 def counting(monkeypatch):
     runs = []
-    real = validate._jsonschema
+    real = validate.jsonschema_lazily
 
     def counted():
         runs.append(1)
         return real()
 
-    monkeypatch.setattr(validate, "_jsonschema", counted)
+    monkeypatch.setattr(validate, "jsonschema_lazily", counted)
     return runs
 
 
