@@ -1,3 +1,4 @@
+import functools
 import os
 import shutil
 import subprocess
@@ -50,11 +51,18 @@ def update_golden(request):
     return request.config.getoption("--update-golden")
 
 
-@pytest.fixture(scope="session")
-def tree():
+@functools.cache
+def recipe_tree():
+    """The repository's recipe tree, loaded once per process: the `tree` fixture and the test
+    modules that read it at import time share it (each load is about 50 ms, in each worker)."""
     from builder.recipes.tree import RecipeTree
 
     return RecipeTree(RECIPES)
+
+
+@pytest.fixture(scope="session")
+def tree():
+    return recipe_tree()
 
 
 def run_builder(*args, cwd=ROOT, env=None, timeout=120):

@@ -5,7 +5,7 @@ the CPU image with Apptainer."""
 import subprocess
 
 import pytest
-from conftest import RECIPES, run_builder
+from conftest import recipe_tree, run_builder
 from helpers.fake_runner import FakeRunner
 
 from builder.errors import RecipeError
@@ -13,10 +13,9 @@ from builder.host import hostinfo
 from builder.host.images import Built
 from builder.host.progress import Progress
 from builder.layerbuild import extend, layers
-from builder.recipes.tree import RecipeTree
 from builder.render.extension import plan_extension
 
-TREE = RecipeTree(RECIPES)
+TREE = recipe_tree()
 DOCKERFILE = """\
 FROM ignored
 ENV HPCML_EXTRA=added

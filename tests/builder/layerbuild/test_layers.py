@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import RECIPES
+from conftest import RECIPES, recipe_tree
 from helpers.fake_runner import FakeRunner
 
 from builder import contract, runner
@@ -18,7 +18,7 @@ from builder.recipes.tree import RecipeTree
 from builder.sbom import lock_check
 
 MIRROR = "http://mirror.invalid/debian"
-TREE = RecipeTree(RECIPES)
+TREE = recipe_tree()
 CPU_WHEEL = f"torch-{TREE.target('cpu').torch.version}+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
 ROCM_TORCH = f"torch-{TREE.target('lumi-rocm').torch.version}+rocm7.0"
 REAL_RUN_LOGGED = runner.run_logged  # before the fake runner's fixture swaps it

@@ -3,14 +3,14 @@ definition `hpcml extend` renders from them; the real build on the CPU image is 
 tests/builder/layerbuild/test_extend.py."""
 
 import pytest
-from conftest import RECIPES
+from conftest import RECIPES, recipe_tree
 
 from builder.errors import RecipeError
 from builder.recipes.tree import RecipeTree
 from builder.render import dockerfile
 from builder.render.definition import render_extension
 
-TARGET = RecipeTree(RECIPES).target("cpu")
+TARGET = recipe_tree().target("cpu")
 PROJECT = """\
 FROM anything:latest
 # comments and blank lines are skipped

@@ -5,12 +5,11 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import RECIPES, ROOT
+from conftest import ROOT, recipe_tree
 
-from builder.recipes.tree import RecipeTree
 from builder.render.layer_sharing import plan_layers
 
-TREE = RecipeTree(RECIPES)
+TREE = recipe_tree()
 TARGETS = sorted(TREE.targets)
 # how the text shows each fact (read here, in the test, to check the plan against it)
 BUILD_ARG = re.compile(r"\{\{ ([A-Z_]+) \}\}")

@@ -8,7 +8,7 @@ import subprocess
 from dataclasses import replace
 
 import pytest
-from conftest import CONTAINERS, RECIPES, ROOT, TARGETS, run_builder
+from conftest import CONTAINERS, RECIPES, ROOT, TARGETS, recipe_tree, run_builder
 from helpers import deffile
 from helpers.cli_here import run_here
 
@@ -23,7 +23,7 @@ from builder.render.layer_sharing import plan_layers
 
 WHEEL = runtime_wheel.current().name
 # a target that shares its parent's devel and base layers commits its image layer only
-_TREE = RecipeTree(RECIPES)
+_TREE = recipe_tree()
 LAYER_FILES = {t: {layer: plan.file_name for layer, plan in plan_layers(_TREE, t).items()} for t in TARGETS}
 FILES = sorted({file for files in LAYER_FILES.values() for file in files.values()})
 

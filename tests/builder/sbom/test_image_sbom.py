@@ -5,13 +5,12 @@ in the image."""
 import json
 import subprocess
 
-from conftest import RECIPES
+from conftest import recipe_tree
 
 from builder import sbom
 from builder.host import sidecar
-from builder.recipes.tree import RecipeTree
 
-TARGET = RecipeTree(RECIPES).target("cpu")
+TARGET = recipe_tree().target("cpu")
 
 
 def in_image(apptainer, image, *argv):

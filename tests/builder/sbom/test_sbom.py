@@ -10,15 +10,14 @@ import subprocess
 import sys
 
 import pytest
-from conftest import RECIPES, ROOT
+from conftest import ROOT, recipe_tree
 from helpers.fake_runner import FakeRunner
 
 from builder import sbom
 from builder.errors import ToolError
-from builder.recipes.tree import RecipeTree
 from builder.sbom import document, inventory
 
-TREE = RecipeTree(RECIPES)
+TREE = recipe_tree()
 RUNTIME = ROOT / "runtime"
 LABELS = {
     "version.torch": "2.13.0",
