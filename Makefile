@@ -49,12 +49,13 @@ lock: setup
 	$(HPCML) lock $(if $(filter command line,$(origin TARGET)),$(TARGET),--all)
 	$(PY) -m builder render --all
 
-# Two passes: first what `make unit` runs, four at a time (no image, no cluster: they share
-# nothing); then the tests that use the image, Apptainer or a Slurm cluster, one at a time, as
-# they share one CPU image, its layer cache and the machine's two cores. Of a long matrix
-# (every publish step killed, every site twin and launch) it runs representative cases;
-# `make test-full` runs the rest. The second pass prints each file's time at the end of its
-# line, so that a run cut short by a time limit still shows where its time went.
+# Two passes: first what `make unit` runs and the tests of real tools (marker `tools`), four at
+# a time (no image, no cluster: they share nothing); then the tests that use the image,
+# Apptainer or a Slurm cluster, one at a time, as they share one CPU image, its layer cache
+# and the machine's two cores. Of a long matrix (every publish step killed, every site twin
+# and launch) it runs representative cases; `make test-full` runs the rest. The second pass
+# prints each file's time at the end of its line, so that a run cut short by a time limit
+# still shows where its time went.
 test: setup-test
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
@@ -76,12 +77,14 @@ test-rebuild: setup-test
 
 # The fast loop: lint, then every test that needs no image, Apptainer or Slurm cluster
 # (markers set by tests/conftest.py from the fixtures a test uses), four at a time: most of
-# them wait on a subprocess, not on a core. Work stealing: a worker that runs out takes
-# tests from the others, instead of waiting while one ends a long queue (docs/performance.md).
+# them wait on a subprocess, not on a core. The tests of real tools (pip and uv installs, each
+# documented command in a fresh shell: marker `tools`) are left to `make test`. Work
+# stealing: a worker that runs out takes tests from the others, instead of waiting while one
+# ends a long queue (docs/performance.md).
 unit: $(VENV)/.installed
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
-	$(PYTEST) -q -n 4 --dist worksteal -m "not heavy and not image and not cluster and not gpu and not full"
+	$(PYTEST) -q -n 4 --dist worksteal -m "not heavy and not image and not cluster and not gpu and not full and not tools"
 
 # The heavy checks left out of `make test`: every CUDA image built for real and examined
 # (hours on 2 cores; the layer and DeepSpeed-wheel caches make reruns short).

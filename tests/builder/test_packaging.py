@@ -15,7 +15,7 @@ from builder.render import runtime_wheel
 
 
 @pytest.fixture(scope="session")
-def installed(tmp_path_factory):
+def installed_builder(tmp_path_factory):
     """A fresh venv with the project installed (not editable) from this checkout.
 
     uv's pip installs it: the same wheel, built by the project's own PEP 517 backend
@@ -52,7 +52,7 @@ def _installed_files(venv):
 
 
 @pytest.mark.full
-def test_pip_installs_what_uv_does(installed, tmp_path):
+def test_pip_installs_what_uv_does(installed_builder, tmp_path):
     """The README's line, `python3 -m venv ... && .../pip install .`, run for real."""
     venv = tmp_path / "pip-venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
@@ -61,7 +61,7 @@ def test_pip_installs_what_uv_does(installed, tmp_path):
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert hpcml(venv / "bin" / "hpcml", "--version", cwd=tmp_path).stdout.strip() == "hpc-ml-containers 0.1.0"
-    assert _installed_files(venv) == _installed_files(installed.parent.parent)
+    assert _installed_files(venv) == _installed_files(installed_builder.parent.parent)
 
 
 def hpcml(command, *args, cwd, env=None):
@@ -77,14 +77,14 @@ def hpcml(command, *args, cwd, env=None):
     )
 
 
-def test_version(installed, tmp_path):
-    result = hpcml(installed, "--version", cwd=tmp_path)
+def test_version(installed_builder, tmp_path):
+    result = hpcml(installed_builder, "--version", cwd=tmp_path)
     assert result.returncode == 0 and result.stdout.strip() == "hpc-ml-containers 0.1.0"
 
 
-def test_the_installed_builder_renders_what_the_checkout_does(installed, tmp_path):
+def test_the_installed_builder_renders_what_the_checkout_does(installed_builder, tmp_path):
     shutil.copytree(RECIPES, tmp_path / "recipes")
-    result = hpcml(installed, "render", "--all", cwd=tmp_path)
+    result = hpcml(installed_builder, "render", "--all", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     for path in CONTAINERS.glob("*.def"):
         assert (tmp_path / "containers" / path.name).read_text() == path.read_text(), path.name
@@ -94,16 +94,16 @@ def test_the_installed_builder_renders_what_the_checkout_does(installed, tmp_pat
     wheels = list((tmp_path / "containers").glob("*.whl"))
     checkout = runtime_wheel.current()
     assert [w.name for w in wheels] == [checkout.name] and wheels[0].read_bytes() == checkout.data
-    result = hpcml(installed, "check", cwd=tmp_path)
+    result = hpcml(installed_builder, "check", cwd=tmp_path)
     assert result.returncode == 0 and "up to date" in result.stdout, result.stderr
 
 
-def test_the_installed_builder_publishes_a_module_with_its_wrapper(installed, tmp_path, cpu_image, apptainer):
+def test_the_installed_builder_publishes_a_module_with_its_wrapper(installed_builder, tmp_path, cpu_image, apptainer):
     shutil.copytree(RECIPES, tmp_path / "recipes")
     prefix = tmp_path / "appl"
     prefix.mkdir()
     result = hpcml(
-        installed,
+        installed_builder,
         "publish",
         "cpu",
         "--images",
@@ -128,49 +128,50 @@ def test_the_installed_builder_publishes_a_module_with_its_wrapper(installed, tm
     assert ran.returncode == 0 and ran.stdout == "ok\n", ran.stderr
 
 
-def test_the_installed_builder_names_itself_and_hints_at_its_own_commands(installed, tmp_path):
+def test_the_installed_builder_names_itself_and_hints_at_its_own_commands(installed_builder, tmp_path):
     shutil.copytree(RECIPES, tmp_path / "recipes")
-    usage = hpcml(installed, "--help", cwd=tmp_path)
+    usage = hpcml(installed_builder, "--help", cwd=tmp_path)
     assert usage.returncode == 0 and usage.stdout.startswith("usage: hpcml "), usage.stdout[:200]
-    assert hpcml(installed, "jobscript", "--help", cwd=tmp_path).stdout.rstrip().endswith("-- train.py --epochs 10")
+    jobscript_help = hpcml(installed_builder, "jobscript", "--help", cwd=tmp_path)
+    assert jobscript_help.stdout.rstrip().endswith("-- train.py --epochs 10")
     # no Makefile here: the hint is a command that works where hpcml is installed
-    result = hpcml(installed, "smoke", "cpu", "--images", tmp_path / "none", cwd=tmp_path)
+    result = hpcml(installed_builder, "smoke", "cpu", "--images", tmp_path / "none", cwd=tmp_path)
     assert result.returncode == 2, result.stderr
     assert f"build it first with: hpcml build cpu --images {tmp_path / 'none'}" in result.stderr
     assert "make " not in result.stderr
 
 
-def test_doctor_of_the_installed_builder_runs_outside_a_checkout(installed, tmp_path):
-    result = hpcml(installed, "doctor", cwd=tmp_path)
+def test_doctor_of_the_installed_builder_runs_outside_a_checkout(installed_builder, tmp_path):
+    result = hpcml(installed_builder, "doctor", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "/builder/_data/recipes (installed with the builder)\n" in result.stdout, result.stdout
     assert "\nruntime " in result.stdout
 
 
-def test_the_installed_builder_writes_job_scripts_from_any_folder_with_its_own_recipes(installed, tmp_path):
+def test_the_installed_builder_writes_job_scripts_from_any_folder_with_its_own_recipes(installed_builder, tmp_path):
     """Issue 47: outside the checkout, `jobscript` said `recipes directory not found`; the
     wheel carries the recipes it was released with, and the script names absolute paths."""
     project = tmp_path / "project"
     project.mkdir()
     (project / "train.py").write_text("print('training')\n")
-    result = hpcml(installed, "jobscript", "cpu", "--site", "local", "--", "train.py", cwd=project)
+    result = hpcml(installed_builder, "jobscript", "cpu", "--site", "local", "--", "train.py", cwd=project)
     assert result.returncode == 0, result.stderr
     assert f"export SING_IMAGE={project}/images/cpu.sif\n" in result.stdout
-    wrapper = installed.parent.parent / "lib"  # the wheel's own wrapper, under site-packages
+    wrapper = installed_builder.parent.parent / "lib"  # the wheel's own wrapper, under site-packages
     line = result.stdout.rstrip().splitlines()[-1]
     assert line.startswith(f"srun --kill-on-bad-exit=1 {wrapper}/") and line.endswith(f" {project}/train.py"), line
-    listed = hpcml(installed, "list", cwd=project)
+    listed = hpcml(installed_builder, "list", cwd=project)
     assert listed.returncode == 0 and "  cpu " in listed.stdout, listed.stderr
     # a site's own tree, by the environment
     ours = shutil.copytree(RECIPES, tmp_path / "ours")
     (ours / "targets" / "ourcpu.yaml").write_text("description: Our CPU image\nextends: cpu\n")
-    listed = hpcml(installed, "list", cwd=project, env={"HPCML_RECIPES": ours})
+    listed = hpcml(installed_builder, "list", cwd=project, env={"HPCML_RECIPES": ours})
     assert listed.returncode == 0 and "  ourcpu " in listed.stdout, listed.stderr
 
 
 @pytest.mark.parametrize("name", ["singularity_wrapper", "apptainer_wrapper"])
-def test_pip_install_puts_the_wrappers_on_path_with_their_site_settings(installed, tmp_path, name):
-    bin_dir = installed.parent
+def test_pip_install_puts_the_wrappers_on_path_with_their_site_settings(installed_builder, tmp_path, name):
+    bin_dir = installed_builder.parent
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHONPATH", "SING_", "HPCML_"))}
     env = dict(clean, PATH=f"{bin_dir}:/usr/bin:/bin")
     shown = subprocess.run([name, "--help"], env=env, capture_output=True, text=True, timeout=60)

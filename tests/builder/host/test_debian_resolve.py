@@ -182,6 +182,7 @@ def test_parse_lines_names_the_bad_line(line, expected):
 
 
 # The network: the host's Debian mirror, as the builder finds it (about 4 s here)
+@pytest.mark.tools
 def test_resolve_bookworm_from_the_host_mirror(tmp_path):
     start = time.monotonic()
     mirror = hostinfo.debian_mirror()
