@@ -65,8 +65,9 @@ test: setup-test
 
 # The rest of the long matrices (marker `full`): the publish steps, site twins, launches and
 # framework examples make test leaves to one representative each (43 tests, 33 min on 2 cores),
-# a cold `make build` as an ordinary user on a login node without apt (about 20 min more), and
-# the README's `pip install .` by pip itself (the other tests install the builder with uv's pip).
+# a cold `make build` as an ordinary user on a login node without apt (about 20 min more),
+# the README's `pip install .` by pip itself (the other tests install the builder with uv's pip),
+# the CPU image's top layer rebuilt with --force and the three slowest benches' quick runs.
 test-full: setup-test
 	$(PYTEST) -o console_output_style=times -m "full and not heavy"
 

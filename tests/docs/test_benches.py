@@ -87,9 +87,16 @@ BENCHES = {
 }
 
 
-@pytest.mark.parametrize(
-    "name", [pytest.param(name, marks=NEEDS_TWO_NODES) if name == "twonode_bench" else name for name in sorted(BENCHES)]
-)
+# The three slowest quick runs (a minute or more each, and on a fresh machine smoke_bench's host
+# venv and ops, about 7 minutes) run in `make test-full`, so that `make test` fits its hour.
+SLOW = {"cross_compile_bench", "smoke_bench", "twonode_bench"}
+
+
+def _marks(name):
+    return [*([NEEDS_TWO_NODES] if name == "twonode_bench" else []), *([pytest.mark.full] if name in SLOW else [])]
+
+
+@pytest.mark.parametrize("name", [pytest.param(name, marks=_marks(name)) for name in sorted(BENCHES)])
 def test_bench_runs_quick_and_prints_its_figures(name, cpu_image, request):
     arguments, expected, timeout = BENCHES[name]
     # the aarch64 test image only where asked (it is built under QEMU when the cache lacks it)

@@ -46,6 +46,9 @@ def test_second_build_is_up_to_date_and_touches_nothing(cpu_image):
     assert not list(IMAGES.glob(".*tmp-*"))
 
 
+# Rebuilds the image the session already built (4 min of `make test` here), so it runs in
+# `make test-full`; test_layers.py holds the same plan with a fake runner in `make test`.
+@pytest.mark.full
 def test_force_rebuilds_the_top_layer_only(cpu_image):
     lower = {p.name: p.stat().st_mtime_ns for p in IMAGES.glob("cpu.*.sif")}
     image = cpu_image.stat().st_mtime_ns
