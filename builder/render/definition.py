@@ -220,7 +220,8 @@ def _render(target, layer, stages, site_image="", apt_packages=()) -> LayerPlan:
 
 def _add_post(stage, parts, which, starts_from=None):
     """Each part's %post lines under an echoed banner. A kept step's inputs are what the stage
-    starts from, the OS packages installed in it and the step's own lines."""
+    starts from, the environment the stage exports beyond it, the OS packages installed in it
+    and the step's own lines."""
     os_lines = [line for p in parts if p.stage == which and p.block == "os" for line in p.post]
     for part in parts:
         if part.stage != which:
@@ -229,7 +230,11 @@ def _add_post(stage, parts, which, starts_from=None):
         if part.kept:
             if starts_from is None:
                 raise ValueError(f"{part.block}: only build stages can keep a step's output")
-            folder, lines = _kept_step(part.kept, [starts_from, *os_lines, *body])
+            # h100-cuda builds on a100-cuda's devel layer and exports its own arch list over it:
+            # an export the layer below does not hold is an input (one it holds adds nothing)
+            below = set(starts_from.splitlines())
+            exported = [line for line in stage.post if line.startswith("export ") and line not in below]
+            folder, lines = _kept_step(part.kept, [starts_from, *exported, *os_lines, *body])
             stage.kept.append(folder)
             body += lines
         body += part.post

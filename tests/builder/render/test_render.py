@@ -404,6 +404,15 @@ def test_a_kept_output_follows_its_inputs_and_nothing_else(tmp_path):
     assert kept_folders(recipes, "lumi-rocm")["aws-ofi-nccl"] != first["aws-ofi-nccl"]
 
 
+@pytest.mark.parametrize("lower, upper", [("a100-cuda", "h100-cuda"), ("v100-cuda", "csc-cuda")])
+def test_targets_on_one_devel_layer_keep_a_wheel_each_for_their_own_archs(lower, upper):
+    # upper builds on lower's devel layer and exports its own TORCH_CUDA_ARCH_LIST over it: one
+    # wheel for both would put the first build's archs in the second image
+    tree = RecipeTree(RECIPES)
+    assert tree.target(lower).archs != tree.target(upper).archs
+    assert kept_folders(RECIPES, lower)["deepspeed-wheel"] != kept_folders(RECIPES, upper)["deepspeed-wheel"]
+
+
 def test_a_kept_step_reuses_a_complete_output_and_saves_a_new_one(tmp_path):
     """The rendered region run by sh, with the step's commands as echoes."""
     from builder.render.definition import _kept_step
