@@ -259,8 +259,9 @@ def test_deepspeeds_own_mpi_discovery_would_take_the_decoy_as_upstream_wrote_it(
         assert rank["chosen"] == {"upstream": two_nodes.decoys["n1"], "image": "n1"}
 
 
-def _traces(netns_prefix):
-    """The namespaces, links and daemons a cluster with this name prefix could leave."""
+def _traces(netns_prefix, conf):
+    """The namespaces, links and daemons the cluster with this name prefix and this slurm.conf
+    could leave (only its own: the other case of the test may run beside it, in another worker)."""
     netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, timeout=30).stdout
     links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True, timeout=30).stdout
     daemons = subprocess.run(["pgrep", "-af", "slurm.conf"], capture_output=True, text=True, timeout=30).stdout
@@ -268,7 +269,7 @@ def _traces(netns_prefix):
     return (
         [line for line in netns.splitlines() if line.startswith(netns_prefix)]
         + [line for line in links.splitlines() if suffix in line]
-        + [line for line in daemons.splitlines() if "hpcml-two-nodes-" in line]
+        + [line for line in daemons.splitlines() if conf in line]
     )
 
 
@@ -297,10 +298,10 @@ def test_the_make_target_cluster_leaves_nothing_behind_when_stopped(stop):
         )
         assert shown.stdout.split("\n")[:2] == ["n1 idle", "n2 idle"]
         prefix = first.split("(netns ")[1].split(")")[0].rsplit("-", 1)[0]
-        assert _traces(prefix)
+        assert _traces(prefix, conf)
         started.send_signal(stop)
         assert started.wait(timeout=60) == 0
-        assert _traces(prefix) == [] and not Path(conf).parent.exists()
+        assert _traces(prefix, conf) == [] and not Path(conf).parent.exists()
     finally:
         if started.poll() is None:  # a failed assertion: still clean up
             started.send_signal(signal.SIGTERM)
