@@ -22,22 +22,21 @@ TARGETS = sorted(path.stem for path in (RECIPES / "targets").glob("*.yaml") if "
 
 
 # What a test needs, read from the fixtures it uses (directly or through others): `make unit`
-# runs the tests that need none of these.
-NEEDS = {"image": {"cpu_image", "apptainer"}, "cluster": {"slurm", "two_nodes", "twin", "site_file"}}
-# Tests of the real tools rather than our code with a fake runner: pip and uv installing into
-# fresh venvs, and every documented command in a fresh shell (marker `tools`). `make test`
-# runs them; `make unit` leaves them out to stay a loop of seconds (docs/design.md#tests).
-TOOLS = {"pristine", "installed_builder", "lower_packages"}
+# runs the tests that need none of these. `tools`: the real tools rather than our code with a
+# fake runner (pip and uv installing into fresh venvs, every documented command in a fresh
+# shell), which `make test` runs and `make unit` leaves out to stay fast (docs/design.md#tests).
+NEEDS = {
+    "image": {"cpu_image", "apptainer"},
+    "cluster": {"slurm", "two_nodes", "twin", "site_file"},
+    "tools": {"pristine", "installed_builder", "lower_packages"},
+}
 
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        fixtures = set(item.fixturenames)
-        for marker, needed in NEEDS.items():
-            if needed & fixtures:
+        for marker, fixtures in NEEDS.items():
+            if fixtures & set(item.fixturenames):
                 item.add_marker(marker)
-        if TOOLS & fixtures:
-            item.add_marker("tools")
 
 
 def pytest_addoption(parser):
