@@ -2,6 +2,7 @@
 which layers are built, in what order, with what arguments, and which are skipped. The real
 builds are in test_build.py."""
 
+import io
 import re
 from pathlib import Path
 
@@ -92,6 +93,18 @@ def test_a_target_sharing_lower_layers_builds_them_under_their_owners_names(fake
     fake.builds.clear()
     build("a100-cuda", tmp_path)  # its lower layers are there already
     assert [b.layer for b in fake.builds] == ["image"]
+
+
+def test_a_child_built_after_its_parent_builds_only_its_image_layer_and_says_on_what(fake, tmp_path):
+    """As cpu-child on the CPU image's layers (for real: make test-full, test_layer_sharing)."""
+    build("a100-cuda", tmp_path)
+    fake.builds.clear()
+    said = io.StringIO()
+    layers.build(RecipeTree(RECIPES), "h100-cuda", images=tmp_path, progress=Progress(said), space_check=False)
+    assert [(b.layer, Path(b.argv[-1]).name) for b in fake.builds] == [("image", "h100-cuda.def")]
+    assert fake.builds[0].build_args["BASE"] == "a100-cuda.base.sif"
+    assert "h100-cuda builds on the devel and base layers of a100-cuda" in said.getvalue(), said.getvalue()
+    assert sorted(p.name for p in tmp_path.glob("h100-cuda*.sif")) == ["h100-cuda.sif"]
 
 
 def test_the_build_is_given_the_plans_text_and_nothing_else(fake, tmp_path):
