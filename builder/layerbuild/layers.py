@@ -205,11 +205,11 @@ def build_layer(job: LayerBuild, progress):
             wheel.write(work)
             args[runtime_wheel.BUILD_ARG] = str(work / wheel.name)
         host_settings.write(host, job.plan.pip_indexes, progress)
-        kept = store.provide_kept(host, job.plan.kept, job.reuse_kept)
+        kept = store.provide_kept(host, job.plan.kept, job.reuse_kept, job.plan.site_image)
         _run_apptainer(job, _argv(job, args, host, tmp_sif, definition), work, tmp_sif, where, progress)
         os.replace(tmp_sif, job.sif)
     finally:
-        store.store_kept(host, kept, job.plan.owner)
+        store.store_kept(host, kept, job.plan.owner, job.plan.site_image)
         tmp_sif.unlink(missing_ok=True)
         shutil.rmtree(work, ignore_errors=True)
         if where.tmp == job.sif.parent.resolve() / space.DEFAULT_TMP:

@@ -106,21 +106,32 @@ def keep(plan, key, sif, progress):
         )
 
 
-def provide_kept(host: Path, kept: tuple, reuse: bool) -> list:
+def kept_name(folder: str, site_image=None) -> str:
+    """A kept step's name in the user's cache. The definition's folder name carries the hash of
+    the step's inputs, but names a site's image by its path only: on a site's image the name
+    also covers that file as the layer key knows it (a new image at the same path holds another
+    torch, and a wheel compiled against the old one must not be put back)."""
+    if not site_image:
+        return folder
+    material = json.dumps([folder, site_image_facts(site_image)], sort_keys=True)
+    return f"{folder.rsplit('-', 1)[0]}-{hashlib.sha256(material.encode()).hexdigest()[:16]}"
+
+
+def provide_kept(host: Path, kept: tuple, reuse: bool, site_image=None) -> list:
     """A folder under the host mount for each kept step, holding the stored output when there
     is one; returns the names of those left to fill."""
     to_fill = []
     for folder in kept:
-        if not (reuse and cache.fetch_kept(folder, host / KEPT_DIR / folder)):
+        if not (reuse and cache.fetch_kept(kept_name(folder, site_image), host / KEPT_DIR / folder)):
             (host / KEPT_DIR / folder).mkdir(parents=True)
             to_fill.append(folder)
     return to_fill
 
 
-def store_kept(host: Path, folders: list, owner: str):
+def store_kept(host: Path, folders: list, owner: str, site_image=None):
     """Each kept step's output the build left complete, into the user's cache: a step that
     finished is kept even when a later one (or %test) failed, so the next build repeats only
     what broke (cache.store_kept takes only outputs marked complete)."""
     for folder in folders:
         with contextlib.suppress(OSError):  # a cache that cannot grow hides no error
-            cache.store_kept(folder, host / KEPT_DIR / folder, owner=owner)
+            cache.store_kept(kept_name(folder, site_image), host / KEPT_DIR / folder, owner=owner)

@@ -86,6 +86,23 @@ def test_a_layer_build_gets_a_folder_per_kept_step_filled_when_stored(tmp_path):
     assert sorted(p.name for p in (host / "kept").iterdir()) == ["deepspeed-wheel-bbbb", "plugin-aaaa"]
 
 
+def test_on_a_sites_image_a_new_file_at_the_same_path_gets_no_old_wheel(tmp_path):
+    """The definition names the site's image by its path: the kept wheel, compiled against that
+    image's torch, is put back only while the file is the one it was made on."""
+    image = tmp_path / "site.sif"
+    image.write_bytes(b"torch 2.9")
+    first = tmp_path / "first"
+    assert store.provide_kept(first, ("deepspeed-wheel-bbbb",), True, image) == ["deepspeed-wheel-bbbb"]
+    (first / "kept" / "deepspeed-wheel-bbbb" / cache.COMPLETE).write_text("")
+    store.store_kept(first, ["deepspeed-wheel-bbbb"], "lumi-laif", image)
+    assert store.provide_kept(tmp_path / "again", ("deepspeed-wheel-bbbb",), True, image) == []
+    image.write_bytes(b"torch 2.10")  # the site put a new image at the same path
+    assert store.provide_kept(tmp_path / "new", ("deepspeed-wheel-bbbb",), True, image) == ["deepspeed-wheel-bbbb"]
+    # stored under a name of the same step, so older ones are pruned as any target's
+    assert store.kept_name("deepspeed-wheel-bbbb", image).startswith("deepspeed-wheel-")
+    assert store.kept_name("deepspeed-wheel-bbbb") == "deepspeed-wheel-bbbb"
+
+
 def test_force_all_leaves_every_kept_folder_empty(tmp_path):
     cache.store_kept("plugin-aaaa", made(tmp_path, "plugin-aaaa"))
     host = tmp_path / "host"
