@@ -16,6 +16,7 @@ from conftest import ROOT, flocks, run_builder, tmpfs, wait_until
 
 from builder.host import cache
 
+QUICK_SIZES = ("--sizes", "8:1M", "--warmup", "1", "--iters", "2")
 LOCKED_MESSAGES = ("another build of it is running", "a smoke run or publish is reading it", "a build of it is running")
 
 
@@ -77,7 +78,8 @@ def test_two_builds_of_one_target_at_once(cpu_image, tmp_path):
 
 def test_a_build_stops_at_once_while_smoke_and_publish_read_the_image(images, apptainer, tmp_path):
     before = state(images, cache.slot("cpu", "image"))
-    smoke = start("smoke", "cpu", "--images", images, env={"HPCML_APPTAINER": apptainer})
+    # the quick sizes: the smoke run only has to hold its reader's lock while the others try
+    smoke = start("smoke", "cpu", "--images", images, "--", *QUICK_SIZES, env={"HPCML_APPTAINER": apptainer})
     try:
         taken = wait_until(lambda: held(images / ".cpu.lock") or smoke.poll() is not None, 120)
         assert taken and smoke.poll() is None, f"smoke never took the lock: {smoke.stderr.read() if taken else ''}"
