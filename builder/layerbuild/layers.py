@@ -194,7 +194,7 @@ def build_layer(job: LayerBuild, progress):
     work = Path(tempfile.mkdtemp(prefix=f"{WORK_PREFIX}{job.plan.owner}-", dir=where.tmp))
     (work / "apptainer").mkdir()
     tmp_sif = job.sif.with_name(f".{job.sif.name}.tmp-{os.getpid()}")
-    host, kept = work / "host", []
+    host, kept, site_image = work / "host", [], None
     try:
         definition = work / job.plan.file_name
         definition.write_text(job.plan.text)
@@ -205,11 +205,12 @@ def build_layer(job: LayerBuild, progress):
             wheel.write(work)
             args[runtime_wheel.BUILD_ARG] = str(work / wheel.name)
         host_settings.write(host, job.plan.pip_indexes, progress)
-        kept = store.provide_kept(host, job.plan.kept, job.reuse_kept, job.plan.site_image)
+        site_image = store.site_image_facts(job.plan.site_image) if job.plan.site_image else None
+        kept = store.provide_kept(host, job.plan.kept, job.reuse_kept, site_image)
         _run_apptainer(job, _argv(job, args, host, tmp_sif, definition), work, tmp_sif, where, progress)
         os.replace(tmp_sif, job.sif)
     finally:
-        store.store_kept(host, kept, job.plan.owner, job.plan.site_image)
+        store.store_kept(host, kept, job.plan.owner, site_image)
         tmp_sif.unlink(missing_ok=True)
         shutil.rmtree(work, ignore_errors=True)
         if where.tmp == job.sif.parent.resolve() / space.DEFAULT_TMP:

@@ -109,11 +109,12 @@ def keep(plan, key, sif, progress):
 def kept_name(folder: str, site_image=None) -> str:
     """A kept step's name in the user's cache. The definition's folder name carries the hash of
     the step's inputs, but names a site's image by its path only: on a site's image the name
-    also covers that file as the layer key knows it (a new image at the same path holds another
-    torch, and a wheel compiled against the old one must not be put back)."""
+    also covers that file as the layer key knows it (``site_image``: its site_image_facts; a new
+    image at the same path holds another torch, and a wheel compiled against the old one must
+    not be put back)."""
     if not site_image:
         return folder
-    material = json.dumps([folder, site_image_facts(site_image)], sort_keys=True)
+    material = json.dumps([folder, site_image], sort_keys=True)
     return f"{folder.rsplit('-', 1)[0]}-{hashlib.sha256(material.encode()).hexdigest()[:16]}"
 
 

@@ -91,15 +91,17 @@ def test_on_a_sites_image_a_new_file_at_the_same_path_gets_no_old_wheel(tmp_path
     image's torch, is put back only while the file is the one it was made on."""
     image = tmp_path / "site.sif"
     image.write_bytes(b"torch 2.9")
+    old = store.site_image_facts(image)  # as the layer build reads them, once
     first = tmp_path / "first"
-    assert store.provide_kept(first, ("deepspeed-wheel-bbbb",), True, image) == ["deepspeed-wheel-bbbb"]
+    assert store.provide_kept(first, ("deepspeed-wheel-bbbb",), True, old) == ["deepspeed-wheel-bbbb"]
     (first / "kept" / "deepspeed-wheel-bbbb" / cache.COMPLETE).write_text("")
-    store.store_kept(first, ["deepspeed-wheel-bbbb"], "lumi-laif", image)
-    assert store.provide_kept(tmp_path / "again", ("deepspeed-wheel-bbbb",), True, image) == []
+    store.store_kept(first, ["deepspeed-wheel-bbbb"], "lumi-laif", old)
+    assert store.provide_kept(tmp_path / "again", ("deepspeed-wheel-bbbb",), True, old) == []
     image.write_bytes(b"torch 2.10")  # the site put a new image at the same path
-    assert store.provide_kept(tmp_path / "new", ("deepspeed-wheel-bbbb",), True, image) == ["deepspeed-wheel-bbbb"]
+    new = store.site_image_facts(image)
+    assert store.provide_kept(tmp_path / "new", ("deepspeed-wheel-bbbb",), True, new) == ["deepspeed-wheel-bbbb"]
     # stored under a name of the same step, so older ones are pruned as any target's
-    assert store.kept_name("deepspeed-wheel-bbbb", image).startswith("deepspeed-wheel-")
+    assert store.kept_name("deepspeed-wheel-bbbb", new).startswith("deepspeed-wheel-")
     assert store.kept_name("deepspeed-wheel-bbbb") == "deepspeed-wheel-bbbb"
 
 
