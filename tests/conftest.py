@@ -34,8 +34,9 @@ NEEDS = {
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
+        used = set(item.fixturenames)
         for marker, fixtures in NEEDS.items():
-            if fixtures & set(item.fixturenames):
+            if fixtures & used:
                 item.add_marker(marker)
 
 

@@ -45,9 +45,14 @@ def fake(monkeypatch, tmp_path):
     return FakeRunner(monkeypatch)
 
 
-def build(name, images, force=None, tree=None):
+def build(name, images, force=None, tree=None, progress=None):
     return layers.build(
-        tree or RecipeTree(RECIPES), name, images=images, force=force, progress=Progress(), space_check=False
+        tree or RecipeTree(RECIPES),
+        name,
+        images=images,
+        force=force,
+        progress=progress or Progress(),
+        space_check=False,
     )
 
 
@@ -100,7 +105,7 @@ def test_a_child_built_after_its_parent_builds_only_its_image_layer_and_says_on_
     build("a100-cuda", tmp_path)
     fake.builds.clear()
     said = io.StringIO()
-    layers.build(RecipeTree(RECIPES), "h100-cuda", images=tmp_path, progress=Progress(said), space_check=False)
+    build("h100-cuda", tmp_path, progress=Progress(said))
     assert [(b.layer, Path(b.argv[-1]).name) for b in fake.builds] == [("image", "h100-cuda.def")]
     assert fake.builds[0].build_args["BASE"] == "a100-cuda.base.sif"
     assert "h100-cuda builds on the devel and base layers of a100-cuda" in said.getvalue(), said.getvalue()

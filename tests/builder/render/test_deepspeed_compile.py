@@ -10,12 +10,12 @@ seconds instead of the 2.7 minutes its compile takes here."""
 
 import hashlib
 import json
-import os
 import subprocess
 import zipfile
 
 from conftest import RECIPES
 
+from builder.fileio import write_bytes_atomic
 from builder.host import cache, sidecar
 from builder.host.progress import Progress
 from builder.layerbuild import host_settings
@@ -63,10 +63,7 @@ def test_an_op_left_to_the_second_pass_is_in_the_wheel_and_exports_its_own_modul
     wheel = next(kept.glob("deepspeed-*.whl"), None)
     if wheel is None:
         wheel = compile_wheel(apptainer, target, env, host, out, script, devel)
-        kept.mkdir(parents=True, exist_ok=True)
-        partial = kept / f".{wheel.name}.{os.getpid()}"
-        partial.write_bytes(wheel.read_bytes())
-        os.replace(partial, kept / wheel.name)  # whole or not at all
+        write_bytes_atomic(kept / wheel.name, wheel.read_bytes())  # whole or not at all
     check_wheel(wheel, tmp_path)
 
 
