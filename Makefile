@@ -51,17 +51,18 @@ lock: setup
 
 # Two passes: first what `make unit` runs and the tests of real tools (marker `tools`), four at
 # a time (no image, no cluster: they share nothing); then the tests that use the image,
-# Apptainer or a Slurm cluster, one at a time, as they share one CPU image, its layer cache
-# and the machine's two cores. Of a long matrix (every publish step killed, every site twin
-# and launch) it runs representative cases; `make test-full` runs the rest. The second pass
-# prints each file's time at the end of its line, so that a run cut short by a time limit
-# still shows where its time went.
+# Apptainer or a Slurm cluster, in two streams side by side (tests/helpers/streams.py): one
+# builds and packs images, the other runs them on clusters; each alone leaves a core idle for
+# much of its time. Of a long matrix (every publish step killed, every site twin and launch)
+# it runs representative cases; `make test-full` runs the rest. The second pass prints a line
+# per test as it ends, so that a run cut short by a time limit still shows how far it came,
+# and names its slowest files at the end.
 test: setup-test
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(PY) -m builder check
 	$(PYTEST) -n 4 --dist worksteal -m "not heavy and not image and not cluster and not gpu and not full"
-	$(PYTEST) -o console_output_style=times -m "(image or cluster) and not heavy and not full"
+	$(PYTEST) -v -n 2 --streams -m "(image or cluster) and not heavy and not full"
 
 # The rest of the long matrices (marker `full`): the publish steps, site twins, launches and
 # framework examples make test leaves to one representative each (43 tests, 33 min on 2 cores),

@@ -1,3 +1,4 @@
+import fcntl
 import functools
 import os
 import shutil
@@ -9,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-# make test-gpu's options and summary (standard library only, as this file: a GPU host runs them)
-pytest_plugins = ("helpers.gpu_summary",)
+# make test-gpu's options and summary (standard library only, as this file: a GPU host runs
+# them); make test's two streams and the slowest files
+pytest_plugins = ("helpers.gpu_summary", "helpers.streams")
 
 ROOT = Path(__file__).resolve().parent.parent
 RECIPES = ROOT / "recipes"
@@ -105,6 +107,16 @@ def run_shared_folder(tmp_path_factory, name) -> Path:
     return folder
 
 
+@contextmanager
+def run_lock(tmp_path_factory, name):
+    """An exclusive lock on the run's folder ``name`` (run_shared_folder), held while the block
+    runs: pytest-xdist's workers pass it one at a time. Yields the folder."""
+    folder = run_shared_folder(tmp_path_factory, name)
+    with open(folder / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield folder
+
+
 def wait_until(predicate, seconds, step=0.2):
     """Poll ``predicate`` for at most ``seconds`` (and as many polls); its last answer."""
     deadline = time.monotonic() + seconds
@@ -152,24 +164,32 @@ def compare_golden(path: Path, text: str, update: bool):
 
 
 @pytest.fixture(scope="session")
-def cpu_image(tmp_path_factory):
-    """The real CPU image, built with Apptainer into a fresh images directory; its layers
-    come from the user's layer cache when this machine built them before (a clean machine
-    builds them, about 20 minutes on 2 cores)."""
-    images = tmp_path_factory.mktemp("images")
-    started = time.monotonic()
-    result = run_builder("build", "cpu", "--images", images, timeout=3600)
-    assert result.returncode == 0, result.stderr[-3000:]
-    print(f"\ncpu image ready in {time.monotonic() - started:.0f} s:\n{result.stderr}", file=sys.stderr)
-    return images / "cpu.sif"
+def apptainer(tmp_path_factory):
+    """The host's apptainer or singularity; else the toolbox's, provisioned here once (root)."""
+    from builder.host import toolbox
+    from builder.host.progress import Progress
+
+    found = shutil.which("apptainer") or shutil.which("singularity")
+    if found:
+        return found
+    with run_lock(tmp_path_factory, "toolbox") as folder:  # one provision at a time: it replaces the folder
+        return str(toolbox.ensure(Progress(), folder))
 
 
 @pytest.fixture(scope="session")
-def apptainer(cpu_image):
-    from builder.host import toolbox
-
-    found = shutil.which("apptainer") or shutil.which("singularity")
-    return found or str(toolbox.command())
+def cpu_image(apptainer, tmp_path_factory):
+    """The real CPU image, built with Apptainer into a fresh images directory; its layers
+    come from the user's layer cache when this machine built them before (a clean machine
+    builds them, about 15 minutes on 2 cores). pytest-xdist's workers build one after the
+    other: the builder refuses a second build of a layer under way, and the later worker
+    takes the layers from the cache."""
+    images = tmp_path_factory.mktemp("images")
+    started = time.monotonic()
+    with run_lock(tmp_path_factory, "cpu-image"):
+        result = run_builder("build", "cpu", "--images", images, timeout=3600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    print(f"\ncpu image ready in {time.monotonic() - started:.0f} s:\n{result.stderr}", file=sys.stderr)
+    return images / "cpu.sif"
 
 
 @pytest.fixture(scope="session")
