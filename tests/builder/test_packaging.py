@@ -1,14 +1,13 @@
 """`pip install .` (not editable) in a fresh venv gives a builder that renders, checks and
 publishes on its own: templates, schemas, the wrapper and the runtime's source ship inside it."""
 
-import fcntl
 import os
 import shutil
 import subprocess
 import sys
 
 import pytest
-from conftest import CONTAINERS, RECIPES, ROOT, run_shared_folder
+from conftest import CONTAINERS, RECIPES, ROOT, run_lock
 
 from builder.host import uv as host_uv
 from builder.render import runtime_wheel
@@ -22,10 +21,8 @@ def installed_builder(tmp_path_factory):
     (hatchling) in an isolated environment, from the sources the host's pip uses, in 3 s
     instead of pip's 20 (most of `make unit`'s longest setup). That pip itself, the README's
     `pip install .`, installs the very same files is test_pip_installs_what_uv_does (full)."""
-    folder = run_shared_folder(tmp_path_factory, "packaging")
-    venv = folder / "venv"
-    with open(folder / "lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with run_lock(tmp_path_factory, "packaging") as folder:
+        venv = folder / "venv"
         if not (venv / "done").exists():
             shutil.rmtree(venv, ignore_errors=True)
             uv = host_uv._uv()

@@ -7,7 +7,6 @@ About a second each; the venv's packages are copied from one venv made per run."
 
 import base64
 import dataclasses
-import fcntl
 import hashlib
 import os
 import shutil
@@ -16,7 +15,7 @@ import sys
 import zipfile
 
 import pytest
-from conftest import RECIPES, ROOT, run_shared_folder
+from conftest import RECIPES, ROOT, run_lock
 
 from builder import contract
 from builder.layerbuild.layers import failure_line
@@ -79,9 +78,7 @@ def lower_packages(tmp_path_factory):
     setuptools where the Python bundles it) and fakenum 1.0, installed by that pip. Made once
     per run, also when pytest-xdist's workers share the tests (the first makes it, the others
     wait on the lock), as `python -m venv` and pip cost seconds."""
-    folder = run_shared_folder(tmp_path_factory, "frameworks-venv")
-    with open(folder / "lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with run_lock(tmp_path_factory, "frameworks-venv") as folder:
         if not (folder / "done").exists():
             shutil.rmtree(folder / "venv", ignore_errors=True)
             subprocess.run([sys.executable, "-m", "venv", folder / "venv"], check=True, timeout=PIP_TIMEOUT_S)
