@@ -1,7 +1,6 @@
 import fcntl
 import functools
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -165,15 +164,13 @@ def compare_golden(path: Path, text: str, update: bool):
 
 @pytest.fixture(scope="session")
 def apptainer(tmp_path_factory):
-    """The host's apptainer or singularity; else the toolbox's, provisioned here once (root)."""
-    from builder.host import toolbox
+    """The installed apptainer or singularity, else the toolbox's, provisioned here (root) as
+    a build would: one worker at a time, as a provision replaces the toolbox's folder."""
+    from builder.host.images import find_apptainer
     from builder.host.progress import Progress
 
-    found = shutil.which("apptainer") or shutil.which("singularity")
-    if found:
-        return found
-    with run_lock(tmp_path_factory, "toolbox") as folder:  # one provision at a time: it replaces the folder
-        return str(toolbox.ensure(Progress(), folder))
+    with run_lock(tmp_path_factory, "toolbox") as folder:
+        return find_apptainer(None, Progress(), folder)[0]
 
 
 @pytest.fixture(scope="session")
