@@ -1,4 +1,24 @@
-"""The two kinds of failure the CLI reports, each with its own exit status."""
+"""The failures the CLI reports, each kind with its exit status: 2 for what the user can fix
+(RecipeError, SetupError), 1 for a failed outside tool or check (ToolError, CheckFailed); and
+`shown()`, how a message quotes a value so that it stays on one line."""
+
+import re
+
+_PLAIN = re.compile(r"[A-Za-z0-9_.,:/@+=%-]+")
+
+
+def shown(value) -> str:
+    """``value`` for a message, on one line: as it is when plain, else Python's quoted form,
+    which escapes every character that would not print as itself (a newline as \\n)."""
+    text = str(value)
+    return text if _PLAIN.fullmatch(text) else repr(text)
+
+
+def one_line(text: str) -> str:
+    """``text`` with each character that would not print as itself escaped: a control
+    character (newline, carriage return, NUL, DEL, C1) or a line separator would end or hide
+    part of the line."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in text)
 
 
 class BuilderError(Exception):
@@ -25,7 +45,8 @@ class RecipeError(BuilderError):
         if self.file:
             where = f"{self.file}:{self.line}: " if self.line else f"{self.file}: "
         keys = ".".join(str(p) for p in self.path)
-        return f"{where}{keys + ': ' if keys else ''}{self.message}"
+        # one line, whatever value a message quotes raw: a newline could print a directive
+        return one_line(f"{where}{keys + ': ' if keys else ''}{self.message}")
 
 
 class SetupError(BuilderError):

@@ -21,6 +21,7 @@ import os
 import re
 import sys
 
+from ..errors import one_line
 from . import registry
 from .parser import parser as grammar
 
@@ -100,7 +101,7 @@ def _words(action, name, value) -> list:
 
 
 def _refuse(message):
-    print(f"error: make's command line: {message}", file=sys.stderr)
+    print(one_line(f"error: make's command line: {message}"), file=sys.stderr)
     sys.exit(2)
 
 

@@ -5,6 +5,7 @@ import argparse
 import sys
 
 from .. import __version__, contract
+from ..errors import one_line
 from ..invocation import program
 from . import registry
 
@@ -13,7 +14,7 @@ class _Parser(argparse.ArgumentParser):
     """Usage mistakes get the same one-line error as bad recipes."""
 
     def error(self, message):
-        print(f"error: command line: {message} (see: {self.prog} --help)", file=sys.stderr)
+        print(one_line(f"error: command line: {message} (see: {self.prog} --help)"), file=sys.stderr)
         sys.exit(2)
 
 
