@@ -9,7 +9,9 @@ from pathlib import Path
 
 def write_atomic(path: Path, text: str) -> bool:
     """Write ``text`` to ``path`` unless it already holds exactly that; True if written."""
-    return write_bytes_atomic(path, text.encode())
+    # a command line's bytes that are not UTF-8 reach Python as surrogates: written back as the
+    # same bytes, so a script passes on an argument exactly as it was typed
+    return write_bytes_atomic(path, text.encode(errors="surrogateescape"))
 
 
 def write_bytes_atomic(path: Path, data: bytes) -> bool:

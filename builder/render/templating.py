@@ -3,6 +3,7 @@ entry-point scripts), with a quoting filter for each language written."""
 
 import jinja2
 
+from ..safe_text import comment
 from ..shell import quote
 from .quoting import lua_long_string, lua_string, tcl_word
 
@@ -14,4 +15,4 @@ templates = jinja2.Environment(
     lstrip_blocks=True,
     autoescape=False,
 )
-templates.filters.update(sh=quote, lua=lua_string, lua_long=lua_long_string, tcl=tcl_word)
+templates.filters.update(sh=quote, lua=lua_string, lua_long=lua_long_string, tcl=tcl_word, comment=comment)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from .. import contract, resources
 from ..errors import RecipeError
+from ..errors import shown as escaped
 from ..published import IMAGE, MANIFEST
 from ..shell import cmd, env_value, leading_variable
 from .job_paths import absolute, check_image
@@ -122,9 +123,9 @@ def storage(p):
     pool = site.scratch.pool
     if pool is None:
         where = f"; staged data goes to {site.scratch.tmpdir} (--stage)" if site.scratch.tmpdir else ""
-        raise _error(f"--nvme-pool {size}: {site.name} has no NVMe pool (scratch.pool){where}")
+        raise _error(f"--nvme-pool {escaped(size)}: {site.name} has no NVMe pool (scratch.pool){where}")
     if not POOL_SIZE.fullmatch(size):
-        raise _error(f"--nvme-pool {size}: not a size; expected gigabytes or terabytes such as 100G or 2T")
+        raise _error(f"--nvme-pool {escaped(size)}: not a size; expected gigabytes or terabytes such as 100G or 2T")
     path = _expand_now(pool.path, "--nvme-pool")
     asked = [("bb", '"' + pool.bb.format(size=size, path=path) + '"')]
     p.why.append(

@@ -10,7 +10,7 @@ from pathlib import Path
 from ..errors import RecipeError, ToolError
 from ..host.images import Built, checked_labels, ready_apptainer
 from ..invocation import program as builder_command
-from ..shell import leading_variable, quote
+from ..shell import leading_variable, path_value, quote
 
 # What users type first (`-- python train.py`): every launch already starts python itself.
 PYTHON = re.compile(r"^python(3(\.\d+)?)?$")
@@ -84,17 +84,17 @@ def check_image(p):
 
 
 def image_hint(p) -> str:
-    """What the script says when the image is not where it looks: what puts it there on the site.
-    It goes inside double quotes: the image folder's variable expands there when the job runs."""
+    """What the script says when the image is not where it looks: what puts it there on the site,
+    as shell words for echo, quoted; the image folder's variable expands when the job runs."""
     if p.record and not p.request.image:
-        return f"the module {p.record['name']}/{p.record['version']} sets it"
+        return quote(f"(the module {p.record['name']}/{p.record['version']} sets it)")
     if p.site.runtime.image_dir:
         copy = f": {p.site.runtime.image_copy} {p.target.name}.sif" if p.site.runtime.image_copy else ""
-        return f"copy it into {p.site.runtime.image_dir} first{copy}"
+        return f"{quote('(copy it into')} {path_value(p.site.runtime.image_dir)}{quote(f' first{copy})')}"
     name = p.target.name
-    return (
-        f"copy the {name} image there first, made by: {builder_command()} build {name}; "
-        "or write the script again with jobscript --image PATH"
+    return quote(
+        f"(copy the {name} image there first, made by: {builder_command()} build {name}; "
+        "or write the script again with jobscript --image PATH)"
     )
 
 

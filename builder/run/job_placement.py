@@ -5,6 +5,8 @@ jobscript.Plan being made."""
 import re
 
 from ..errors import RecipeError
+from ..errors import shown as escaped
+from ..safe_text import SLURM_NAME, SLURM_NAME_EXPECTED, field, single_line
 from ..suggest import did_you_mean
 
 
@@ -128,7 +130,9 @@ def _named_partition(p, partitions):
     chosen = partitions.get(asked)
     if chosen is None:
         known = ", ".join(partitions) or "none (the cluster's default is used)"
-        raise command_line_error(f"--partition {asked}: not a partition of {site.name}; expected one of: {known}")
+        raise command_line_error(
+            f"--partition {escaped(asked)}: not a partition of {site.name}; expected one of: {known}"
+        )
     why_not = _fits(p, chosen)
     if why_not:
         other, _ = _first_fit(p)
@@ -181,7 +185,7 @@ def _choose_qos(p) -> str:
         known = {qos.name: qos for qos in site.slurm.qos}
         if asked not in known:
             raise command_line_error(
-                f"--qos {asked}: not a QoS of {site.name}; expected one of: "
+                f"--qos {escaped(asked)}: not a QoS of {site.name}; expected one of: "
                 f"{', '.join(known) or 'none (the site file names none)'}" + did_you_mean(asked, known)
             )
         why_not = _qos_misfit(p, known[asked])
@@ -218,9 +222,12 @@ def _account(p) -> str:
                 f"--account is required on {site.name}: the project to bill, such as {form.example}"
             )
         return ""
-    if form and not re.fullmatch(form.pattern, asked):
+    single_line(asked, "--account")
+    if not form:  # the site gives no form: the default set, which no directive can hide in
+        return field(asked, "--account", SLURM_NAME, f"a Slurm account: {SLURM_NAME_EXPECTED}")
+    if not re.fullmatch(form.pattern, asked):
         raise command_line_error(
-            f"--account {asked}: not of {site.name}'s form; expected one such as "
+            f"--account {escaped(asked)}: not of {site.name}'s form; expected one such as "
             f"{form.example} (matching {form.pattern})"
         )
     return asked

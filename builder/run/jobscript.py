@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 
 from .. import __version__, contract
 from ..render.templating import templates
+from ..safe_text import directive
 from ..shell import cmd, export, path_value, quote
 from ..suggest import did_you_mean
 from .job_environment import environment, per_node, steps, storage
@@ -268,7 +269,9 @@ def script(p: Plan) -> str:
     if p.node_local:  # its variables expand when the job runs
         lines.append(export(contract.NODE_LOCAL, p.node_local))
     account_hint = "" if request.account or not site.slurm.account else site.slurm.account.example
+    where = f"recipes/sites/{site.name}.yaml"  # the user's values were checked where they were read
     return templates.get_template("job.sh.j2").render(
+        directives=[directive(option, value, where) for option, value in p.sbatch],
         version=__version__,
         command=request.command_line(p.target.name),
         plan=p,
