@@ -68,7 +68,9 @@ test: setup-test
 # framework examples make test leaves to one representative each (43 tests, 33 min on 2 cores),
 # a cold `make build` as an ordinary user on a login node without apt (about 20 min more),
 # the README's `pip install .` by pip itself (the other tests install the builder with uv's pip),
-# the CPU image's top layer rebuilt with --force and the three slowest benches' quick runs.
+# the CPU image's top layer rebuilt with --force, the three slowest benches' quick runs, and
+# the builds that only a new machine makes from nothing: the aarch64 test image with the cross
+# compilers, and the site-image route's stand-in with its op compile.
 test-full: setup-test
 	$(PYTEST) -o console_output_style=times -m "full and not heavy"
 

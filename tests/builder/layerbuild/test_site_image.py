@@ -122,6 +122,8 @@ def stand_in_base(cpu_image) -> Path:
     return base
 
 
+# make test-full: the stand-in's op compile is 14 min on a new machine (12 s from the cache)
+@pytest.mark.full
 @pytest.mark.image
 def test_the_route_builds_on_a_stand_in_base_and_reads_what_it_holds(cpu_image, apptainer, tmp_path):
     base = stand_in_base(cpu_image)
