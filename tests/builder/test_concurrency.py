@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT, flocks, run_builder, tmpfs, wait_until
+from helpers.child_signals import default_signals
 
 from builder.host import cache
 
@@ -41,6 +42,7 @@ def start(*args, env=None):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=default_signals,  # a build is stopped with SIGINT, as Ctrl-C does
     )
 
 

@@ -12,6 +12,7 @@ import uuid
 
 import pytest
 from conftest import ROOT, wait_until
+from helpers.child_signals import default_signals
 
 from builder import runner
 from builder.errors import RecipeError, ToolError
@@ -97,6 +98,7 @@ def test_the_guard_kills_a_group_that_ignores_term_after_the_grace(tmp_path, mar
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             start_new_session=True,
+            preexec_fn=default_signals,  # bash traps no signal that was ignored when it started
         )
     assert wait_until(started(marker, names), 30), log.read_text()
     began = time.monotonic()
@@ -120,6 +122,7 @@ def test_the_guard_sends_term_to_every_process_of_the_command_first(tmp_path, ma
         env=grace_env(),
         stdin=subprocess.DEVNULL,
         start_new_session=True,
+        preexec_fn=default_signals,
     )
     assert wait_until(started(marker, ["child", "grandchild"]), 30)  # each set its trap before
     began = time.monotonic()
@@ -183,6 +186,7 @@ def test_a_stopped_builder_leaves_nothing_running_and_no_temp_files(
         stdin=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=default_signals,  # SIGINT: a `make test &` starts this process with it ignored
     )
     try:
         assert wait_until(started(marker, names), 30), log.read_text()

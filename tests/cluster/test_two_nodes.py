@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT, run_builder
+from helpers.child_signals import default_signals
 from helpers.slurm_jobs import C10D_NO_NAME, NEEDS_TWO_NODES, WRAPPER, job_env, wait_for
 
 pytestmark = NEEDS_TWO_NODES
@@ -284,6 +285,7 @@ def test_the_make_target_cluster_leaves_nothing_behind_when_stopped(stop):
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        preexec_fn=default_signals,  # stopped by SIGINT: not ignored here, even under `make test &`
     )
     try:
         first = started.stdout.readline()  # blocks until up, or it failed

@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 from conftest import RECIPES, ROOT
+from helpers.child_signals import default_signals
 
 BUILD_ONE_LAYER = """
 import sys
@@ -54,5 +55,6 @@ def start_layer_build(tmp_path, post, *extra, base, env=None):
         stderr=subprocess.PIPE,
         text=True,
         env=dict(os.environ, TMPDIR=str(private_tmp), APPTAINER_TMPDIR=str(private_tmp), **(env or {})),
+        preexec_fn=default_signals,  # the fault tests stop it with SIGINT, as Ctrl-C does
     )
     return process, images, previous

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT, SIF_HEADER, tmpfs
+from helpers.child_signals import default_signals
 
 WRAPPER = ROOT / "wrappers" / "singularity_wrapper"
 NASTY = [
@@ -66,6 +67,7 @@ def test_sigterm_reaches_the_program(env):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=default_signals,  # a shell cannot trap TERM if it starts with TERM ignored
     )
     assert process.stdout.readline().strip() == "ready"
     process.send_signal(signal.SIGTERM)
