@@ -11,6 +11,7 @@ https://docs.cscs.ch/software/container-engine/known-issue/ (libcudart.so and th
 import re
 
 from .. import __version__
+from ..safe_text import comment
 from . import facts as image_facts
 
 # CSCS's quick start: the user's scratch, bound at the same path, is where the job starts.
@@ -27,11 +28,14 @@ _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 
 
 def text(facts: image_facts.ImageFacts, image: str) -> str:
-    """The EDF for ``facts``'s image, whose squashfs will be at ``image`` on the site."""
+    """The EDF for ``facts``'s image, whose squashfs will be at ``image`` on the site. Every
+    value is a TOML string (`_string`, `_key`); a comment carries text only through
+    `safe_text.comment()`, on one line."""
+    target, created = comment(facts.target), comment(facts.created)
     lines = [
-        f"# CSCS Container Engine environment for {facts.target}, written by hpcml export ({__version__})",
-        f"# from {facts.target}.sif" + (f", built {facts.created}" if facts.created else "") + ".",
-        f"# Copy it to ~/.edf/{facts.target}.toml; then: srun --environment={facts.target} python ...",
+        f"# CSCS Container Engine environment for {target}, written by hpcml export ({__version__})",
+        f"# from {target}.sif" + (f", built {created}" if created else "") + ".",
+        f"# Copy it to ~/.edf/{target}.toml; then: srun --environment={target} python ...",
         "# Keys: https://docs.cscs.ch/software/container-engine/edf/",
         f"image = {_string(image)}",
         f"workdir = {_string(WORKDIR)}",
@@ -64,7 +68,7 @@ def annotations(facts: image_facts.ImageFacts) -> dict:
 
 
 def _why_annotations(facts) -> str:
-    runtime = facts.image_labels.short("cuda.runtime") or "unknown"
+    runtime = comment(facts.image_labels.short("cuda.runtime") or "unknown")
     return (
         f"# NCCL over Slingshot: the AWS OFI NCCL hook, the variant of the image's CUDA ({runtime}).\n"
         "# https://docs.cscs.ch/software/container-engine/resource-hook/#aws-ofi-nccl-hook"
@@ -81,14 +85,15 @@ def _key(name: str) -> str:
 
 
 def _string(value: str) -> str:
-    """A TOML basic string."""
+    """A TOML basic string; a character that would not print as itself (TOML refuses the
+    control characters raw; a line separator would hide part of the line) as its escape."""
     escapes = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r"}
     out = []
     for char in value:
         if char in escapes:
             out.append(escapes[char])
-        elif ord(char) < 0x20 or ord(char) == 0x7F:
-            out.append(f"\\u{ord(char):04x}")
+        elif not char.isprintable():
+            out.append(f"\\u{ord(char):04x}" if ord(char) <= 0xFFFF else f"\\U{ord(char):08x}")
         else:
             out.append(char)
     return '"' + "".join(out) + '"'

@@ -31,13 +31,15 @@ from ..host.images import IMAGE_SUM, built_image, checked_labels, image_lock, re
 from ..invocation import hint
 from ..published import IMAGE, MANIFEST
 from ..render.sitefile import render_site
+from ..safe_text import single_line
 from . import release_notes, signing
 from .modulefile import ENTRY_POINTS, module_for, render_default, render_entry, render_lua, render_tcl
 from .placing import fix_modules, link_target, lock, module_files, move_into_place, recover, symlink_atomic
 from .verify import SUMS, locate
 
-# No "+" or "@": Environment Modules reads them as variant and version specifiers.
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+# No "+" or "@": Environment Modules reads them as variant and version specifiers. Matched
+# whole (fullmatch): `$` alone would let a name end in a newline.
+NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
 @dataclass(frozen=True)
@@ -138,7 +140,7 @@ def _summary(request, module, what, root, checksum, smoke, signer) -> str:
 
 def _check_names(name, version):
     for what, value in (("--name", name), ("--version", version)):
-        if not NAME_RE.match(value) or value.endswith(".lua"):
+        if not NAME_RE.fullmatch(value) or value.endswith(".lua"):
             raise RecipeError(
                 f"{what} {value!r}: expected letters, digits and . _ - (not starting with . or -)",
                 file="command line",
@@ -168,7 +170,10 @@ def _check_prefix(prefix) -> Path:
             "--prefix is empty; expected the folder that holds published modules (make publish PREFIX=/appl/local/ml)",
             file="command line",
         )
-    path = Path(prefix).resolve()
+    # in the module files, their help and publish's summary, as given (a NUL would stop
+    # resolve() itself) and as resolved (a link's target, the working folder)
+    single_line(prefix, "--prefix")
+    path = Path(single_line(str(Path(prefix).resolve()), "--prefix, resolved,"))
     if not path.exists():  # never made here: a mistyped PREFIX would become a second module tree
         raise RecipeError(
             f"no such folder; expected the existing folder for published modules (a new one: mkdir -p {path})",

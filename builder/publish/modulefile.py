@@ -1,6 +1,7 @@
 """Lmod (.lua) and Tcl module files for a published image, rendered from one description.
 
-Values are quoted once, by the templates' filters (`quoting.py`). The module sets
+Values are quoted once, by the templates' filters (`quoting.py`); a comment carries text only
+through `safe_text.comment()`, on one line. The module sets
 the image, the site and the PATH of the entry-point wrappers; it conflicts only with other
 versions of its own name (never with command names such as `python`) and puts nothing but
 its own bin/ on PATH.
@@ -13,6 +14,7 @@ from .. import __version__, contract, sbom
 from ..render.quoting import tcl_word
 from ..render.sitefile import GPU_FLAGS
 from ..render.templating import templates
+from ..safe_text import comment
 from .stackinfo import stack_versions
 from .verify import SUMS
 
@@ -33,6 +35,13 @@ class Module:
     slurm_mpi: str  # Slurm's --mpi type for srun, or "" for none
     container_env: tuple  # ((NAME, value), ...) the image does not set for this site
     env_prefix: str  # APPTAINERENV_ or SINGULARITYENV_, for the site's runtime
+
+    @property
+    def heading(self) -> str:
+        """The files' first comment, name/version: description, on one line; never ending in a
+        backslash, which would carry a Tcl comment on to the next line (written as \\x5c)."""
+        text = comment(f"{self.name}/{self.version}: {self.description}")
+        return text[:-1] + "\\x5c" if text.endswith("\\") else text
 
 
 def render_lua(module: Module) -> str:

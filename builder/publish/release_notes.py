@@ -3,6 +3,10 @@ version and this one (Python distributions, Debian packages, DeepSpeed ops, imag
 release notes an admin hands on. The previous version is the one of the same name published
 last, by its publish.json; the first version of a name says that it is the first.
 
+Plain text for people, one value per line: every value (a package's name or version from an
+SBOM, a folder's name, the version) reaches the file through `safe_text.comment()`, so no
+control character or line separator in it starts a line of its own.
+
     place(staging, Path("images/cpu.sbom.json"), prefix / "pytorch", "2.13.0-cpu")
 """
 
@@ -13,6 +17,7 @@ from pathlib import Path
 from .. import sbom
 from ..errors import RecipeError
 from ..published import MANIFEST
+from ..safe_text import comment
 from ..sbom import diff
 
 CHANGES = "CHANGES.txt"
@@ -48,15 +53,32 @@ def summary(root: Path) -> str:
 def write(staging: Path, new_sbom: Path, name_folder: Path, version: str) -> str:
     """Write CHANGES.txt into ``staging``; its last line, for publish's summary."""
     before = previous(name_folder, version)
-    heading = f"Changes in {name_folder.name}/{version}"
+    name = comment(name_folder.name)
+    heading = f"Changes in {name}/{comment(version)}"
     if before is None:
-        body = f"{heading}: the first published version of {name_folder.name}; nothing to compare.\n"
+        body = f"{heading}: the first published version of {name}; nothing to compare.\n"
     else:
+        since = comment(before.name)
         try:
             old, new = diff.load(str(before)), diff.load(str(new_sbom))
         except RecipeError as error:  # an unreadable old SBOM must not stop a publish
-            body = f"{heading} since {before.name}: not compared ({error.message})\n"
+            body = f"{heading} since {since}: not compared ({comment(error.message)})\n"
         else:
-            body = f"{heading} since {before.name} (hpcml diff):\n" + diff.text(old, new, diff.compare(old, new))
+            # compared as they are (two names that escape alike stay two), then shown escaped
+            sections = [
+                diff.Section(section.title, tuple(comment(line) for line in section.lines))
+                for section in diff.compare(old, new)
+            ]
+            body = f"{heading} since {since} (hpcml diff):\n" + diff.text(_shown(old), _shown(new), sections)
     (staging / CHANGES).write_text(body)
     return body.splitlines()[-1] if before is not None else body.strip()
+
+
+def _shown(value):
+    """An SBOM with each text in it escaped by comment(), for the header lines that
+    `diff.text` makes of it (which image, which layer key)."""
+    if isinstance(value, dict):
+        return {key: _shown(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_shown(item) for item in value]
+    return comment(value) if isinstance(value, str) else value
