@@ -12,6 +12,8 @@ Each stage gets at most one section of each kind, with an echoed banner per bloc
 may build on another's devel and base layers (layer_sharing.py). A site-image target is one
 file, <t>.def, both of whose stages start from the site's own image (its path is a site fact,
 so it is written as it is).
+
+Every value is checked or quoted as Apptainer reads it back (def_values.py).
 """
 
 import dataclasses
@@ -19,10 +21,20 @@ import hashlib
 from dataclasses import dataclass, field
 
 from .. import __version__, reproducible
+from ..safe_text import comment
 from ..shell import cmd, export
 from .blocks import parts_by_layer
 from .blocks.python import venv_env
 from .blocks.torch import arch_env as _arch_env
+from .def_values import (
+    check_stage,
+    check_steps,
+    check_target,
+    docker_env,
+    export_line,
+    label_line,
+    line_value,
+)
 from .parts import KEPT_MOUNT, build_arg
 from .plan import LAYERS, MIRROR_ARG, PARENT_ARGS, LayerPlan, file_name
 from .templating import templates
@@ -105,6 +117,8 @@ def render_all(target, devel_text=None) -> dict:
     """{layer: LayerPlan} for the three layers of a target. devel_text: the devel layer the
     image layer builds on when it is another target's (layer_sharing). A site-image target
     has one layer, whose two stages start from the site's image."""
+    where = _where(target)
+    check_target(target, where)
     layers = parts_by_layer(target)
     base_parts, top_parts = layers["base"], layers["top"]
     if target.site_image:
@@ -116,15 +130,15 @@ def render_all(target, devel_text=None) -> dict:
     build, final = target.stage("build"), target.stage("final")
 
     devel = StageText.debian_root("devel", build, target)
-    _add_post(devel, base_parts, "build", starts_from=f"{build.bootstrap} {build.image}")
+    _add_post(devel, base_parts, "build", starts_from=f"{build.bootstrap} {build.image}", where=where)
 
     base = StageText.debian_root("base", final, target, files_from="devel")
     base.files = [(path, path) for p in base_parts for path in p.copy_from_build]
-    _add_post(base, base_parts, "final")
+    _add_post(base, base_parts, "final", where=where)
 
     top_build = StageText.from_layer("build", "devel")
     # %post exports do not persist in an image: repeat the devel layer's (venv PATH, archs)
-    inherited = [export(k, v) for p in base_parts if p.stage == "build" for k, v in p.build_env]
+    inherited = [export_line(k, v, where) for p in base_parts if p.stage == "build" for k, v in p.build_env]
     top_build.post = ["echo '--- build: devel environment'", *inherited]
     stages = {"devel": [devel]}
     own_devel = _render(target, "devel", stages).text
@@ -146,57 +160,74 @@ def _image_stages(target, base_parts, top_parts, top_build, image, starts_from):
     """Fill the image layer's two stages: the top blocks' build steps on the devel layer (or
     the site's image), their venv swapped whole into the final stage, and the environment,
     %test, runscript, labels and help of every block."""
+    where = _where(target)
     for part in top_parts:
         if part.stage == "build" and part.files:
             top_build.files += part.files
             top_build.take(part)
-    _add_post(top_build, top_parts, "build", starts_from=starts_from)
+    _add_post(top_build, top_parts, "build", starts_from=starts_from, where=where)
     # the venv gains DeepSpeed and the extras in the build stage; swap it in whole
     venv = target.python.venv
     image.files = [(venv, f"{venv}.new")]
     image.post = ["echo '--- final: venv'", cmd("rm", "-rf", venv), cmd("mv", f"{venv}.new", venv)]
-    _add_post(image, top_parts, "final")
-    image.environment = [export(k, v) for k, v in target.common_env]
+    _add_post(image, top_parts, "final", where=where)
+    image.environment = [export_line(k, v, where) for k, v in target.common_env]
     for part in base_parts + top_parts:
         if part.stage != "final":
             continue
-        image.environment += [export(name, value) for name, value in part.env]
+        image.environment += [export_line(name, value, where) for name, value in part.env]
         if part.test:
             image.test += [f"echo '--- test: {part.block}'", *part.test]
         image.runscript += part.runscript
-        image.labels += [f"{key} {value}" for key, value in part.labels]
-        image.help += part.help
+        image.labels += [label_line(key, value, where) for key, value in part.labels]
+        image.help += [line_value(line, "%help line", where) for line in part.help]
 
 
 def render_extension(target, name, steps, source, context) -> LayerPlan:
     """The one-stage layer `hpcml extend` builds on the target's image: a Dockerfile's steps
     (dockerfile.DockerSteps) with the image's venv first on PATH, their files taken from the
     folder ``context`` (beside the image), a %test that the stack still imports."""
+    where = line_value(source, "the Dockerfile's name", "command line")
+    check_steps(steps, where)
     stage = StageText.from_layer("final", "base")
     stage.files = [(f"{context}/{source_path}", dest) for source_path, dest in steps.files]
     venv = target.python.venv
-    stage.post = [f"echo '--- extend: the steps of {source}'", "set +u", *(export(k, v) for k, v in venv_env(venv))]
+    stage.post = [cmd("echo", f"--- extend: the steps of {source}"), "set +u"]
+    stage.post += [export(k, v) for k, v in venv_env(venv)]
     stage.post += steps.post
-    stage.environment = [f"export {assignment}" for assignment in steps.env]
+    stage.environment = [docker_env(assignment, where) for assignment in steps.env]
     stage.test = [cmd(f"{venv}/bin/python", "-c", "import torch, deepspeed, mpi4py")]
     stage.runscript = list(steps.runscript)
-    stage.labels = [f"{key} {value}" for key, value in steps.labels]
+    stage.labels = [label_line(key, value, where) for key, value in steps.labels]
     stage.labels += [
-        f"org.hpc-ml-containers.extended.from {target.name}",
-        f"org.hpc-ml-containers.extended.steps {source}",
+        label_line("org.hpc-ml-containers.extended.from", target.name, where),
+        label_line("org.hpc-ml-containers.extended.steps", source, where),
     ]
+    check_stage(stage, where)
     text = templates.get_template("extension.def.j2").render(
-        version=__version__, name=name, target=target, source=source, stages=[stage]
+        version=__version__,
+        name=comment(name),
+        target_name=comment(target.name),
+        description=comment(target.description),
+        source=comment(source),
+        stages=[stage],
     )
     return LayerPlan(layer="image", owner=name, text=text, build_args=tuple(sorted(stage.args)), parents=("base",))
+
+
+def _where(target) -> str:
+    return f"target {target.name}"
 
 
 def _render(target, layer, stages, site_image="", apt_packages=()) -> LayerPlan:
     # copies: the devel layer's stages are rendered twice (once for the image layer's kept step)
     fixed = [dataclasses.replace(s, post=reproducible.stage_post(s.name, s.post)) for s in stages[layer]]
+    for stage in fixed:
+        check_stage(stage, _where(target))
     text = templates.get_template("apptainer.def.j2").render(
         version=__version__,
-        target=target,
+        name=comment(target.name),
+        description=comment(target.description),
         layer=layer,
         stages=fixed,
         file_name=file_name(target.name, layer),
@@ -218,7 +249,7 @@ def _render(target, layer, stages, site_image="", apt_packages=()) -> LayerPlan:
     )
 
 
-def _add_post(stage, parts, which, starts_from=None):
+def _add_post(stage, parts, which, starts_from=None, where="the recipes"):
     """Each part's %post lines under an echoed banner. A kept step's inputs are what the stage
     starts from, the environment the stage exports beyond it, the OS packages installed in it
     and the step's own lines."""
@@ -226,7 +257,7 @@ def _add_post(stage, parts, which, starts_from=None):
     for part in parts:
         if part.stage != which:
             continue
-        body = [export(name, value) for name, value in part.build_env]
+        body = [export_line(name, value, where) for name, value in part.build_env]
         if part.kept:
             if starts_from is None:
                 raise ValueError(f"{part.block}: only build stages can keep a step's output")

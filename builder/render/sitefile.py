@@ -11,6 +11,11 @@ meaning. A site fact the wrapper reads is one line here, beside its schema part,
 the site model and the wrapper's use of it; docs/design.md's table of these names is
 generated from it (`python -m builder.render.variable_docs`). A name defined here is in no
 image: the runtime never reads a site file.
+
+The wrapper sources the file with bash (`. "$site_file"`), so each value is shell-quoted
+(shell.quote) and reads back as itself; a value with a control character (a newline, a NUL,
+which bash cannot hold) is refused in one line, and the comments carry the site's name and
+description escaped (safe_text.comment).
 """
 
 import json
@@ -18,9 +23,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from .. import contract
+from ..safe_text import comment, field, single_line
 from ..shell import quote
 
 GPU_FLAGS = {"nvidia": "--nv", "amd": "--rocm", "none": ""}
+VARIABLE = r"[A-Za-z_][A-Za-z0-9_]*"  # the NAME of a NAME=value item, which the wrapper splits at its first =
 
 
 @dataclass(frozen=True)
@@ -29,6 +36,16 @@ class Line:
     value: Callable  # site -> str | int | tuple (a bash array)
     meaning: str = ""  # empty: a name of contract.py's registries, which give its meaning
     note: str = ""  # a comment written above the line, for whoever reads the site file
+
+
+def _pairs(site, pairs) -> tuple:
+    """NAME=value items of a bash array; a NAME that is not a variable's name is refused."""
+    where = _where(site)
+    return tuple(f"{field(name, 'variable', VARIABLE, 'a variable name', where)}={value}" for name, value in pairs)
+
+
+def _where(site) -> str:
+    return f"site {site.name}"
 
 
 def _facts(site) -> str:
@@ -61,7 +78,7 @@ SITE_FILE = (
     ),
     Line(
         "HPCML_JOB_DIRS",
-        lambda site: tuple(f"{name}={folder}" for name, folder in site.dirs_to_make),
+        lambda site: _pairs(site, site.dirs_to_make),
         "the site's per-job folders (`NAME=folder` items, `${USER}` and `${SLURM_JOB_ID:-nojob}` "
         "expanded by the wrapper): made and handed to the container when a job script has not",
         note="folders of each job (scratch.make_dirs), made and handed over when no job script did",
@@ -74,7 +91,7 @@ SITE_FILE = (
     ),
     Line(
         "HPCML_MULTI_NODE_ENV",
-        lambda site: tuple(f"{name}={value}" for name, value in site.multi_node.env),
+        lambda site: _pairs(site, site.multi_node.env),
         "extra environment on jobs of more than one node (`NAME=value` items)",
     ),
     Line(
@@ -96,12 +113,12 @@ VARIABLES: dict[str, str] = {line.name: line.meaning for line in SITE_FILE if li
 
 def render_site(site) -> str:
     lines = [
-        f"# {site.name}: {site.description}",
-        f"# Generated from recipes/sites/{site.name}.yaml by python -m builder render; do not edit.",
+        f"# {comment(site.name)}: {comment(site.description)}",
+        f"# Generated from recipes/sites/{comment(site.name)}.yaml by python -m builder render; do not edit.",
         "# shellcheck shell=bash disable=SC2034,SC2016  # read by singularity_wrapper; $VARS stay literal",
     ]
     for line in SITE_FILE:
-        lines += [f"# {line.note}"] * bool(line.note) + [_assignment(line.name, line.value(site))]
+        lines += [f"# {line.note}"] * bool(line.note) + [_assignment(line.name, line.value(site), _where(site))]
     return "\n".join(lines) + "\n"
 
 
@@ -109,7 +126,8 @@ def meaning(line: Line) -> str:
     return line.meaning or contract.VARIABLES[line.name]
 
 
-def _assignment(name, value) -> str:
+def _assignment(name, value, where) -> str:
+    """NAME='value' or NAME=('item' ...), which bash reads back as the value; one line each."""
     if isinstance(value, tuple):
-        return f"{name}=({' '.join(quote(item) for item in value)})"
-    return f"{name}={quote(value if isinstance(value, str) else str(value))}"
+        return f"{name}=({' '.join(quote(single_line(str(item), name, where)) for item in value)})"
+    return f"{name}={quote(single_line(str(value), name, where))}"

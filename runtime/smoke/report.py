@@ -1,4 +1,10 @@
-"""The run's results: a table like nccl-tests' for the terminal, a JSON report, a PNG plot."""
+"""The run's results: a table like nccl-tests' for the terminal, a JSON report, a PNG plot.
+
+smoke.json is json.dumps of the SmokeReport (ASCII: every other character escaped), which the
+builder reads back with the same record (hpcml_facts.SmokeReport.from_json, in publish and
+verify), so each value reads back as it was. The terminal's lines give each check one line:
+a character that would not print as itself (a newline in an error, a NUL) is escaped there.
+"""
 
 import json
 import os
@@ -16,6 +22,12 @@ LABELS = Path("/.singularity.d/labels.json")
 LABEL_PREFIX = "org.hpc-ml-containers."
 
 
+def one_line(text) -> str:
+    """``text`` with each character that would not print as itself escaped (a newline as \\n),
+    as the builder's errors.one_line does: the runtime carries no builder."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in str(text))
+
+
 def table(rows, world):
     lines = [
         f"# all-reduce, {world} ranks, in place; time is the slowest rank's",
@@ -24,15 +36,20 @@ def table(rows, world):
     ]
     for row in rows:
         lines.append(
-            f" {row['bytes']:>12} {row['count']:>12} {row['dtype']:>9} {row['time_us']:>11.1f} "
+            f" {row['bytes']:>12} {row['count']:>12} {one_line(row['dtype']):>9} {row['time_us']:>11.1f} "
             f"{row['algbw_gbs']:>12.3f} {row['busbw_gbs']:>12.3f} {row['wrong']:>7}"
         )
     return "\n".join(lines)
 
 
 def verdict_lines(checks):
-    width = max(map(len, checks), default=0)
-    return "\n".join(f"{name:<{width}}  {result.verdict.upper():<12} {result.why}" for name, result in checks.items())
+    """A line per check: its name, verdict and why, each kept on the line."""
+    names = {name: one_line(name) for name in checks}
+    width = max(map(len, names.values()), default=0)
+    return "\n".join(
+        f"{names[name]:<{width}}  {one_line(result.verdict.upper()):<12} {one_line(result.why)}"
+        for name, result in checks.items()
+    )
 
 
 def overall(checks):
@@ -48,6 +65,8 @@ def image_labels():
         labels = json.loads(LABELS.read_text())
     except (OSError, ValueError):
         return {}
+    if not isinstance(labels, dict):
+        return {}
     return {
         key[len(LABEL_PREFIX) :]: value
         for key, value in sorted(labels.items())
@@ -59,7 +78,7 @@ def versions():
     found = {"python": platform.python_version()}
     for module in ("torch", "deepspeed", "numpy", "mpi4py", "matplotlib"):
         try:
-            found[module] = __import__(module).__version__
+            found[module] = str(__import__(module).__version__)  # text, as the report's reader takes it
         except Exception:  # absent or broken: the report says so rather than failing
             found[module] = None
     try:
