@@ -571,3 +571,12 @@ def test_an_image_of_this_architecture_or_one_the_header_does_not_name_runs(env,
     Path(env["SING_IMAGE"]).write_bytes(SIF_HEADER + code + bytes(64))
     result = wrap("exec", "true", env=env)
     assert result.returncode == 0, result.stderr
+
+
+def test_a_value_with_control_characters_is_shown_escaped_on_one_line(env):
+    """A carriage return or an escape sequence in a quoted value would hide part of the line
+    on a terminal, a newline would print a second one: each is shown escaped."""
+    site = "bad\r\x1b[2Kfaké\nsecond\x7f"
+    result = wrap("exec", "true", env=dict(env, HPCML_SITE=site))
+    line = one_line_error(result.returncode, result.stderr, "no site settings at ")
+    assert "sites/bad\\r\\x1b[2Kfaké\\nsecond\\x7f.sh;" in line and line.isprintable(), line
