@@ -351,7 +351,8 @@ def main(argv=None):
         check_master_resolves(launch)
     except LaunchError as error:
         # one line, whatever the values held: the job's log shows it beside every rank's
-        print("error: launchenv: " + " ".join(str(error).splitlines()), file=sys.stderr)
+        text = " ".join(str(error).splitlines())  # and a control character in a value escaped
+        print("error: launchenv: " + "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text), file=sys.stderr)
         return 2
     if len(argv) > 1:
         os.environ.setdefault(contract.LAUNCHED_BY, launch.source)

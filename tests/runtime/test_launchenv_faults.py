@@ -56,6 +56,10 @@ CASES = {
     "procid-not-a-number": (slurm(SLURM_PROCID="x"), "SLURM_PROCID='x' is not a whole number"),
     "procid-superscript-digit": (slurm(SLURM_PROCID="\u00b2"), "SLURM_PROCID='\u00b2' is not a whole number"),
     "procid-double-minus": (slurm(SLURM_PROCID="--1"), "SLURM_PROCID='--1' is not a whole number"),
+    "procid-control-characters": (
+        slurm(SLURM_PROCID="1\r\x1b[2K\n"),
+        "SLURM_PROCID='1\\r\\x1b[2K\\n' is not a whole number",
+    ),
     "ntasks-not-a-number": (
         slurm(SLURM_NTASKS="four", drop=["SLURM_STEP_NUM_TASKS"]),
         "SLURM_NTASKS='four' is not a whole number",
