@@ -16,7 +16,7 @@ from . import dockerfile
 from .definition import render_extension
 from .plan import LayerPlan
 
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # the whole name: fullmatch (a $ would let "x\n" pass)
 
 
 @dataclass(frozen=True)
@@ -38,7 +38,7 @@ def context_name(name) -> str:
 def plan_extension(tree, target, path: Path, name=None) -> Extension:
     """The layer's plan; a name that is not new, or a step the layer cannot take, is one line."""
     name = name or f"{target.name}-extended"
-    if not NAME_RE.match(name) or name in tree.targets or name in tree.aliases:
+    if not NAME_RE.fullmatch(name) or name in tree.targets or name in tree.aliases:
         raise RecipeError(
             f"--name {name!r}: expected a new image name (letters, digits, '.', '_', '-'), not a target's",
             file="command line",

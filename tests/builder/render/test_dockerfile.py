@@ -126,3 +126,13 @@ def test_spython_reads_our_docker_layers_as_the_plan_describes_them_and_refuses_
             assert post == [line for line in ours if line], path
             read += 1
     assert read >= 2  # lumi-rocm's and lumi-rocm64's devel layers
+
+
+def test_an_extension_name_with_a_trailing_newline_is_refused_in_one_line(tree, tmp_path):
+    from builder.errors import RecipeError
+    from builder.render.extension import plan_extension
+
+    (tmp_path / "Dockerfile").write_text("RUN true\n")
+    with pytest.raises(RecipeError) as refused:
+        plan_extension(tree, tree.target("cpu"), tmp_path / "Dockerfile", name="cpu-x\n")
+    assert str(refused.value).startswith("command line: --name 'cpu-x\\n': expected a new image name")
