@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import subprocess
+import tempfile
 import tomllib
 from pathlib import Path
 
@@ -69,7 +70,10 @@ def podman(exported, tmp_path_factory):
     folder = tmp_path_factory.mktemp("podman")
     (folder / "containers.conf").write_text(PODMAN_CONF)
     env = {**os.environ, "CONTAINERS_CONF": str(folder / "containers.conf"), "TMPDIR": str(folder)}
-    base = ["podman", "--root", folder / "storage", "--runroot", folder / "run", "--runtime", "runc"]
+    # podman refuses a runroot of more than 50 characters, which pytest's folders pass once
+    # its count of sessions (pytest-NN) and workers (popen-gwN) grows: a short one of its own
+    runroot = Path(tempfile.mkdtemp(prefix="hpcml-podman-", dir="/tmp"))
+    base = ["podman", "--root", folder / "storage", "--runroot", runroot, "--runtime", "runc"]
     store_was_there = SYSTEM_STORE.exists()
 
     def podman(*args, timeout=300):
@@ -81,6 +85,7 @@ def podman(exported, tmp_path_factory):
     finally:
         subprocess.run([*map(str, base), "system", "reset", "--force"], env=env, capture_output=True, timeout=300)
         shutil.rmtree(folder, ignore_errors=True)
+        shutil.rmtree(runroot, ignore_errors=True)
         if not store_was_there:
             shutil.rmtree(SYSTEM_STORE, ignore_errors=True)
 
