@@ -31,6 +31,10 @@ CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 SLURM_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@+-]*")
 SLURM_NAME_EXPECTED = "letters, digits and _ . - @ +, starting with a letter or digit"
 
+# An environment variable's name, as sh reads one in NAME=value
+VARIABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+VARIABLE_EXPECTED = "a variable name: letters, digits and _, not starting with a digit"
+
 # What the value of an sbatch option written into a #SBATCH line may hold, for the reason
 # above: no space, quote, backslash, # or control character, except inside one pair of double
 # quotes that holds no quote, backslash or control character (--bb="capacity=100G path=/x").

@@ -12,15 +12,13 @@ environment values are shell-quoted (shell.export), comments escaped (safe_text.
 import re
 
 from ..errors import RecipeError, shown
+from ..safe_text import VARIABLE_EXPECTED, VARIABLE_NAME, single_line
 from ..safe_text import field as checked_field
-from ..safe_text import single_line
 from ..shell import export
 from .parts import build_arg
 
 # What apptainer build replaces with a build argument ({{ DEVEL }}): Go's \s and \w are ASCII
 BUILD_ARG = re.compile(r"{{[ \t\n\f\r]*([0-9A-Za-z_]+)[ \t\n\f\r]*}}")
-VARIABLE = r"[A-Za-z_][A-Za-z0-9_]*"
-VARIABLE_EXPECTED = "a variable name: letters, digits and _, not starting with a digit"
 # In a value that expands when the container starts (shell.env_value): ${NAME}, ${NAME:-default}
 _EXPANSION = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*(?::-[A-Za-z0-9_./:@%+,=-]*)?\}")
 # A stage's image: a docker reference, a Debian suite or a SIF path. No space (a header value is
@@ -59,7 +57,7 @@ def label_line(key, value, where) -> str:
 def export_line(name, value, where) -> str:
     """``export NAME=VALUE`` for %environment or %post: the value quoted (shell.export), each
     ${NAME} or ${NAME:-default} in it expanded when the line runs, and nothing else."""
-    checked_field(name, "variable", VARIABLE, VARIABLE_EXPECTED, where)
+    checked_field(name, "variable", VARIABLE_NAME, VARIABLE_EXPECTED, where)
     text = line_value(value, name, where)
     if "${" in _EXPANSION.sub("", text):
         raise RecipeError(
@@ -109,7 +107,7 @@ def docker_env(assignment, where) -> str:
     """A Dockerfile's ENV as spython writes it (NAME=VALUE, the value as the Dockerfile quotes
     it) for %environment: refused when sh would run part of it, where Docker keeps it as text."""
     name, _, value = assignment.partition("=")
-    checked_field(name, "ENV", VARIABLE, VARIABLE_EXPECTED, where)
+    checked_field(name, "ENV", VARIABLE_NAME, VARIABLE_EXPECTED, where)
     line_value(assignment, f"ENV {name}", where)
     if "$(" in value or "`" in value:
         raise RecipeError(

@@ -23,11 +23,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from .. import contract
-from ..safe_text import comment, field, single_line
+from ..safe_text import VARIABLE_EXPECTED, VARIABLE_NAME, comment, field, single_line
 from ..shell import quote
 
 GPU_FLAGS = {"nvidia": "--nv", "amd": "--rocm", "none": ""}
-VARIABLE = r"[A-Za-z_][A-Za-z0-9_]*"  # the NAME of a NAME=value item, which the wrapper splits at its first =
 
 
 @dataclass(frozen=True)
@@ -41,7 +40,8 @@ class Line:
 def _pairs(site, pairs) -> tuple:
     """NAME=value items of a bash array; a NAME that is not a variable's name is refused."""
     where = _where(site)
-    return tuple(f"{field(name, 'variable', VARIABLE, 'a variable name', where)}={value}" for name, value in pairs)
+    # the wrapper splits each item at its first =
+    return tuple(f"{field(name, 'variable', VARIABLE_NAME, VARIABLE_EXPECTED, where)}={value}" for name, value in pairs)
 
 
 def _where(site) -> str:

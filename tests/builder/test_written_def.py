@@ -32,6 +32,7 @@ from helpers import apptainer_def, awkward_text
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
+from builder import safe_text
 from builder.errors import RecipeError
 from builder.labels import ImageLabels
 from builder.render import def_values, definition, dockerfile
@@ -65,7 +66,7 @@ def mostly(plain, other=None):
     return st.integers(0, 3).flatmap(lambda n: plain if n else (other or value))
 
 
-name = mostly(st.from_regex(def_values.VARIABLE, fullmatch=True))
+name = mostly(st.from_regex(safe_text.VARIABLE_NAME, fullmatch=True))
 label_name = mostly(st.from_regex(r"[a-z][a-z0-9._-]{0,12}", fullmatch=True))
 
 # the environment %environment runs in here, and the variables bash sets itself (their values vary)
