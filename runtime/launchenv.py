@@ -44,6 +44,14 @@ from dataclasses import dataclass
 
 import hpcml_contract as contract
 
+
+def one_line(text) -> str:
+    """``text`` with each character that would not print as itself escaped (a newline as \\n),
+    as the builder's errors.one_line does (the runtime carries no builder); the smoke suite's
+    report uses it too."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in str(text))
+
+
 VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 
 
@@ -351,8 +359,7 @@ def main(argv=None):
         check_master_resolves(launch)
     except LaunchError as error:
         # one line, whatever the values held: the job's log shows it beside every rank's
-        text = " ".join(str(error).splitlines())  # and a control character in a value escaped
-        print("error: launchenv: " + "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text), file=sys.stderr)
+        print("error: launchenv: " + one_line(" ".join(str(error).splitlines())), file=sys.stderr)
         return 2
     if len(argv) > 1:
         os.environ.setdefault(contract.LAUNCHED_BY, launch.source)

@@ -14,18 +14,13 @@ import time
 from pathlib import Path
 
 from hpcml_facts import Machine, SmokeReport
+from launchenv import one_line
 
 from .sizes import human
 from .verdict import ERROR, FAIL, NONE, PASS
 
 LABELS = Path("/.singularity.d/labels.json")
 LABEL_PREFIX = "org.hpc-ml-containers."
-
-
-def one_line(text) -> str:
-    """``text`` with each character that would not print as itself escaped (a newline as \\n),
-    as the builder's errors.one_line does: the runtime carries no builder."""
-    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in str(text))
 
 
 def table(rows, world):
