@@ -12,6 +12,7 @@ import stat
 import subprocess
 
 import pytest
+from helpers import awkward_text
 from helpers.sbatch_reader import Unreadable, options
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
@@ -20,11 +21,17 @@ from builder.errors import RecipeError
 from builder.run import jobscript
 from builder.run.jobscript import Request
 
-# What sbatch, bash and a comment are touchy about, often; any other character now and then
-# (\udcff: a byte that is not UTF-8, as Python gets it from a command line)
-TOUCHY = list("aZ09_-.@+=:,/#\"'\\$`;&|*?()[]{}<> \t\r\n\x0b\x0c\x1b\x7f\x85\u2028é\udcff")
-ANY = st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00")
-TEXT = st.text(alphabet=st.one_of(st.sampled_from(TOUCHY), ANY), max_size=16)
+
+def from_a_command_line(value: str) -> str:
+    """``value`` as a command line can carry it: no NUL, and of the surrogates only those that
+    Python makes of bytes that are not UTF-8 (U+DC80 to U+DCFF); the others become one."""
+    return "".join(
+        "\udcff" if c == "\x00" or ("\ud800" <= c <= "\udfff" and not "\udc80" <= c <= "\udcff") else c for c in value
+    )
+
+
+# The writers' awkward text (helpers/awkward_text.py), as a command line can carry it
+TEXT = awkward_text.text.map(from_a_command_line)
 # Every option the writer may write; anything else in a script is an injection
 WRITTEN = {
     "job-name", "account", "partition", "nodes", "ntasks-per-node", "cpus-per-task", "gres",
