@@ -12,6 +12,11 @@ leaves behind that is about the build, not the image (logs, caches):
     one order.
   - the tidy step: dpkg's and apt's logs, ldconfig's aux-cache (it records the time each
     folder was read), backup copies of dpkg's and debconf's databases, pip's cache.
+  - the last stage of a shipped Debian root also forgets the build host: debootstrap copies
+    the host's name into /etc/hostname and writes the build's mirror (the host's, or a
+    bundle's server on loopback) into apt's sources. They become a fixed name and Debian's
+    own redirector, which is debootstrap's default mirror. Not before: a layer above the base
+    still installs packages from the build's mirror.
 
 Example: stage_post("final", ["apt-get update", ...]) -> ["export SOURCE_DATE_EPOCH=...", ...,
 "apt-get update", ..., "echo '--- final: tidy'", "rm -rf ..."]
@@ -32,6 +37,17 @@ LEFT_BEHIND = (
     "/root/.cache",
 )
 
+# What a shipped Debian root holds in place of the build host's name and mirror
+NEUTRAL_HOSTNAME = "localhost"
+DEBIAN_REDIRECTOR = "http://deb.debian.org/debian"  # debootstrap's default mirror
+FORGET_HOST = (
+    f"printf '%s\\n' {NEUTRAL_HOSTNAME} > /etc/hostname",
+    "if [ -f /etc/apt/sources.list ]; then sed -i -E "
+    f"'s#^deb [^ ]+ #deb {DEBIAN_REDIRECTOR} #' /etc/apt/sources.list; fi",
+    "if [ -f /etc/apt/sources.list.d/debian.sources ]; then sed -i -E "
+    f"'s#^URIs: .*#URIs: {DEBIAN_REDIRECTOR}#' /etc/apt/sources.list.d/debian.sources; fi",
+)
+
 # Files two cold builds still write differently, with why: `hpcml verify --rebuild` leaves
 # them out of the comparison (and the root file system's digest), and docs/building.md lists
 # them. A path ending in / stands for everything under it.
@@ -40,12 +56,17 @@ DECLARED = (
 )
 
 
-def stage_post(stage: str, post: list) -> list:
-    """A stage's %post lines between the fixed build time and the tidy step."""
+def stage_post(stage: str, post: list, shipped_debian_root=False) -> list:
+    """A stage's %post lines between the fixed build time and the tidy step; the tidy step of
+    the shipped layer's last stage on a Debian root also forgets the build host (FORGET_HOST)."""
     if not post:
         return post
     start = [f"export {name}={value}" for name, value in ENV]
-    tidy = [f"echo '--- {stage}: tidy'", "rm -rf " + " ".join(LEFT_BEHIND)]
+    tidy = [
+        f"echo '--- {stage}: tidy'",
+        *(FORGET_HOST if shipped_debian_root else ()),
+        "rm -rf " + " ".join(LEFT_BEHIND),
+    ]
     return [*start, *post, *tidy]
 
 

@@ -10,17 +10,16 @@ A target renders as three layered files, built in this order, each from the one 
 
 Each stage gets at most one section of each kind, with an echoed banner per block. A target
 may build on another's devel and base layers (layer_sharing.py). A site-image target is one
-file, <t>.def, both of whose stages start from the site's own image (its path is a site fact,
-so it is written as it is).
+file, <t>.def, whose stages start from the site's own image (a site fact, written as it is).
 
 Every value is checked or quoted as Apptainer reads it back (def_values.py).
 """
 
-import dataclasses
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from .. import __version__, reproducible
+from .. import __version__
+from ..reproducible import stage_post
 from ..safe_text import comment
 from ..shell import cmd, export
 from .blocks import parts_by_layer
@@ -102,7 +101,7 @@ def lower_layer_parts(target) -> tuple:
 
     def held(part):
         build_env = tuple((k, "(archs)" if k in masked else v) for k, v in part.build_env)
-        return dataclasses.replace(part, build_env=build_env, env=(), test=(), runscript=(), labels=(), help=())
+        return replace(part, build_env=build_env, env=(), test=(), runscript=(), labels=(), help=())
 
     build, final = target.stage("build"), target.stage("final")
     return (
@@ -221,7 +220,8 @@ def _where(target) -> str:
 
 def _render(target, layer, stages, site_image="", apt_packages=()) -> LayerPlan:
     # copies: the devel layer's stages are rendered twice (once for the image layer's kept step)
-    fixed = [dataclasses.replace(s, post=reproducible.stage_post(s.name, s.post)) for s in stages[layer]]
+    forget = layer == "image" and not site_image and target.stage("final").bootstrap == "debootstrap"
+    fixed = [replace(s, post=stage_post(s.name, s.post, forget and s.name == "final")) for s in stages[layer]]
     for stage in fixed:
         check_stage(stage, _where(target))
     text = templates.get_template("apptainer.def.j2").render(

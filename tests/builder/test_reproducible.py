@@ -28,10 +28,28 @@ def test_every_post_of_every_definition_is_wrapped(definition):
     for section in sections:
         lines = section.strip().splitlines()
         assert lines[1:3] == [f"export SOURCE_DATE_EPOCH={reproducible.SOURCE_DATE_EPOCH}", "export PYTHONHASHSEED=0"]
-        assert lines[-2].endswith(": tidy'") and lines[-1].startswith("rm -rf /var/log/apt/*.log")
+        tidy = next(i for i, line in enumerate(lines) if line.endswith(": tidy'"))
+        assert all(line in reproducible.FORGET_HOST for line in lines[tidy + 1 : -1])
+        assert lines[-1].startswith("rm -rf /var/log/apt/*.log")
 
 
 def test_only_apptainers_own_folder_is_declared_so_far():
     assert reproducible.declared("/.singularity.d/labels.json")
     assert not reproducible.declared("/opt/venv/lib/python3.11/site-packages/torch/__init__.py")
     assert all(reason for _, reason in reproducible.DECLARED)
+
+
+def test_only_a_shipped_debian_root_forgets_the_build_host(tree):
+    """debootstrap writes the host's name and the build's mirror into the root; the image's last
+    stage replaces them, and no layer below does (the image layer's apt still needs the mirror)."""
+    for name in sorted(tree.target_docs):
+        target = tree.target(name)
+        debian = not target.site_image and target.stage("final").bootstrap == "debootstrap"
+        for definition in sorted(CONTAINERS.glob(f"{target.name}*.def")):
+            text = definition.read_text()
+            forgets = [line in text for line in reproducible.FORGET_HOST]
+            shipped = definition.name == f"{target.name}.def"
+            assert forgets == [shipped and debian] * len(forgets), definition.name
+            if shipped and debian:
+                tidy = text[text.rindex("--- final: tidy'") :]
+                assert tidy.index(reproducible.FORGET_HOST[0]) < tidy.index("rm -rf /var/log/apt/*.log")
