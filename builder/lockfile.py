@@ -167,8 +167,10 @@ def parse(text: str, target: str, path: str = "") -> PythonLock:
 
 _DEB_HEADER = re.compile(r"^# debian: (?P<suite>[a-z][a-z0-9.-]*) (?P<arch>amd64|arm64) (?P<components>[a-z ,-]+)$")
 _DEB_ASKED = re.compile(r"^# asked: (?P<asked>.*)$")
+# the sha256 is left out only in a lock made before the locks held them (`fits` refuses those)
 _DEB_LINE = re.compile(
-    r"^(?P<name>[a-z0-9][a-z0-9+.-]+)=(?P<version>[0-9][A-Za-z0-9.+~:-]*) (?P<arch>amd64|arm64|all)$"
+    r"^(?P<name>[a-z0-9][a-z0-9+.-]+)=(?P<version>[0-9][A-Za-z0-9.+~:-]*) (?P<arch>amd64|arm64|all)"
+    r"(?: sha256:(?P<sha256>[0-9a-f]{64}))?$"
 )
 
 
@@ -177,9 +179,13 @@ class DebPackage:
     name: str
     version: str
     arch: str  # amd64, arm64 or all
+    # of the .deb, as the suite's signed Packages index gives it: 64 lower-case hex digits,
+    # "" read from an old lock line; so a lock proves the bytes, not only the version
+    sha256: str = ""
 
     def line(self) -> str:
-        return f"{self.name}={self.version} {self.arch}"
+        digest = f" sha256:{self.sha256}" if self.sha256 else ""
+        return f"{self.name}={self.version} {self.arch}{digest}"
 
 
 @dataclass(frozen=True)
@@ -223,10 +229,12 @@ def load_debian(recipes, target: str, stage: str):
         elif match := _DEB_ASKED.match(line):
             asked = tuple(match["asked"].split())
         elif match := _DEB_LINE.match(line):
-            packages.append(DebPackage(match["name"], match["version"], match["arch"]))
+            packages.append(DebPackage(match["name"], match["version"], match["arch"], match["sha256"] or ""))
         elif line.strip() and not line.startswith("#"):
             raise RecipeError(
-                f"not a line of a Debian lock: {line[:60]!r}; expected NAME=VERSION ARCH", file=str(path), line=number
+                f"not a line of a Debian lock: {line[:60]!r}; expected NAME=VERSION ARCH sha256:HEX",
+                file=str(path),
+                line=number,
             )
     if header is None:
         raise RecipeError("no '# debian: SUITE ARCH COMPONENTS' line; run hpcml lock again", file=str(path))

@@ -5,9 +5,9 @@ definition's %post then runs ``apt-get install --no-install-recommends PACKAGES`
 asks the host's own apt-get what that installs, with a private apt state in a temporary
 folder: its own sources, lists, caches and an empty dpkg status, so that neither /etc/apt,
 /var/lib/apt nor the host's dpkg database is read or written, and root is not needed.
+Each package comes with the sha256 of its .deb from the downloaded index (host/debian_index.py).
 A lock file holds one `DebPackage.line` a package (`format`, `parse_lines`)."""
 
-import itertools
 import os
 import re
 import tempfile
@@ -16,6 +16,7 @@ from pathlib import Path
 from .. import runner
 from ..errors import RecipeError, ToolError
 from ..lockfile import DebPackage
+from . import debian_index
 
 KEYRING = Path("/usr/share/keyrings/debian-archive-keyring.gpg")
 ARCHES = ("amd64", "arm64")  # the Debian names of the builder's x86_64 and aarch64
@@ -32,7 +33,8 @@ APPTAINER_EXCLUDES = ("openssl", "udev", "debconf-i18n", "e2fsprogs")
 
 NAME = r"[a-z0-9][a-z0-9+.-]+"  # Debian policy 5.6.1
 VERSION = r"[0-9][A-Za-z0-9.+~:-]*"  # policy 5.6.12: [epoch:]upstream[-revision]
-LINE = re.compile(rf"({NAME})=({VERSION}) (amd64|arm64|all)")
+# the sha256 is left out only in a lock made before the locks held them
+LINE = re.compile(rf"({NAME})=({VERSION}) (amd64|arm64|all)(?: sha256:([0-9a-f]{{64}}))?")
 SUITE = re.compile(r"[a-z][a-z0-9.-]*")
 MIRROR = re.compile(r"(https?|file):/[^\s\"\[\];]*")
 # Inst NAME[:ARCH] [OLD] (VERSION RELEASE[, RELEASE] [ARCH]) [BROKEN]: OLD only when one is
@@ -45,8 +47,9 @@ def resolve(
 ) -> tuple[DebPackage, ...]:
     """The packages a minbase debootstrap of ``suite`` from ``mirror`` for ``arch`` (less
     its ``exclude``), then ``apt-get install --no-install-recommends packages`` from the
-    archive areas ``components``, installs; sorted by name. The private apt state lives in a
-    temporary folder under ``workdir`` (default: the system's) and is removed at the end."""
+    archive areas ``components``, installs, each with the sha256 of its .deb; sorted by name.
+    The private apt state lives in a temporary folder under ``workdir`` (default: the
+    system's) and is removed at the end."""
     names = [packages] if isinstance(packages, str) else list(packages)
     _check_input(suite, arch, mirror, [*names, *exclude, *components])
     with tempfile.TemporaryDirectory(prefix="hpcml-debian-lock-", dir=workdir) as tmp:
@@ -54,10 +57,12 @@ def resolve(
         # apt run as root downloads as the user _apt, which must reach lists/partial
         root.chmod(0o755)
         env = _private_apt(root, suite, arch, mirror.rstrip("/"), components)
-        _update(env, root / "state" / "lists", suite, arch, mirror)
-        required = [name for name in _required(root / "state" / "lists", "main") if name not in exclude]
+        lists = root / "state" / "lists"
+        _update(env, lists, suite, arch, mirror)
+        required = [name for name in debian_index.required(lists, "main") if name not in exclude]
         asked = dict.fromkeys([*required, *MINBASE_EXTRA, *SUITE_EXTRA.get(suite, ()), *names])
-        return _simulate(env, list(asked), suite, arch, mirror)
+        found = _simulate(env, list(asked), suite, arch, mirror)
+        return debian_index.hashed(found, lists, f"{suite} {arch} from {mirror}")
 
 
 def parse_lines(text: str, where: str) -> tuple[DebPackage, ...]:
@@ -70,12 +75,14 @@ def parse_lines(text: str, where: str) -> tuple[DebPackage, ...]:
         match = LINE.fullmatch(line)
         if not match:
             raise RecipeError(
-                f"expected 'name=version arch' (arch amd64, arm64 or all), found {line!r}", file=where, line=number
+                f"expected 'NAME=VERSION ARCH sha256:HEX' (ARCH amd64, arm64 or all), found {line!r}",
+                file=where,
+                line=number,
             )
         if match[1] in first:
             raise RecipeError(f"{match[1]} listed twice (first at line {first[match[1]]})", file=where, line=number)
         first[match[1]] = number
-        found.append(DebPackage(*match.groups()))
+        found.append(DebPackage(match[1], match[2], match[3], match[4] or ""))
     return tuple(sorted(found))
 
 
@@ -128,7 +135,7 @@ def _private_apt(root: Path, suite, arch, mirror, components=("main",)) -> dict:
         "APT::Architectures": arch,
         "Debug::NoLocking": "1",  # no lock files: the state is this call's alone
         "Acquire::Languages": "none",
-        "Acquire::GzipIndexes": "false",  # plain Packages files that _required reads
+        "Acquire::GzipIndexes": "false",  # plain Packages files that debian_index reads
         "Acquire::Retries": "2",
         "Acquire::http::Timeout": "60",
         "Acquire::https::Timeout": "60",
@@ -147,25 +154,6 @@ def _update(env, lists: Path, suite, arch, mirror):
     if result.returncode != 0 or failed or not list(lists.glob("*_Packages")):
         reason = failed[0][3:] if failed else f"exit status {result.returncode}, no Packages index came"
         raise ToolError(f"apt-get update: no {suite} main index for {arch} from {mirror}: {' '.join(reason.split())}")
-
-
-def _required(lists: Path, component: str) -> list[str]:
-    """The names of Priority: required in the component's downloaded Packages index (deb822
-    stanzas): debootstrap takes them from main alone."""
-    names = set()
-    for index in sorted(lists.glob(f"*_{component}_binary-*_Packages")):
-        with open(index, errors="replace") as handle:
-            name = priority = None
-            for line in itertools.chain(handle, [""]):  # the "" ends the last stanza
-                if not line.strip():
-                    if name and priority == "required":
-                        names.add(name)
-                    name = priority = None
-                elif line.startswith("Package:"):
-                    name = line[len("Package:") :].strip()
-                elif line.startswith("Priority:"):
-                    priority = line[len("Priority:") :].strip()
-    return sorted(names)
 
 
 def _simulate(env, names, suite, arch, mirror) -> tuple[DebPackage, ...]:

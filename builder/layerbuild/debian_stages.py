@@ -45,13 +45,19 @@ def resolve_stage(tree, target, stage: str, mirror: str) -> lockfile.DebianLock:
 
 
 def fits(lock, tree, target, stage) -> bool:
-    """Whether ``lock`` was made for what the stage asks now."""
-    return lock is not None and (lock.suite, lock.arch, lock.components, lock.asked) == (
-        target.stage(stage).image,
-        target.debian_arch,
-        target.os.components,
-        asked(tree, target.name)[stage],
+    """Whether ``lock`` was made for what the stage asks now, with the sha256 of every .deb
+    (a lock made before the locks held them is stale, so that `hpcml lock` resolves it again)."""
+    return (
+        lock is not None
+        and hashed(lock)
+        and (lock.suite, lock.arch, lock.components, lock.asked)
+        == (target.stage(stage).image, target.debian_arch, target.os.components, asked(tree, target.name)[stage])
     )
+
+
+def hashed(lock) -> bool:
+    """Whether every package holds its .deb's sha256: a lock from before they did holds none."""
+    return all(package.sha256 for package in lock.packages)
 
 
 def lock_stages(tree, name, update=False) -> tuple:

@@ -86,11 +86,12 @@ def check_debian(tree, plans, planned, progress=None) -> None:
         if lock is None:
             continue
         if not debian_stages.fits(lock, tree, owner, stage):
-            raise RecipeError(
-                f"the lock is stale: the {stage} stage now asks for other Debian packages than "
-                f"{' '.join(lock.asked)}; refresh it with: hpcml lock {owner.name}",
-                file=lock.path,
+            why = (
+                f"the {stage} stage now asks for other Debian packages than {' '.join(lock.asked)}"
+                if debian_stages.hashed(lock)
+                else "it holds no sha256 of the .deb files"
             )
+            raise RecipeError(f"the lock is stale: {why}; refresh it with: hpcml lock {owner.name}", file=lock.path)
         if shutil.which("apt-get") is None:
             if progress is not None:
                 progress.step(f"no apt-get here: the {layer} layer's own apt-get checks its Debian lock")
@@ -107,9 +108,17 @@ def check_debian(tree, plans, planned, progress=None) -> None:
 
 
 def _deb_moves(locked, served) -> list:
-    was, now = {p.name: p.version for p in locked}, {p.name: p.version for p in served}
-    return [
-        f"{name} {was.get(name, 'not locked')} locked, {now.get(name, 'not served')} served"
-        for name in sorted(was.keys() | now.keys())
-        if was.get(name) != now.get(name)
-    ]
+    """What moved, a package a line: its version, or the same version's .deb rebuilt as
+    other bytes (a lock's sha256 differs from the index's)."""
+    was, now = {p.name: p for p in locked}, {p.name: p for p in served}
+    moves = []
+    for name in sorted(was.keys() | now.keys()):
+        old, new = was.get(name), now.get(name)
+        if old is None or new is None or old.version != new.version:
+            locked_as = f"{old.version} locked" if old else "not locked"
+            moves.append(f"{name} {locked_as}, {f'{new.version} served' if new else 'not served'}")
+        elif old.sha256 and old.sha256 != new.sha256:
+            moves.append(
+                f"{name} {old.version} locked as sha256:{old.sha256[:12]}..., served as sha256:{new.sha256[:12]}..."
+            )
+    return moves

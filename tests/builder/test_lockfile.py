@@ -104,6 +104,50 @@ def test_a_debian_lock_reads_back_what_it_wrote_and_names_a_bad_line(tmp_path):
         lockfile.load_debian(tmp_path, "cpu", "final")
 
 
+def test_a_debian_line_holds_the_sha256_of_its_deb_and_an_old_line_without_it_still_reads(tmp_path):
+    hashed = lockfile.DebPackage("bash", "5.2.15-2+b7", "amd64", "0123456789abcdef" * 4)
+    old = lockfile.DebPackage("tzdata", "2025b-0+deb12u1", "all")
+    assert hashed.line() == f"bash=5.2.15-2+b7 amd64 sha256:{'0123456789abcdef' * 4}"
+    assert old.line() == "tzdata=2025b-0+deb12u1 all"
+    lock = lockfile.DebianLock("final", "bookworm", "amd64", ("main",), ("python3",), (hashed, old))
+    path = lockfile.debian_path_of(tmp_path, "cpu", "final")
+    path.parent.mkdir(parents=True)
+    path.write_text(lock.text("cpu", "hpcml lock cpu"))
+    read = lockfile.load_debian(tmp_path, "cpu", "final")
+    assert read.packages == (hashed, old) and read.packages[1].sha256 == ""
+
+
+@pytest.mark.parametrize(
+    "suffix",
+    [
+        " sha256:" + "a" * 63,  # a digit short
+        " sha256:" + "A" * 64,  # upper case: the index and the lock write lower case
+        " sha256:" + "a" * 65,
+        " " + "a" * 64,  # no sha256: prefix
+        " sha512:" + "a" * 64,
+    ],
+)
+def test_a_debian_line_with_a_bad_hash_is_refused_in_one_line(tmp_path, suffix):
+    path = lockfile.debian_path_of(tmp_path, "cpu", "build")
+    path.parent.mkdir(parents=True)
+    path.write_text(f"# debian: bookworm amd64 main\n# asked: python3\nbash=5.2.15-2+b7 amd64{suffix}\n")
+    with pytest.raises(RecipeError) as caught:
+        lockfile.load_debian(tmp_path, "cpu", "build")
+    message = str(caught.value)
+    assert message.startswith(f"{path}:3: not a line of a Debian lock: 'bash=5.2.15-2+b7 amd64")
+    assert message.endswith("; expected NAME=VERSION ARCH sha256:HEX") and "\n" not in message
+
+
+def test_every_committed_debian_lock_holds_the_sha256_of_each_deb():
+    from builder.recipes.tree import RecipeTree
+
+    tree = RecipeTree(ROOT / "recipes")
+    for name in ("cpu", "a100-cuda", "h100-cuda", "v100-cuda", "csc-cuda", "gh200-cuda"):
+        locks = tree.target(name).debian_locks
+        assert sorted(lock.stage for lock in locks) == ["build", "final"], name
+        assert all(len(p.sha256) == 64 for lock in locks for p in lock.packages), name
+
+
 def test_check_names_a_debian_lock_whose_stage_asks_for_other_packages(tmp_path):
     recipes = shutil.copytree(ROOT / "recipes", tmp_path / "recipes")
     target = recipes / "targets" / "cpu.yaml"

@@ -3,6 +3,7 @@
 
 import email.utils
 import hashlib
+import re
 import time
 from pathlib import Path
 
@@ -79,15 +80,29 @@ Priority: required
 }
 
 
+def deb_sha256(name: str, arch: str) -> str:
+    """The SHA256 the fake index gives the .deb of ``name`` (no .deb is there to hash)."""
+    return hashlib.sha256(f"{name}_{arch}.deb".encode()).hexdigest()
+
+
 @pytest.fixture
 def mirror(tmp_path) -> str:
     """A file: mirror of SUITE with main for amd64 and arm64; no .deb files: apt only simulates."""
+    return write_mirror(tmp_path)
+
+
+def write_mirror(tmp_path, unhashed=()) -> str:
+    """The mirror; the stanzas of ``unhashed`` (names) give no SHA256."""
     dists = tmp_path / "mirror" / "dists" / SUITE
     sums = []
     for arch, text in PACKAGES.items():
         stanzas = text.split("\n\n")
-        # each stanza names a .deb and its size, as a real index does
-        text = "\n".join(f"{s.rstrip()}\nFilename: pool/main/{s.split()[1]}_{arch}.deb\nSize: 1000\n" for s in stanzas)
+        # each stanza names a .deb, its size and sha256, as a real index does
+        text = "\n".join(
+            f"{s.rstrip()}\nFilename: pool/main/{s.split()[1]}_{arch}.deb\nSize: 1000\n"
+            + ("" if s.split()[1] in unhashed else f"SHA256: {deb_sha256(s.split()[1], arch)}\n")
+            for s in stanzas
+        )
         index = dists / "main" / f"binary-{arch}" / "Packages"
         index.parent.mkdir(parents=True)
         index.write_text(text)
@@ -104,7 +119,7 @@ def test_resolve_is_minbase_plus_the_asked_packages_and_their_depends(mirror, tm
     work = tmp_path / "work"
     work.mkdir()
     found = debian.resolve(SUITE, "amd64", mirror, ["hello"], workdir=work)
-    assert [p.line() for p in found] == [
+    assert [f"{p.name}={p.version} {p.arch}" for p in found] == [
         "apt=2.6.1 amd64",  # minbase's own addition to Priority: required
         "base-files=12.4+deb12u5 amd64",
         "dash=1:0.5.12-2 amd64",
@@ -116,9 +131,29 @@ def test_resolve_is_minbase_plus_the_asked_packages_and_their_depends(mirror, tm
     assert list(work.iterdir()) == []  # the private apt state is gone
 
 
+def test_resolve_gives_each_package_the_sha256_of_its_packages_stanza(mirror):
+    found = {p.name: p for p in debian.resolve(SUITE, "amd64", mirror, ["hello"])}
+    # hello-data is Architecture: all in binary-amd64's index: its stanza's hash, not another's
+    assert found["hello-data"].sha256 == deb_sha256("hello-data", "amd64")
+    assert found["libc6"].line() == f"libc6=2.36-9+deb12u7 amd64 sha256:{deb_sha256('libc6', 'amd64')}"
+    assert len({p.sha256 for p in found.values()}) == len(found)
+
+
+def test_a_package_the_index_gives_no_sha256_for_is_one_line_naming_it(tmp_path):
+    mirror = write_mirror(tmp_path, unhashed={"hello-data"})
+    with pytest.raises(ToolError) as caught:
+        debian.resolve(SUITE, "amd64", mirror, ["hello"])
+    message = str(caught.value)
+    assert message == f"the Packages index of {SUITE} amd64 from {mirror} gives no SHA256 for: hello-data=2.10-3 all"
+    assert debian.resolve(SUITE, "amd64", mirror, [])  # a root without hello-data needs no hash of it
+
+
 def test_resolve_reads_only_the_asked_architecture(mirror):
     found = debian.resolve(SUITE, "arm64", mirror, [])
-    assert found == (DebPackage("apt", "2.6.1", "arm64"), DebPackage("base-files", "12.4+deb12u5", "arm64"))
+    assert found == (
+        DebPackage("apt", "2.6.1", "arm64", deb_sha256("apt", "arm64")),
+        DebPackage("base-files", "12.4+deb12u5", "arm64", deb_sha256("base-files", "arm64")),
+    )
 
 
 def test_unknown_packages_are_named_in_one_line(mirror):
@@ -158,20 +193,28 @@ def test_bad_input_is_refused_before_apt_runs(suite, arch, mirror, name, expecte
 
 
 def test_format_and_parse_lines_round_trip():
-    packages = [DebPackage("zlib1g", "1:1.2.13.dfsg-1", "amd64"), DebPackage("adduser", "3.134", "all")]
+    packages = [DebPackage("zlib1g", "1:1.2.13.dfsg-1", "amd64", "ab" * 32), DebPackage("adduser", "3.134", "all")]
     text = debian.format(packages)
-    assert text == "adduser=3.134 all\nzlib1g=1:1.2.13.dfsg-1 amd64\n"
+    # adduser as an old lock line, without the sha256: still read, as ""
+    assert text == f"adduser=3.134 all\nzlib1g=1:1.2.13.dfsg-1 amd64 sha256:{'ab' * 32}\n"
     assert debian.parse_lines(text, "lock.txt") == tuple(sorted(packages))
     assert debian.parse_lines("# header\n\n" + text, "lock.txt") == tuple(sorted(packages))
+    assert debian.parse_lines(text, "lock.txt")[1].sha256 == "ab" * 32
     assert debian.format([]) == ""
 
 
 @pytest.mark.parametrize(
     "line, expected",
     [
-        ("bash 5.2.15-2 amd64", "lock.txt:2: expected 'name=version arch' (arch amd64, arm64 or all), found 'bash 5"),
-        ("bash=5.2.15-2 i386", "lock.txt:2: expected 'name=version arch'"),
-        ("bash=5.2.15-2 amd64 ", "lock.txt:2: expected 'name=version arch'"),
+        (
+            "bash 5.2.15-2 amd64",
+            "lock.txt:2: expected 'NAME=VERSION ARCH sha256:HEX' (ARCH amd64, arm64 or all), found 'bash 5",
+        ),
+        ("bash=5.2.15-2 i386", "lock.txt:2: expected 'NAME=VERSION ARCH sha256:HEX'"),
+        ("bash=5.2.15-2 amd64 ", "lock.txt:2: expected 'NAME=VERSION ARCH sha256:HEX'"),
+        ("bash=5.2.15-2 amd64 sha256:" + "a" * 63, "lock.txt:2: expected 'NAME=VERSION ARCH sha256:HEX'"),
+        ("bash=5.2.15-2 amd64 sha256:" + "A" * 64, "lock.txt:2: expected 'NAME=VERSION ARCH sha256:HEX'"),
+        ("bash=5.2.15-2 amd64 " + "a" * 64, "lock.txt:2: expected 'NAME=VERSION ARCH sha256:HEX'"),
         ("adduser=3.134 all", "lock.txt:2: adduser listed twice (first at line 1)"),
     ],
 )
@@ -196,5 +239,6 @@ def test_resolve_bookworm_from_the_host_mirror(tmp_path):
     assert by_name["python3"].version.startswith("3.11")
     assert {"apt", "bash", "libc6", "openmpi-bin"} <= by_name.keys()
     assert {p.arch for p in found} == {"amd64", "all"}
+    assert all(re.fullmatch("[0-9a-f]{64}", p.sha256) for p in found)
     assert debian.parse_lines(debian.format(found), "lock") == found
     assert list(Path(tmp_path).iterdir()) == []

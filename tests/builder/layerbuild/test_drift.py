@@ -110,6 +110,54 @@ def test_a_point_release_on_the_mirror_stops_the_build_naming_what_moved(cpu_tre
     assert "HPCML_MIRROR=SNAPSHOT-URL)" in message and "\n" not in message
 
 
+def test_the_same_version_served_as_another_deb_stops_the_build_naming_both_hashes(cpu_tree, monkeypatch):
+    def served(tree, target, stage, mirror):
+        lock = next(deb for deb in target.debian_locks if deb.stage == stage)
+        rebuilt = [dataclasses.replace(p, sha256="cd34" * 16) if p.name == "bash" else p for p in lock.packages]
+        return dataclasses.replace(lock, packages=tuple(rebuilt))
+
+    monkeypatch.setattr(drift.debian_stages, "resolve_stage", served)
+    locked = next(p for p in cpu_tree.target("cpu").debian_locks[0].packages if p.name == "bash")
+    with pytest.raises(ToolError) as caught:
+        drift.check_debian(cpu_tree, plan_layers(cpu_tree, "cpu"), ["devel"])
+    message = str(caught.value)
+    assert (
+        f"(1 packages: bash 5.2.15-2+b13 locked as sha256:{locked.sha256[:12]}..., served as sha256:cd34cd34cd34...)"
+        in message
+    )
+    assert "\n" not in message
+
+
+def test_deb_moves_names_versions_and_hashes_and_takes_an_unhashed_lock_by_version():
+    bash, old = lockfile.DebPackage("bash", "5.2", "amd64", "ab" * 32), lockfile.DebPackage("tzdata", "2025b", "all")
+    assert drift._deb_moves([bash, old], [bash, dataclasses.replace(old, sha256="cd" * 32)]) == []
+    assert drift._deb_moves([bash], [dataclasses.replace(bash, sha256="cd" * 32)]) == [
+        "bash 5.2 locked as sha256:abababababab..., served as sha256:cdcdcdcdcdcd..."
+    ]
+    assert drift._deb_moves([bash], [dataclasses.replace(bash, version="5.3", sha256="cd" * 32), old]) == [
+        "bash 5.2 locked, 5.3 served",  # the version says it: not the hash as well
+        "tzdata not locked, 2025b served",
+    ]
+
+
+def test_a_debian_lock_without_hashes_does_not_fit_so_lock_and_the_build_resolve_it_again(cpu_tree, monkeypatch):
+    from builder.layerbuild import debian_stages
+
+    target = cpu_tree.target("cpu")
+    lock = next(deb for deb in target.debian_locks if deb.stage == "final")
+    assert debian_stages.fits(lock, cpu_tree, target, "final")
+    unhashed = tuple(dataclasses.replace(p, sha256="") if p.name == "bash" else p for p in lock.packages)
+    old = dataclasses.replace(lock, packages=unhashed)
+    assert not debian_stages.fits(old, cpu_tree, target, "final")
+    monkeypatch.setattr(drift.debian_stages, "resolve_stage", lambda *a: pytest.fail("asked the mirror"))
+    monkeypatch.setattr(cpu_tree, "target", lambda name: dataclasses.replace(target, debian_locks=(old,)))
+    with pytest.raises(RecipeError) as caught:
+        drift.check_debian(cpu_tree, plan_layers(cpu_tree, "cpu"), ["base"])
+    assert "the lock is stale: it holds no sha256 of the .deb files; refresh it with: hpcml lock cpu" in str(
+        caught.value
+    )
+
+
 def test_a_stage_that_asks_for_other_packages_than_its_lock_is_stale_before_the_mirror_is_asked(cpu_tree, monkeypatch):
     lock = cpu_tree.root + "/locks/cpu/debian-final.txt"
     text = open(lock).read()
