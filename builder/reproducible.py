@@ -1,8 +1,8 @@
 """What makes two builds from the same commit and lock hold the same files, and the files that
 still differ, each with its reason.
 
-Every %post starts with a fixed build time and hash seed, and ends by removing what a build
-leaves behind that is about the build, not the image (logs, caches):
+Every %post starts with a fixed build time, hash seed, time zone, locale and umask, and ends
+by removing what a build leaves behind that is about the build, not the image (logs, caches):
 
   - SOURCE_DATE_EPOCH: Python then writes hash-based .pyc files (no source time in them),
     wheels built in the image get fixed zip times, useradd a fixed password-change day;
@@ -18,12 +18,14 @@ leaves behind that is about the build, not the image (logs, caches):
     own redirector, which is debootstrap's default mirror. Not before: a layer above the base
     still installs packages from the build's mirror.
 
-Example: stage_post("final", ["apt-get update", ...]) -> ["export SOURCE_DATE_EPOCH=...", ...,
-"apt-get update", ..., "echo '--- final: tidy'", "rm -rf ..."]
+Example: stage_post("final", ["apt-get update", ...]) -> ["umask 022", "export SOURCE_DATE_EPOCH=...",
+..., "apt-get update", ..., "echo '--- final: tidy'", "rm -rf ..."]
 """
 
 SOURCE_DATE_EPOCH = 1767225600  # 2026-01-01T00:00:00Z
-ENV = (("SOURCE_DATE_EPOCH", str(SOURCE_DATE_EPOCH)), ("PYTHONHASHSEED", "0"))
+# the time zone and locale too: a build host's TZ and LANG must not reach what %post writes
+ENV = (("SOURCE_DATE_EPOCH", str(SOURCE_DATE_EPOCH)), ("PYTHONHASHSEED", "0"), ("TZ", "UTC"), ("LC_ALL", "C.UTF-8"))
+UMASK = "022"  # files pip and compilers write get the same modes whatever the host's umask
 
 LEFT_BEHIND = (
     "/var/log/apt/*.log",
@@ -61,7 +63,7 @@ def stage_post(stage: str, post: list, shipped_debian_root=False) -> list:
     the shipped layer's last stage on a Debian root also forgets the build host (FORGET_HOST)."""
     if not post:
         return post
-    start = [f"export {name}={value}" for name, value in ENV]
+    start = [f"umask {UMASK}", *(f"export {name}={value}" for name, value in ENV)]
     tidy = [
         f"echo '--- {stage}: tidy'",
         *(FORGET_HOST if shipped_debian_root else ()),
