@@ -12,7 +12,7 @@ HPCML  := $(PY) -m builder.cli.make_variables
 # builder, on every run (docs/performance.md).
 PYTEST := PYTHONDONTWRITEBYTECODE= $(PY) -m pytest
 
-.PHONY: setup setup-test render check lock test unit test-full test-rebuild test-heavy test-gpu gpu-bundle build smoke jobscript publish sign export two-nodes doctor list show clean
+.PHONY: setup setup-test render check lock test unit test-full test-rebuild test-heavy test-gpu gpu-bundle build bundle smoke jobscript publish sign export two-nodes doctor list show clean
 
 # The builder's own Python environment: all that `make build` and the other image commands set
 # up. Apptainer is the host's (or, for root, a toolbox under the cache) and debootstrap the host's
@@ -139,6 +139,11 @@ jobscript:
 # Installs images/$(TARGET).sif as the module $(NAME)/$(VERSION) under $(PREFIX) (version
 # default: <torch version>-<target>). Needs a passing smoke report of this very image (make
 # smoke, or in a job on GPU nodes); DEFAULT=1 TCL=1 FORCE=1 SKIP_SMOKE=1 as needed.
+# Every file a build of TARGET's locks fetches, checked, into bundles/$(TARGET) (OUT=DIR
+# elsewhere); `make build BUNDLE=DIR` then builds from it with no network (docs/building.md).
+bundle: setup
+	$(HPCML) bundle $(TARGET)
+
 publish: setup
 	$(HPCML) publish $(TARGET)
 

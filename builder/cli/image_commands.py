@@ -1,4 +1,4 @@
-"""The commands that make and handle a built image: build, smoke, sign, extend, export, diff."""
+"""The commands that make and handle a built image: build, bundle, smoke, sign, extend, export, diff."""
 
 from pathlib import Path
 
@@ -25,6 +25,11 @@ class Build(Command):
         )
         parser.add_argument("--images", default="images", metavar="DIR", help="where images go (default: images)")
         parser.add_argument(
+            "--bundle",
+            metavar="DIR",
+            help="take every file from this source bundle (hpcml bundle), asking no network",
+        )
+        parser.add_argument(
             "--no-space-check",
             dest="space_check",
             action="store_false",
@@ -43,7 +48,28 @@ class Build(Command):
             force=args.force,
             progress=Progress(),
             space_check=args.space_check,
+            bundle=args.bundle,
         )
+
+
+class Bundle(Command):
+    name = "bundle"
+    help = "fetch every file a build of the target's locks takes into one checked folder"
+    example = "{prog} bundle cpu --out bundles/cpu   (then: {prog} build cpu --bundle bundles/cpu)"
+
+    def add_arguments(self, parser):
+        _target_or_cpu(parser)
+        parser.add_argument("--out", metavar="DIR", help="the bundle's folder (default: bundles/<target>)")
+
+    def run(self, args):
+        from ..bundle import make
+        from ..host.progress import Progress
+        from ..layerbuild.host_settings import indexes_down
+
+        tree, progress = load_tree(args.recipes), Progress()
+        name = tree.aliases.get(args.target, args.target)
+        down = indexes_down(make.pip_indexes(tree, name), progress)
+        make.make(tree, name, Path(args.out or f"bundles/{name}"), progress, down)
 
 
 class Smoke(Command):

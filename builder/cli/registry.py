@@ -3,7 +3,7 @@ is a Command subclass in the module of its kind, added here (cli.parser and cli.
 only this list)."""
 
 from .command import Command
-from .image_commands import Build, Diff, Export, Extend, Sign, Smoke
+from .image_commands import Build, Bundle, Diff, Export, Extend, Sign, Smoke
 from .recipe_commands import Check, List, Lock, Render, Show
 from .site_commands import Default, Doctor, Jobscript, Publish, Toolbox, Verify
 
@@ -13,6 +13,7 @@ COMMANDS: tuple[Command, ...] = (
     Render(),
     Lock(),
     Build(),
+    Bundle(),
     Smoke(),
     Jobscript(),
     Publish(),

@@ -15,6 +15,7 @@ FLOORS = [
     "recipes",
     "render",
     "sbom",
+    "bundle",
     "layerbuild export run publish",
     "locking",
     "cli wrapper_command",

@@ -1,0 +1,72 @@
+"""One file of a bundle, fetched once and checked: a download goes to a temporary name beside
+it and is renamed only when its sha256 is the expected one, so a bundle stopped half way holds
+whole, checked files, and making it again fetches only what is missing.
+
+Example: fetch("https://mirror/debian/pool/main/b/bash/bash_5.2.deb", Path("b/bash.deb"),
+"9f2a...") -> "fetched" (or "kept" when the file was there with that sha256).
+"""
+
+import hashlib
+import os
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+from ..errors import ToolError
+from ..fileio import CHUNK, sha256_file
+from ..host import hostinfo
+from ..host.http_get import open_url
+
+TIMEOUT_S = 120  # per read: a mirror that stops sending for two minutes is down
+
+
+def fetch(url: str, dest: Path, sha256: str) -> str:
+    """ "kept" when ``dest`` holds ``sha256`` already, else "fetched" from ``url`` (http, https or
+    file) and checked; a ToolError names the URL and the file when the bytes differ."""
+    if dest.is_file() and sha256_file(dest) == sha256:
+        return "kept"
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    part = dest.with_name(f".{dest.name}.part")
+    try:
+        got = _download(url, part)
+        if got != sha256:
+            raise ToolError(f"{url}: served with sha256 {got}, expected {sha256} (the lock's); nothing kept")
+        os.replace(part, dest)
+    finally:
+        part.unlink(missing_ok=True)
+    return "fetched"
+
+
+def fetch_bytes(url: str) -> bytes:
+    """A small file (an index) whole, unchecked: its caller checks it against a signed one."""
+    try:
+        if url.startswith("file:"):
+            return Path(_local(url)).read_bytes()
+        with open_url(url, timeout=TIMEOUT_S, cafile=hostinfo.pip_settings()["cert"], purpose="bundle") as answer:
+            return answer.read()
+    except (OSError, ValueError) as error:
+        raise ToolError(f"{url}: could not fetch it ({_why(error)})") from None
+
+
+def _download(url, part) -> str:
+    digest = hashlib.sha256()
+    try:
+        if url.startswith("file:"):
+            source = open(_local(url), "rb")  # noqa: SIM115 (closed by the with below)
+        else:
+            source = open_url(url, timeout=TIMEOUT_S, cafile=hostinfo.pip_settings()["cert"], purpose="bundle")
+        with source, open(part, "wb") as out:
+            while chunk := source.read(CHUNK):
+                digest.update(chunk)
+                out.write(chunk)
+    except (OSError, ValueError) as error:
+        raise ToolError(f"{url}: could not fetch it ({_why(error)}); make the bundle again to go on") from None
+    return digest.hexdigest()
+
+
+def _local(url: str) -> str:
+    return unquote(urlsplit(url).path)
+
+
+def _why(error) -> str:
+    reason = getattr(error, "reason", None)
+    return str(getattr(reason, "strerror", None) or reason or error) or type(error).__name__

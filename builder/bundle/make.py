@@ -1,0 +1,129 @@
+"""`hpcml bundle TARGET`: every file a build of the target's locks fetches, in one folder, and
+the check a build from it starts with.
+
+    bundles/cpu/
+      SHA256SUMS                  every file below, as `sha256sum -c` reads it
+      locks/cpu/...               the locks it was made from
+      debian/dists/bookworm/...   Debian's signed InRelease and indexes, as the mirror served them
+      debian/pool/main/...        each locked .deb of every stage
+      python/                     each file of the Python lock (pip's find-links, no index)
+
+Made again into the same folder, it fetches only what is missing or changed.
+
+Example: make(tree, "cpu", Path("bundles/cpu"), Progress()); checked(tree, "cpu", Path("bundles/cpu"))
+"""
+
+import shutil
+import time
+from pathlib import Path
+
+from ..errors import RecipeError, ToolError
+from ..fileio import sha256_file
+from ..host import hostinfo
+from ..lockfile import PythonLock
+from ..render.layer_sharing import plan_layers
+from . import debian_part, fetched, manifest, python_part
+
+LOCKS = "locks"
+
+
+def make(tree, name, out: Path, progress, down=()) -> dict:
+    """Fetch and check the bundle of ``name`` into ``out``; returns {path: sha256}. ``down``:
+    the pip indexes that do not answer (left out, as a build leaves them out)."""
+    start = time.monotonic()
+    debian, python = locks_of(tree, name)
+    out.mkdir(parents=True, exist_ok=True)
+    files = _copy_locks(tree, debian, python, out)
+    if debian:
+        mirror = hostinfo.debian_mirror()
+        progress.step(f"Debian: the indexes and {sum(len(lock.packages) for lock in debian)} locked packages")
+        files.update(debian_part.fetch_indexes(debian, mirror, out))
+        debs = debian_part.fetch_debs(debian, mirror, out)
+        files.update(debs)
+        progress.step(f"Debian: {len(debs)} .deb files, each with the lock's sha256")
+    for lock in python:
+        wanted = python_part.files(lock, down)
+        progress.step(f"Python: {len(wanted)} files of {lock.path}")
+        fetched_now = 0
+        for path, (url, sha256) in sorted(wanted.items()):
+            fetched_now += fetched.fetch(url, out / path, sha256) == "fetched"
+            files[path] = sha256
+        progress.step(f"Python: {fetched_now} fetched, {len(wanted) - fetched_now} there already")
+    manifest.write(out, files)
+    checked(tree, name, out)
+    size = manifest.size(out, files)
+    progress.step(f"{out}: {len(files)} files, {size / 1e6:.0f} MB, checked, in {time.monotonic() - start:.0f} s")
+    return files
+
+
+def pip_indexes(tree, name) -> list:
+    """The pip indexes the target's Python locks name (torch's), for the check of which answer."""
+    return list(dict.fromkeys(url for lock in locks_of(tree, name)[1] for url in python_part.indexes(lock)))
+
+
+def checked(tree, name, bundle: Path) -> dict:
+    """The bundle's files after reading each one back and matching it to the target's locks as
+    the repository holds them now; one line names the first that does not match."""
+    if not (bundle / manifest.NAME).is_file():
+        raise RecipeError(
+            f"{bundle}: no {manifest.NAME} there, so not a bundle; make one with: hpcml bundle {name} --out {bundle}",
+            file="command line",
+        )
+    files = manifest.check(bundle)
+    debian, python = locks_of(tree, name)
+    for lock in [*debian, *python]:
+        path = _in_bundle(tree, lock)
+        if files.get(path) != sha256_file(lock.path):
+            raise ToolError(
+                f"{bundle}: made for another {lock.path} than this checkout's; make it again with: "
+                f"hpcml bundle {name} --out {bundle}"
+            )
+    debian_part.check_against_locks(debian, bundle, files)
+    for lock in python:
+        python_part.check_against_lock(lock, files)
+    return files
+
+
+def locks_of(tree, name) -> tuple:
+    """(DebianLocks, PythonLocks) a build of ``name`` installs from: those of the targets whose
+    layers it builds on too. A target a bundle cannot hold yet is refused in one line."""
+    target = tree.target(name)
+    plans = plan_layers(tree, target.name)
+    why = _not_bundled(target, plans)
+    if why:
+        raise RecipeError(f"target {target.name}: {why}; a bundle holds Debian and pip files only", file="command line")
+    owners = [tree.target(owner) for owner in dict.fromkeys(plan.owner for plan in plans.values())]
+    stages = {"build": plans["devel"].owner, "final": plans["base"].owner} if "devel" in plans else {}
+    debian = [lock for owner in owners for lock in owner.debian_locks if stages.get(lock.stage) == owner.name]
+    python = [owner.python_lock for owner in owners if isinstance(owner.python_lock, PythonLock)]
+    if not python:
+        raise RecipeError(f"target {target.name} has no Python lock; make one with: hpcml lock {target.name}")
+    return debian, list({lock.path: lock for lock in python}.values())
+
+
+def _not_bundled(target, plans):
+    if target.site_image:
+        return "it starts from the site's own image"
+    if any(plan.base_images for plan in plans.values()):
+        return "a layer starts from a docker image"
+    if any(plan.git_sources for plan in plans.values()):
+        return "a layer fetches git sources"
+    if any(plan.layer in ("devel", "base") for plan in plans.values()) and not target.debian_locks:
+        return "its Debian stages have no lock (hpcml lock)"
+    return None
+
+
+def _copy_locks(tree, debian, python, out) -> dict:
+    files = {}
+    for lock in [*debian, *python]:
+        path = _in_bundle(tree, lock)
+        (out / path).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(lock.path, out / path)
+        files[path] = sha256_file(out / path)
+    return files
+
+
+def _in_bundle(tree, lock) -> str:
+    """locks/<target>/<file>: where a lock's copy sits in the bundle."""
+    where = Path(lock.path).resolve()
+    return f"{LOCKS}/{where.parent.name}/{where.name}"
