@@ -67,7 +67,8 @@ def _drifted(lock, step, pin, what, target) -> str:
     return (
         f"{pin.name} {pin.version}, locked in {lock.path} (step {step.name}), {what}; nothing was built. "
         f"Lock again with: hpcml lock --update {target} (then render and commit), or point pip at a "
-        "mirror that keeps that release (pip's extra-index-url or find-links)"
+        "mirror that keeps that release (pip's extra-index-url or find-links), or build from the "
+        f"target's source bundle, made while the lock was served: hpcml build {target} --bundle DIR"
     )
 
 
@@ -103,7 +104,8 @@ def check_debian(tree, plans, planned, progress=None) -> None:
                 f"the Debian mirror no longer serves what {lock.path} locks ({len(moved)} packages: "
                 f"{'; '.join(moved[:5])}{'; ...' if len(moved) > 5 else ''}); nothing was built. Lock again with: "
                 f"hpcml lock --update {owner.name} (then render and commit), or build from a snapshot of the "
-                f"mirror that has them ({contract.MIRROR}=SNAPSHOT-URL)"
+                f"mirror that has them ({contract.MIRROR}=SNAPSHOT-URL), or from the target's source bundle, "
+                f"made while they were served: hpcml build {owner.name} --bundle DIR"
             )
 
 

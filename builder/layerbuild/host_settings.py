@@ -13,15 +13,19 @@ from .. import contract
 from ..fileio import link_or_copy
 from ..host import hostinfo
 from ..render.parts import HOST_MOUNT, HOST_SETTINGS
-from . import indexes
+from . import from_bundle, indexes
 
 CA_VARIABLES = ("PIP_CERT", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE")
 
 
-def write(host: Path, pip_indexes: tuple, progress):
+def write(host: Path, pip_indexes: tuple, progress, offline=False):
     """The settings file and what it names, in the new folder ``host``; pip_indexes: the web
-    indexes the layer's own pip lines name (LayerPlan.pip_indexes)."""
+    indexes the layer's own pip lines name (LayerPlan.pip_indexes). ``offline``: a build from a
+    bundle, whose pip reads the bundle alone (from_bundle.settings_lines)."""
     host.mkdir()
+    if offline:
+        (host / Path(HOST_SETTINGS).name).write_text("\n".join(from_bundle.settings_lines()) + "\n")
+        return
     pip = hostinfo.pip_settings()
     down = indexes_down(pip_indexes, progress)
     lines = []

@@ -15,13 +15,13 @@ from pathlib import Path
 
 from .. import contract, reproducible, runner, sbom
 from ..errors import ToolError
-from ..host import build_route, cache, cross_tools, debootstrap_kit, emulation, hostinfo, sidecar, space
+from ..host import build_route, cache, debootstrap_kit, emulation, hostinfo, sidecar, space
 from ..host.images import find_apptainer, image_lock, takes_squashfs_args
 from ..render import runtime_wheel
 from ..render.layer_sharing import plan_layers
 from ..render.parts import CROSS_DIR, CROSS_MOUNT, HOST_MOUNT
 from ..render.plan import LAYERS, MIRROR_ARG, in_order
-from . import drift, host_settings, sources, store, torch_source
+from . import from_bundle, host_settings, sources, store
 
 UNCOMPRESSED = "-noI -noD -noF -noX"  # no compression of inodes, data, fragments, xattrs
 WORK_PREFIX = "hpcml-build-"  # a build's work folder under the build space's tmp
@@ -54,6 +54,7 @@ class LayerBuild:
     emulated: bool = False  # another architecture than the host's: %test's preflight expects QEMU
     cross: Path = None  # x86-64 compilers for the image's arch (host.cross_tools), bound at CROSS_MOUNT
     path: str = None  # PATH for Apptainer when the builder's own debootstrap goes first on it
+    bundle: object = None  # from_bundle.Bundle the layer takes every file from, or None
 
     @property
     def packed(self) -> bool:
@@ -61,33 +62,35 @@ class LayerBuild:
         return self.plan.layer not in store.INTERMEDIATE
 
 
-def build(tree, name, *, images: Path, force=None, progress, space_check=True):
+def build(tree, name, *, images: Path, force=None, progress, space_check=True, bundle=None):
     """Build the target's layers in order, skipping each one whose key is unchanged.
 
     force: None, "top" (rebuild the image layer on the layers below as they are) or "all".
-    space_check: refuse to start when the layers will not fit (space.check_fits)."""
+    space_check: refuse to start when the layers will not fit (space.check_fits).
+    bundle: a source bundle's folder to take every file from, with no network (from_bundle)."""
     forced = {None: (), "top": ("image",), "all": LAYERS}[force]
     target = tree.target(name)
     build_route.check(target.sites[0])  # no way to run Apptainer here: one line, nothing written
     name = target.name  # an alias builds its target's image
-    # devel and base may be another target's (layer_sharing): built, cached and locked as its
-    plans = plan_layers(tree, name)
+    plans = plan_layers(tree, name)  # devel and base may be another target's, built and locked as its
     if target.site_image:  # before anything is asked or written: the site's image is here
         sources.check_site_image(target.site_image)
+    bundle = from_bundle.opened(tree, name, bundle)  # read back and matched to the locks first
     host_args = _host_args(plans)
     paths = store.layer_paths(images, plans)
     # asked before the keys: a layer built without one of its indexes is keyed so
-    down = host_settings.indexes_down([url for plan in plans.values() for url in plan.pip_indexes])
-    keys = store.layer_keys(plans, host_args, down)
+    down = [] if bundle else host_settings.indexes_down([url for plan in plans.values() for url in plan.pip_indexes])
+    keys = store.layer_keys(plans, from_bundle.key_args(bundle, host_args), down)
     if not forced and sidecar.is_current(paths["image"], keys["image"]):
         return _up_to_date(target, paths["image"], keys["image"], progress)
     # before anything is written or pulled: what the layers to build fetch answers
     order = in_order(plans)
     planned = [layer for layer in order if store.step(plans[layer], forced, paths[layer], keys[layer]) == "build"]
-    cross = _check_inputs(tree, target, plans, planned, down, progress)  # None: no x86-64 compilers
+    cross = sources.check_inputs(tree, target, plans, planned, down, progress, bundle)  # None: no x86-64 compilers
     images.mkdir(parents=True, exist_ok=True)
     where = space.folders(images)
     with contextlib.ExitStack() as locks:
+        host_args = locks.enter_context(from_bundle.build_args(bundle, host_args))
         for owner in dict.fromkeys(plan.owner for plan in plans.values()):
             locks.enter_context(image_lock(images, owner))
             _remove_stale_temps(images, where, owner)
@@ -112,11 +115,11 @@ def build(tree, name, *, images: Path, force=None, progress, space_check=True):
             log = images / f"{plan.owner}.{layer}.build.log"
             progress.step(f"building the {layer} layer {sif} with {label} (log: {log})")
             host_side = _host_side(target, plan, cross, label, progress)  # emulated, cross, path
-            job = LayerBuild(plan, apptainer, sif, keys[layer], args, log, force != "all", where, *host_side)
+            job = LayerBuild(plan, apptainer, sif, keys[layer], args, log, force != "all", where, *host_side, bundle)
             build_layer(job, progress)
             store.keep(plan, keys[layer], sif, progress)
-        stat = paths["image"].stat()
-        progress.step(f"built {paths['image']} ({stat.st_size / 1e6:.0f} MB); its %test passed")
+        megabytes = paths["image"].stat().st_size / 1e6
+        progress.step(f"built {paths['image']} ({megabytes:.0f} MB); its %test passed")
         sbom.ensure(target, paths["image"], keys["image"], progress, apptainer)  # under the lock: this image's
     return paths["image"]
 
@@ -134,22 +137,6 @@ def _host_side(target, plan, cross, label, progress) -> tuple:
     emulated = target.arch != emulation.host_arch()
     path = None if label == "toolbox" else debootstrap_kit.search_path(plan.text, progress)
     return emulated, cross if emulated and CROSS_MOUNT in plan.text else None, path
-
-
-def _check_inputs(tree, target, plans, planned, indexes_down, progress):
-    """What the layers to build start from and fetch, before anything is written or pulled;
-    returns the x86-64 compilers for an image of another arch (host.cross_tools), or None."""
-    cross = None
-    if planned:  # an image of another architecture: made for it, QEMU ready (a newer one, as root)
-        emulation.check_build(target)
-        cross = cross_tools.prepare(target, progress)
-    if "devel" in planned:  # the devel layer installs torch
-        torch_source.check(tree.target(plans["devel"].owner).torch, indexes_down)
-    sources.check([plans[layer] for layer in planned], target.name)  # base images' registries, git sources
-    if planned:  # every file the lock names is still served: else one line now, not a hash error later
-        drift.check(target, indexes_down)
-        drift.check_debian(tree, plans, planned, progress)
-    return cross
 
 
 def _host_args(plans) -> dict:
@@ -204,7 +191,7 @@ def build_layer(job: LayerBuild, progress):
             wheel = runtime_wheel.current()
             wheel.write(work)
             args[runtime_wheel.BUILD_ARG] = str(work / wheel.name)
-        host_settings.write(host, job.plan.pip_indexes, progress)
+        host_settings.write(host, job.plan.pip_indexes, progress, offline=bool(job.bundle))
         site_image = store.site_image_facts(job.plan.site_image) if job.plan.site_image else None
         kept = store.provide_kept(host, job.plan.kept, job.reuse_kept, site_image)
         _run_apptainer(job, _argv(job, args, host, tmp_sif, definition), work, tmp_sif, where, progress)
@@ -231,6 +218,9 @@ def _argv(job, args, host, tmp_sif, definition) -> list:
     if job.cross:  # on its mount point in the host folder
         (host / CROSS_DIR).mkdir(exist_ok=True)
         argv += ["--bind", f"{job.cross}:{CROSS_MOUNT}:ro"]
+    if job.bundle:
+        (host / from_bundle.PYTHON_DIR).mkdir(exist_ok=True)
+        argv += ["--bind", f"{job.bundle.python}:{from_bundle.PYTHON_MOUNT}:ro"]
     return argv + [str(tmp_sif.absolute()), str(definition)]
 
 
@@ -240,10 +230,12 @@ def _run_apptainer(job, argv, work, tmp_sif, where, progress):
     env = dict(os.environ, **where.env(work / "apptainer"))
     env.update(reproducible.ENV)  # debootstrap's and mksquashfs's time, not the day's
     seen = (job.sif.parent.resolve(), work, where.apptainer_cache, *([job.cross] if job.cross else []))
+    seen += (job.bundle.folder,) if job.bundle else ()
     env[contract.TOOLBOX_BINDS] = ":".join(map(str, seen))
     if job.emulated:  # Apptainer hands the build's environment to %test
         env[contract.ALLOW_EMULATION] = "1"
     env.update({"PATH": job.path} if job.path else {})
+    env.update(from_bundle.environment() if job.bundle else {})
     job.log.write_text("")
     try:
         runner.run_logged(

@@ -1,5 +1,6 @@
-"""Before a build writes anything: do the base images' registries and the git servers of the
-layers it will build answer from this host?
+"""Before a build writes anything: can the layers it will build get what they start from and
+fetch (check_inputs: the arch's QEMU and compilers, torch's index, the locked files, and here:
+do the base images' registries and the git servers answer from this host)?
 
 A layer that starts from a docker image pulls it from its registry, and a kept step that
 compiles a pinned source fetches it with git (render.git_sources). Either failing shows late,
@@ -16,11 +17,30 @@ import os
 from pathlib import Path
 
 from ..errors import RecipeError, ToolError
-from ..host import hostinfo
+from ..host import cross_tools, emulation, hostinfo
 from ..recipes.target_parts import repository_name
-from . import indexes
+from . import drift, indexes, torch_source
 
 DOCKER_HUB = "registry-1.docker.io"  # the registry of a reference that names none
+
+
+def check_inputs(tree, target, plans, planned, indexes_down, progress, bundle=None):
+    """What the layers to build start from and fetch, before anything is written or pulled;
+    returns the x86-64 compilers for an image of another arch (host.cross_tools), or None.
+    A bundle was checked already: no source is asked."""
+    cross = None
+    if planned:  # an image of another architecture: made for it, QEMU ready (a newer one, as root)
+        emulation.check_build(target)
+        cross = cross_tools.prepare(target, progress)
+    if bundle:
+        return cross
+    if "devel" in planned:  # the devel layer installs torch
+        torch_source.check(tree.target(plans["devel"].owner).torch, indexes_down)
+    check([plans[layer] for layer in planned], target.name)  # base images' registries, git sources
+    if planned:  # every file the lock names is still served: else one line now, not a hash error later
+        drift.check(target, indexes_down)
+        drift.check_debian(tree, plans, planned, progress)
+    return cross
 
 
 def check(plans, target_name):

@@ -55,6 +55,7 @@ def test_a_release_no_longer_served_is_one_line_with_the_locked_and_the_served_v
         "(they serve beta 1.3); nothing was built. Lock again with: hpcml lock --update mini"
     )
     assert "mirror that keeps that release" in message and "\n" not in message
+    assert message.endswith("while the lock was served: hpcml build mini --bundle DIR")
 
 
 def test_the_same_release_served_as_another_file_is_refused(sources):
@@ -108,6 +109,7 @@ def test_a_point_release_on_the_mirror_stops_the_build_naming_what_moved(cpu_tre
     assert "debian-build.txt locks (1 packages: bash 5.2.15-2+b13 locked, 5.2.15-2+b13.1 served)" in message
     assert "nothing was built. Lock again with: hpcml lock --update cpu" in message
     assert "HPCML_MIRROR=SNAPSHOT-URL)" in message and "\n" not in message
+    assert message.endswith("made while they were served: hpcml build cpu --bundle DIR")
 
 
 def test_the_same_version_served_as_another_deb_stops_the_build_naming_both_hashes(cpu_tree, monkeypatch):

@@ -4,6 +4,7 @@ builds are in test_build.py."""
 
 import io
 import re
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,7 @@ from builder import contract, runner
 from builder.errors import ToolError
 from builder.host import build_route, cross_tools, debootstrap_kit, emulation, hostinfo
 from builder.host.progress import Progress
-from builder.layerbuild import drift, indexes, layers
+from builder.layerbuild import drift, from_bundle, indexes, layers
 from builder.recipes.tree import RecipeTree
 from builder.sbom import lock_check
 
@@ -373,3 +374,46 @@ def test_on_an_aarch64_host_gh200_builds_natively_without_qemu_or_the_x86_64_com
         assert built.definition == rendered[name]  # the committed files: nothing host-made
         assert contract.ALLOW_EMULATION not in built.env
         assert "/mnt/cross" not in " ".join(built.argv)
+
+
+def test_a_build_from_a_bundle_asks_no_source_and_takes_every_file_from_it(fake, tmp_path, monkeypatch):
+    bundle = tmp_path / "bundle"
+    for folder in ("debian", "python"):
+        (bundle / folder).mkdir(parents=True)
+    (bundle / "debian" / "InRelease").write_text("signed\n")
+    monkeypatch.setattr(from_bundle.make, "checked", lambda tree, name, folder: {"debian/InRelease": "0" * 64})
+    for module, name in ((drift, "check"), (drift, "check_debian"), (indexes, "why_down")):
+        monkeypatch.setattr(module, name, lambda *a, **k: pytest.fail("asked a source"))
+    seen = []  # (settings file, what the mirror answers) while each layer builds
+    recording = runner.run_logged
+
+    def run_logged(argv, log_path, **options):
+        host = next(v.split(":")[0] for f, v in zip(argv, argv[1:]) if f == "--bind" and v.endswith(":/mnt"))
+        mirror = [v.split("=", 1)[1] for f, v in zip(argv, argv[1:]) if f == "--build-arg" and "MIRROR=" in v]
+        answers = []
+        for url in mirror:
+            with urllib.request.urlopen(f"{url}/InRelease", timeout=10) as answer:
+                answers.append(answer.read())
+        seen.append((Path(host, "hpcml-build-host.sh").read_text(), answers))
+        return recording(argv, log_path, **options)
+
+    monkeypatch.setattr(runner, "run_logged", run_logged)
+    layers.build(
+        RecipeTree(RECIPES), "cpu", images=tmp_path / "a", progress=Progress(), space_check=False, bundle=bundle
+    )
+    devel, base, top = fake.builds
+    assert re.fullmatch(r"http://127\.0\.0\.1:\d+", devel.build_args["MIRROR"])
+    assert base.build_args["MIRROR"] == devel.build_args["MIRROR"] and "MIRROR" not in top.build_args
+    assert [answers for _, answers in seen] == [[b"signed\n"], [b"signed\n"], []]
+    for settings, _ in seen:
+        assert "export PIP_NO_INDEX=1\n" in settings and f"PIP_FIND_LINKS={from_bundle.PYTHON_MOUNT}\n" in settings
+    assert f"{bundle.resolve() / 'python'}:{from_bundle.PYTHON_MOUNT}:ro" in devel.argv
+    assert devel.env["no_proxy"].startswith("127.0.0.1")
+    with pytest.raises(OSError):  # the server is gone once the build ends
+        urllib.request.urlopen(f"{devel.build_args['MIRROR']}/InRelease", timeout=5)
+    # keyed as a bundle's build, not by the server's port: a second build finds them current
+    fake.builds.clear()
+    layers.build(
+        RecipeTree(RECIPES), "cpu", images=tmp_path / "a", progress=Progress(), space_check=False, bundle=bundle
+    )
+    assert fake.builds == []

@@ -1,0 +1,73 @@
+"""A build from a source bundle (builder/bundle): nothing asked of the network, every file
+taken from the bundle, after the bundle is read back and matched to the locks.
+
+The layers' Debian mirror is the bundle's debian/ folder, served on loopback while the
+layers build: debootstrap on the host and apt in %post both reach it, and check Debian's
+signature as they would online. pip's only source is the bundle's python/ folder, bound
+read-only into the build (no index at all). The layer keys name the bundle, not the server's
+port, so a second build from a bundle finds its layers current.
+
+Example:
+    bundle = opened(tree, "cpu", "bundles/cpu")     # None without --bundle
+    with build_args(bundle, {"MIRROR": "https://..."}) as args:  # MIRROR: http://127.0.0.1:PORT
+        ...
+"""
+
+import contextlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..bundle import make, python_part, serve
+from ..render.parts import HOST_MOUNT
+from ..render.plan import MIRROR_ARG
+
+KEY_MIRROR = "bundle"  # the MIRROR layer keys take in a build from a bundle
+PYTHON_DIR = "bundle-python"  # where the bundle's python/ is bound, under the host mount
+PYTHON_MOUNT = f"{HOST_MOUNT}/{PYTHON_DIR}"
+PROXIES = ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY")
+
+
+@dataclass(frozen=True)
+class Bundle:
+    folder: Path
+    files: dict  # {path in the bundle: sha256}, each read back
+
+    @property
+    def python(self) -> Path:
+        return self.folder / python_part.FOLDER
+
+
+def opened(tree, name, folder):
+    """The checked bundle at ``folder`` for target ``name``, or None when no folder is given."""
+    if folder is None:
+        return None
+    return Bundle(Path(folder).resolve(), make.checked(tree, name, Path(folder)))
+
+
+def key_args(bundle, host_args: dict) -> dict:
+    """The host's build arguments as the layer keys see them."""
+    return {**host_args, MIRROR_ARG: KEY_MIRROR} if bundle and MIRROR_ARG in host_args else host_args
+
+
+@contextlib.contextmanager
+def build_args(bundle, host_args: dict):
+    """The host's build arguments for the layers, the bundle's server as MIRROR while it runs."""
+    if bundle is None or MIRROR_ARG not in host_args:
+        yield host_args
+        return
+    with serve.serving(bundle.folder / "debian", bundle.files, root=bundle.folder) as url:
+        yield {**host_args, MIRROR_ARG: url}
+
+
+def settings_lines() -> list:
+    """What the host settings file says in a build from a bundle: pip reads only the bundle."""
+    return [
+        "unset PIP_INDEX_URL PIP_EXTRA_INDEX_URL " + " ".join(PROXIES),
+        "export PIP_NO_INDEX=1",
+        f"export PIP_FIND_LINKS={PYTHON_MOUNT}",
+    ]
+
+
+def environment() -> dict:
+    """For Apptainer and the debootstrap it runs: the loopback server without a proxy."""
+    return {"no_proxy": "127.0.0.1,localhost", "NO_PROXY": "127.0.0.1,localhost"}
