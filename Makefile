@@ -12,7 +12,7 @@ HPCML  := $(PY) -m builder.cli.make_variables
 # builder, on every run (docs/performance.md).
 PYTEST := PYTHONDONTWRITEBYTECODE= $(PY) -m pytest
 
-.PHONY: setup setup-test render check lock test unit test-full test-rebuild test-heavy test-gpu gpu-bundle build bundle smoke jobscript publish sign export two-nodes doctor list show clean
+.PHONY: setup setup-test render check lock test unit test-full test-rebuild test-bundle test-heavy test-gpu gpu-bundle build bundle smoke jobscript publish sign export two-nodes doctor list show clean
 
 # The builder's own Python environment: all that `make build` and the other image commands set
 # up. Apptainer is the host's (or, for root, a toolbox under the cache) and debootstrap the host's
@@ -78,6 +78,13 @@ test-full: setup-test
 # of test-full; docs/building.md#rebuilds-that-hold-the-same-files).
 test-rebuild: setup-test
 	$(PYTEST) -o console_output_style=times -s tests/images/test_rebuild.py
+
+# The CPU image built online, its source bundle made, and the image built again from it in a
+# network namespace with no network, under another hostname, time zone, locale, umask,
+# checkout path and CPU count; the two must hold the same files (part of test-full;
+# docs/building.md#source-bundles-the-same-image-later-elsewhere-with-no-network).
+test-bundle: setup-test
+	$(PYTEST) -o console_output_style=times -s tests/images/test_bundle_rebuild.py
 
 # The fast loop: lint, then every test that needs no image, Apptainer or Slurm cluster
 # (markers set by tests/conftest.py from the fixtures a test uses), four at a time: most of

@@ -18,8 +18,8 @@ by removing what a build leaves behind that is about the build, not the image (l
     own redirector, which is debootstrap's default mirror. Not before: a layer above the base
     still installs packages from the build's mirror.
 
-Example: stage_post("final", ["apt-get update", ...]) -> ["umask 022", "export SOURCE_DATE_EPOCH=...",
-..., "apt-get update", ..., "echo '--- final: tidy'", "rm -rf ..."]
+Example: stage_post("final", ["apt-get update", ...]) -> ["umask 022", "export SOURCE_DATE_EPOCH=...
+PYTHONHASHSEED=0 TZ=UTC LC_ALL=C.UTF-8", "apt-get update", ..., "echo '--- final: tidy'", "rm -rf ..."]
 """
 
 SOURCE_DATE_EPOCH = 1767225600  # 2026-01-01T00:00:00Z
@@ -63,7 +63,7 @@ def stage_post(stage: str, post: list, shipped_debian_root=False) -> list:
     the shipped layer's last stage on a Debian root also forgets the build host (FORGET_HOST)."""
     if not post:
         return post
-    start = [f"umask {UMASK}", *(f"export {name}={value}" for name, value in ENV)]
+    start = [f"umask {UMASK}", "export " + " ".join(f"{name}={value}" for name, value in ENV)]
     tidy = [
         f"echo '--- {stage}: tidy'",
         *(FORGET_HOST if shipped_debian_root else ()),

@@ -15,14 +15,11 @@ def test_a_stage_without_post_lines_gets_none():
 
 def test_post_lines_sit_between_the_fixed_time_and_the_tidy_step():
     lines = reproducible.stage_post("final", ["apt-get update"])
-    assert lines[:5] == [
+    assert lines[:2] == [
         "umask 022",
-        f"export SOURCE_DATE_EPOCH={reproducible.SOURCE_DATE_EPOCH}",
-        "export PYTHONHASHSEED=0",
-        "export TZ=UTC",
-        "export LC_ALL=C.UTF-8",
+        f"export SOURCE_DATE_EPOCH={reproducible.SOURCE_DATE_EPOCH} PYTHONHASHSEED=0 TZ=UTC LC_ALL=C.UTF-8",
     ]
-    assert lines[5] == "apt-get update"
+    assert lines[2] == "apt-get update"
     assert lines[-2] == "echo '--- final: tidy'"
     assert "/var/log/dpkg.log" in lines[-1] and "/var/cache/ldconfig/aux-cache" in lines[-1]
 
@@ -33,7 +30,7 @@ def test_every_post_of_every_definition_is_wrapped(definition):
     assert sections, definition.name
     for section in sections:
         lines = section.strip().splitlines()
-        assert lines[1:6] == reproducible.stage_post("x", ["true"])[:5]
+        assert lines[1:3] == reproducible.stage_post("x", ["true"])[:2]
         tidy = next(i for i, line in enumerate(lines) if line.endswith(": tidy'"))
         assert all(line in reproducible.FORGET_HOST for line in lines[tidy + 1 : -1])
         assert lines[-1].startswith("rm -rf /var/log/apt/*.log")

@@ -44,7 +44,9 @@ def project(folder):
 def fake(monkeypatch, tmp_path):
     monkeypatch.setattr(extend, "find_apptainer", lambda site, progress, images: ("apptainer", "apptainer (fake)"))
     monkeypatch.setattr(hostinfo, "needs_fakeroot", lambda: False)
-    monkeypatch.setattr(layers.host_settings, "write", lambda host, indexes, progress: host.mkdir(parents=True))
+    monkeypatch.setattr(
+        layers.host_settings, "write", lambda host, indexes, progress, offline=False: host.mkdir(parents=True)
+    )
     images = tmp_path / "images"
     images.mkdir()
     (images / "cpu.sif").write_text("the cpu image")
