@@ -255,8 +255,8 @@ def _verify(got: dict, where) -> None:
             Path(tmp, name).write_bytes(data)
         body = Path(tmp, "InRelease.body")
         _gpgv(["--output", str(body), str(Path(tmp, "InRelease"))], f"{where}/InRelease")
-        if "Release.gpg" in got:
-            _gpgv([str(Path(tmp, "Release.gpg")), str(Path(tmp, "Release"))], f"{where}/Release.gpg")
+        if "Release.gpg" in got and not _passes(_gpgv_run([str(Path(tmp, "Release.gpg")), str(Path(tmp, "Release"))])):
+            del got["Release.gpg"]  # stale beside a good InRelease (a lagging mirror): apt reads InRelease
         if body.read_bytes() != got["Release"]:
             raise ToolError(
                 f"{where}/Release: not what its InRelease says (the mirror changed while it was read); try again"
@@ -264,14 +264,22 @@ def _verify(got: dict, where) -> None:
 
 
 def _gpgv(args, what) -> None:
-    argv = ["gpgv", "--status-fd", "1", "--keyring", str(KEYRING), *args]
-    result = runner.run(argv, check=False, timeout=GPGV_TIMEOUT_S)
-    status = re.findall(r"^\[GNUPG:\] (\w+)", result.stdout, re.M)
-    # apt's rule: one good signature of a key in the keyring, and no bad one; a signature by a
-    # key the keyring lacks (a newer release's) is passed over
-    if "GOODSIG" not in status or "BADSIG" in status:
+    result = _gpgv_run(args)
+    if not _passes(result):
         last = (result.stderr.strip().splitlines() or [f"exit status {result.returncode}"])[-1]
         raise ToolError(f"{what}: no good signature by a key of {KEYRING} ({last})")
+
+
+def _gpgv_run(args):
+    argv = ["gpgv", "--status-fd", "1", "--keyring", str(KEYRING), *args]
+    return runner.run(argv, check=False, timeout=GPGV_TIMEOUT_S)
+
+
+def _passes(result) -> bool:
+    # apt's rule: one good signature of a key in the keyring, and no bad one; a signature by a
+    # key the keyring lacks (a newer release's) is passed over
+    status = re.findall(r"^\[GNUPG:\] (\w+)", result.stdout, re.M)
+    return "GOODSIG" in status and "BADSIG" not in status
 
 
 def _read(path: Path) -> bytes:
