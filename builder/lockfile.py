@@ -60,6 +60,11 @@ class Step:
     asked: str  # what the block asked for, as one line: requirements, then pip options
     pins: tuple  # (Pinned, ...) in the order pip should read them
 
+    def extra_indexes(self) -> list:
+        """The --extra-index-url values the step asked with (PyTorch's index for torch)."""
+        words = self.asked.split()
+        return [words[i + 1] for i, word in enumerate(words[:-1]) if word == "--extra-index-url"]
+
 
 @dataclass(frozen=True)
 class PythonLock:

@@ -67,12 +67,8 @@ def check_against_lock(lock, listed: dict) -> None:
 
 
 def indexes(lock) -> list:
-    """The --extra-index-url of the lock's steps (PyTorch's index for torch)."""
-    urls = []
-    for step in lock.steps:
-        words = step.asked.split()
-        urls += [words[i + 1] for i, word in enumerate(words[:-1]) if word == "--extra-index-url"]
-    return list(dict.fromkeys(urls))
+    """The --extra-index-url values of the lock's steps (PyTorch's index for torch)."""
+    return list(dict.fromkeys(url for step in lock.steps for url in step.extra_indexes()))
 
 
 def _file_name(served) -> str:

@@ -26,7 +26,7 @@ def check(target, down) -> None:
         return
     pins = {pin.name: (step, pin) for step in lock.steps for pin in step.pins}
     options = sorted({word for step in lock.steps for word in step.asked.split() if word.startswith("--")})
-    indexes = sorted({url for step in lock.steps for url in _indexes(step.asked)})
+    indexes = sorted({url for step in lock.steps for url in step.extra_indexes()})
     packages, error = uv.compile_pylock(
         [f"{pin.name}=={pin.version}" for _step, pin in pins.values()],
         lock.python,
@@ -56,11 +56,6 @@ def _served(lock, name, indexes, down) -> str:
     """The version of ``name`` the sources would give now, for the message."""
     packages, _error = uv.compile_pylock([name], lock.python, lock.platform, indexes=indexes, down=down, no_deps=True)
     return f"{name} {packages[0]['version']}" if packages else f"no release of {name} for this platform"
-
-
-def _indexes(asked: str) -> list:
-    words = asked.split()
-    return [words[i + 1] for i, word in enumerate(words[:-1]) if word == "--extra-index-url"]
 
 
 def _drifted(lock, step, pin, what, target) -> str:
