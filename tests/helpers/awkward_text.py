@@ -14,9 +14,14 @@ TOKENS = (
     "\n", "\r", "\r\n", "\t", "\x00", "\x1a", "\x1b", "\x7f", "\x85", "\u2028", "\u0600", "\U0001f600", "\U000e0001",
 )  # fmt: skip
 
-awkward = st.lists(st.one_of(st.sampled_from(TOKENS), st.characters()), max_size=8).map("".join)
+# Characters UTF-8 can write: hypothesis also draws lone surrogates, which no value the writers
+# get can hold (YAML refuses them, and a command line's bytes that are not UTF-8 come as the
+# surrogates that write back as those bytes: test_cli's cases). Drawn, they failed a module
+# file's Lua one run in twenty (seed 8, 2026-12-02).
+CHARACTERS = st.characters(codec="utf-8")
+awkward = st.lists(st.one_of(st.sampled_from(TOKENS), CHARACTERS), max_size=8).map("".join)
 # any text: hypothesis's own, or one built of the characters above
-text = st.one_of(awkward, st.text(max_size=12))
+text = st.one_of(awkward, st.text(CHARACTERS, max_size=12))
 
 
 def plain_or(pattern: str):
