@@ -56,7 +56,8 @@ PROBE = r"""import json, re
 from pathlib import Path
 locks = Path(RECIPES) / "locks" / "cpu"
 pins = re.findall(r"^([A-Za-z0-9._-]+)==(\S+) --hash", (locks / "python.txt").read_text(), re.M)
-debs = re.findall(r"^([a-z0-9][a-z0-9+.-]+)=(\S+) (\S+)$", (locks / "debian-final.txt").read_text(), re.M)
+final = (locks / "debian-final.txt").read_text()
+debs = re.findall(r"^([a-z0-9][a-z0-9+.-]+)=(\S+) (\S+)(?: sha256:[0-9a-f]{64})?$", final, re.M)
 dists = [list(pin) for pin in pins] + [["hpc-ml-runtime", "0.1.0"], ["pip", "23.0.1"]]
 print(json.dumps({"os": {"ID": "debian", "VERSION_ID": "12"}, "debs": debs, "dists": dists, "ops": []}))
 """
