@@ -14,9 +14,10 @@ by removing what a build leaves behind that is about the build, not the image (l
     folder was read), backup copies of dpkg's and debconf's databases, pip's cache.
   - the last stage of a shipped Debian root also forgets the build host: debootstrap copies
     the host's name into /etc/hostname and writes the build's mirror (the host's, or a
-    bundle's server on loopback) into apt's sources. They become a fixed name and Debian's
-    own redirector, which is debootstrap's default mirror. Not before: a layer above the base
-    still installs packages from the build's mirror.
+    bundle's server on loopback) into apt's sources. They become a fixed name and sources
+    that name no mirror: the line stays, commented out, with MIRROR-URL where the mirror was,
+    for whoever installs on top to fill in. Not before: a layer above the base still
+    installs packages from the build's mirror.
 
 Example: stage_post("final", ["apt-get update", ...]) -> ["umask 022", "export SOURCE_DATE_EPOCH=...
 PYTHONHASHSEED=0 TZ=UTC LC_ALL=C.UTF-8", "apt-get update", ..., "echo '--- final: tidy'", "rm -rf ..."]
@@ -41,13 +42,14 @@ LEFT_BEHIND = (
 
 # What a shipped Debian root holds in place of the build host's name and mirror
 NEUTRAL_HOSTNAME = "localhost"
-DEBIAN_REDIRECTOR = "http://deb.debian.org/debian"  # debootstrap's default mirror
+MIRROR_PLACEHOLDER = "MIRROR-URL"  # no mirror's name: each site has its own
 FORGET_HOST = (
     f"printf '%s\\n' {NEUTRAL_HOSTNAME} > /etc/hostname",
     "if [ -f /etc/apt/sources.list ]; then sed -i -E "
-    f"'s#^deb [^ ]+ #deb {DEBIAN_REDIRECTOR} #' /etc/apt/sources.list; fi",
+    f"'s#^deb [^ ]+ #\\# deb {MIRROR_PLACEHOLDER} #' /etc/apt/sources.list; fi",
     "if [ -f /etc/apt/sources.list.d/debian.sources ]; then sed -i -E "
-    f"'s#^URIs: .*#URIs: {DEBIAN_REDIRECTOR}#' /etc/apt/sources.list.d/debian.sources; fi",
+    f"'s#^URIs: .*#URIs: {MIRROR_PLACEHOLDER}#; s#^Types: #Enabled: no\\nTypes: #' "
+    "/etc/apt/sources.list.d/debian.sources; fi",
 )
 
 # Files two cold builds still write differently, with why: `hpcml verify --rebuild` leaves

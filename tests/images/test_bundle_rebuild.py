@@ -120,4 +120,4 @@ def test_a_bundle_rebuilds_the_online_image_with_no_network(apptainer, tmp_path)
     assert differ == [], differ[:20]
     assert rootfs.digest(first) == rootfs.digest(second)
     assert hostname == f"{reproducible.NEUTRAL_HOSTNAME}\n"
-    assert sources == f"deb {reproducible.DEBIAN_REDIRECTOR} bookworm main\n"
+    assert sources == f"# deb {reproducible.MIRROR_PLACEHOLDER} bookworm main\n"
