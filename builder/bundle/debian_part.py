@@ -23,14 +23,14 @@ from pathlib import Path
 from .. import runner
 from ..errors import ToolError
 from ..fileio import write_bytes_atomic
+from ..host import debian_index
 from ..host.debian_resolve import KEYRING
-from . import fetched
+from . import fetched, manifest
 
 TOP = "debian"  # the bundle's folder that is the mirror
 RELEASE_FILES = ("InRelease", "Release", "Release.gpg")
-FIELDS = re.compile(r"^(Package|Version|Architecture|Filename|SHA256):[ \t]*(\S*)", re.M)
-# what a Filename may be: the characters a bundle's SHA256SUMS line allows (bundle/manifest.py)
-FILENAME = re.compile(r"pool/[A-Za-z0-9][A-Za-z0-9._+~%@=/-]*\.u?deb")
+# what a Filename may be: a path a bundle's SHA256SUMS line allows
+FILENAME = re.compile(rf"pool/{manifest.PATH}\.u?deb")
 GPGV_TIMEOUT_S = 60
 WORKERS = 4  # .debs fetched at once: a mirror answers each after a round trip
 
@@ -200,16 +200,13 @@ def _stanzas(index: Path, names: set):
     Packages.xz) whose Package is one of ``names``."""
     try:
         with lzma.open(index, "rt", encoding="utf-8", errors="replace") as handle:
-            text = handle.read()
+            for fields in debian_index.read_stanzas(handle):
+                if fields.get("Package") in names:
+                    yield (fields["Package"], fields.get("Version"), fields.get("Architecture")), fields
     except FileNotFoundError:
         raise ToolError(f"{index}: missing from the bundle; make it again with: hpcml bundle TARGET") from None
     except (OSError, lzma.LZMAError, EOFError) as error:
         raise ToolError(f"{index}: not a readable Packages.xz ({error}); make the bundle again") from None
-    for stanza in text.split("\n\n"):
-        name = re.search(r"^Package:[ \t]*(\S+)", stanza, re.M)
-        if name and name[1] in names:
-            fields = dict(FIELDS.findall(stanza))
-            yield (fields["Package"], fields.get("Version"), fields.get("Architecture")), fields
 
 
 def _fetch_index(base: str, path: str, dest: Path, sha256: str, by_hash) -> None:

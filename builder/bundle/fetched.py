@@ -39,9 +39,7 @@ def fetch(url: str, dest: Path, sha256: str) -> str:
 def fetch_bytes(url: str) -> bytes:
     """A small file (an index) whole, unchecked: its caller checks it against a signed one."""
     try:
-        if url.startswith("file:"):
-            return Path(_local(url)).read_bytes()
-        with open_url(url, timeout=TIMEOUT_S, cafile=hostinfo.pip_settings()["cert"], purpose="bundle") as answer:
+        with _open(url) as answer:
             return answer.read()
     except (OSError, ValueError) as error:
         raise ToolError(f"{url}: could not fetch it ({_why(error)})") from None
@@ -50,11 +48,7 @@ def fetch_bytes(url: str) -> bytes:
 def _download(url, part) -> str:
     digest = hashlib.sha256()
     try:
-        if url.startswith("file:"):
-            source = open(_local(url), "rb")  # noqa: SIM115 (closed by the with below)
-        else:
-            source = open_url(url, timeout=TIMEOUT_S, cafile=hostinfo.pip_settings()["cert"], purpose="bundle")
-        with source, open(part, "wb") as out:
+        with _open(url) as source, open(part, "wb") as out:
             while chunk := source.read(CHUNK):
                 digest.update(chunk)
                 out.write(chunk)
@@ -63,8 +57,11 @@ def _download(url, part) -> str:
     return digest.hexdigest()
 
 
-def _local(url: str) -> str:
-    return unquote(urlsplit(url).path)
+def _open(url: str):
+    """A file: URL's file, or the answer to a GET of another URL (with the host's CA bundle)."""
+    if url.startswith("file:"):
+        return open(unquote(urlsplit(url).path), "rb")  # noqa: SIM115 (the caller's with closes it)
+    return open_url(url, timeout=TIMEOUT_S, cafile=hostinfo.pip_settings()["cert"], purpose="bundle")
 
 
 def _why(error) -> str:

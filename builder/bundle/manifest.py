@@ -12,7 +12,8 @@ from ..errors import ToolError
 from ..fileio import sha256_file, write_atomic
 
 NAME = "SHA256SUMS"
-_LINE = re.compile(r"(?P<sha256>[0-9a-f]{64})  (?P<path>[A-Za-z0-9][A-Za-z0-9._+~%@=/-]*)")
+PATH = r"[A-Za-z0-9][A-Za-z0-9._+~%@=/-]*"  # a path inside the bundle, as a line may name it
+_LINE = re.compile(rf"(?P<sha256>[0-9a-f]{{64}})  (?P<path>{PATH})")
 
 
 def write(bundle: Path, files: dict) -> None:

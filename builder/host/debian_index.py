@@ -15,24 +15,30 @@ from pathlib import Path
 
 from ..errors import ToolError
 
-FIELDS = ("Package", "Version", "Architecture", "Priority", "SHA256")  # all this module reads
+FIELDS = ("Package", "Version", "Architecture", "Priority", "Filename", "SHA256")  # all that is read
 SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
 def stanzas(index: Path):
-    """Each stanza of one Packages file as {field: value}, of FIELDS only. A continuation
-    line starts with a space, so it is never taken for a field."""
+    """Each stanza of one plain Packages file as {field: value}, of FIELDS only."""
     with open(index, errors="replace") as handle:
-        fields = {}
-        for line in itertools.chain(handle, [""]):  # the "" ends the last stanza
-            if not line.strip():
-                if fields:
-                    yield fields
-                fields = {}
-                continue
-            key, colon, value = line.partition(":")
-            if colon and key in FIELDS:
-                fields[key] = value.strip()
+        yield from read_stanzas(handle)
+
+
+def read_stanzas(lines):
+    """Each stanza of a Packages index's ``lines`` (an open file, plain or unpacked) as
+    {field: value}, of FIELDS only. A continuation line starts with a space, so it is never
+    taken for a field."""
+    fields = {}
+    for line in itertools.chain(lines, [""]):  # the "" ends the last stanza
+        if not line.strip():
+            if fields:
+                yield fields
+            fields = {}
+            continue
+        key, colon, value = line.partition(":")
+        if colon and key in FIELDS:
+            fields[key] = value.strip()
 
 
 def required(lists: Path, component: str) -> list[str]:
