@@ -276,17 +276,17 @@ def _add_post(stage, parts, which, starts_from=None, where="the recipes"):
 
 
 def _kept_step(kept, inputs) -> tuple:
-    """(folder name, lines): the step, or its output put back from the builder's store when it
-    holds one made from the same inputs; the folder's name carries their hash, and `complete`
-    marks a whole copy."""
-    material = "\n".join([*inputs, *kept.build, "--save", *kept.save, "--restore", *kept.restore])
+    """(folder name, lines): the step, or its output put back (its sha256 list checked) from the
+    builder's store when it holds one made from the same inputs; the folder's name carries
+    their hash, and `complete` marks a whole copy."""
+    material = "\n".join([*inputs, *kept.build, "--save", *kept.saved(), "--restore", *kept.restored()])
     folder = f"{kept.name}-{hashlib.sha256(material.encode()).hexdigest()[:16]}"
-    save = " && ".join([*kept.save, 'touch "$kept/complete"'])
+    save = " && ".join([*kept.saved(), 'touch "$kept/complete"'])
     return folder, [
         f"kept={KEPT_MOUNT}/{folder}",
         'if [ -e "$kept/complete" ]; then',
         f"    echo 'reusing {kept.name}, kept from a build with the same inputs'",
-        *_indent(kept.restore),
+        *_indent(kept.restored()),
         "else",
         *_indent(kept.build),
         '    if [ -d "$kept" ]; then',

@@ -6,6 +6,7 @@ Example: ensure(target, Path("images/cpu.sif"), key) -> Path("images/cpu.sbom.js
 proves the image holds the target's lock (lock_check): a build that put in anything else fails.
 """
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -49,7 +50,10 @@ def ensure(target, image: Path, key: str, progress=None, apptainer=None) -> Path
     apptainer = apptainer or ready_apptainer(target.sites[0])
     labels = read_labels(apptainer, image).stripped
     contents = inventory.read(apptainer, image, target.python.venv)
-    files = rootfs.image_digest(apptainer, image)  # the CPU image: 10 s
+    with rootfs.unpacked(apptainer, image) as root:
+        files = rootfs.digest(rootfs.listing(root))  # the CPU image: 10 s
+        record = rootfs.file_text(root, wheel_record(target.python.venv))
+    contents = dataclasses.replace(contents, wheels=inventory.built_wheels(record))
     write_atomic(sbom, document.render(target, key, labels, contents, files))
     if progress:
         progress.step(
@@ -57,6 +61,13 @@ def ensure(target, image: Path, key: str, progress=None, apptainer=None) -> Path
             f"distributions, {len(contents.ops)} DeepSpeed ops (CycloneDX 1.6)"
         )
     return _holds_its_lock(target, image, sbom)
+
+
+def wheel_record(venv: str) -> str:
+    """Where an image records the sha256 of the DeepSpeed wheel it built and installed."""
+    from ..render.blocks.deepspeed import RECORD_DIR, WHEEL_RECORD  # the blocks: 0.1 s, paid here only
+
+    return f"{venv}/{RECORD_DIR}/{WHEEL_RECORD}"
 
 
 def _holds_its_lock(target, image: Path, sbom: Path) -> Path:

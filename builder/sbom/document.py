@@ -6,7 +6,8 @@ what the image holds (inventory.Inventory) and what its labels measured.
 - each installed Debian package is a component with its deb purl (distro from the image's
   os-release), each Python distribution one with its pypi purl;
 - the communication library and GPU runtime the labels measured are generic components;
-- DeepSpeed's component lists its compiled ops as `hpcml:deepspeed:op` properties.
+- DeepSpeed's component lists its compiled ops as `hpcml:deepspeed:op` properties, and has the
+  SHA-256 of the wheel the image built and installed (inventory.built_wheels).
 
 Deterministic: the serial number derives from the image's layer key and the timestamp is
 the image's build date, so the same image always gives the same bytes.
@@ -15,7 +16,7 @@ the image's build date, so the same image always gives the same bytes.
 import uuid
 import warnings
 
-from cyclonedx.model import Property
+from cyclonedx.model import HashAlgorithm, HashType, Property
 from cyclonedx.model.bom import Bom
 from cyclonedx.model.component import Component, ComponentType
 from cyclonedx.output.json import JsonV1Dot6
@@ -97,17 +98,24 @@ def _debian(inventory):
 
 
 def _python(inventory):
+    built = {(_pypi_name(name), version): sha256 for name, version, sha256 in inventory.wheels}
     for name, version in inventory.dists:
-        purl = PackageURL(type="pypi", name=name.lower().replace("_", "-"), version=version)
+        purl = PackageURL(type="pypi", name=_pypi_name(name), version=version)
         ops = inventory.ops if purl.name == "deepspeed" else ()
+        sha256 = built.get((purl.name, version))
         yield Component(
             type=ComponentType.LIBRARY,
             name=name,
             version=version,
             purl=purl,
             bom_ref=purl.to_string(),
+            hashes=[HashType(alg=HashAlgorithm.SHA_256, content=sha256)] if sha256 else [],
             properties=[Property(name=OP_PROPERTY, value=op) for op in ops],
         )
+
+
+def _pypi_name(name) -> str:
+    return name.lower().replace("_", "-")
 
 
 def _measured(labels):

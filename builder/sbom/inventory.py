@@ -7,9 +7,13 @@ what that interpreter imports, as `pip list` and `dpkg -l` in the image show it;
 suite's preflight finds the ops it checks with the same code. `-I` keeps the caller's
 PYTHONPATH, user site-packages and working folder (which Apptainer carries in) out of it.
 Example: read(apptainer, Path("images/cpu.sif"), "/opt/venv").
+
+A wheel built in the image (DeepSpeed's) has no hash in the lock; its block records its
+sha256 in the image, read from the unpacked root file system (built_wheels).
 """
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,12 +26,14 @@ PROBE = ("-I", "-m", "smoke.contents")  # the venv's python's arguments: runtime
 @dataclass(frozen=True)
 class Inventory:
     """Example: Inventory(os={"ID": "debian", "VERSION_ID": "12"}, debs=(("bash", "5.2.15-2+b7",
-    "amd64"),), dists=(("torch", "2.13.0+cpu"),), ops=("cpu_adam_op",))."""
+    "amd64"),), dists=(("torch", "2.13.0+cpu"),), ops=("cpu_adam_op",),
+    wheels=(("deepspeed", "0.19.8", "3f1c..."),))."""
 
     os: dict
     debs: tuple  # (package, version, architecture), installed ones only
     dists: tuple  # (name as its metadata spells it, version)
     ops: tuple  # DeepSpeed's compiled op libraries (ops/ and inference/v2/), by file stem
+    wheels: tuple = ()  # (name, version, sha256) of each wheel built and recorded in the image
 
 
 def read(apptainer, image: Path, venv: str) -> Inventory:
@@ -47,3 +53,14 @@ def read(apptainer, image: Path, venv: str) -> Inventory:
         dists=tuple(sorted((tuple(dist) for dist in found["dists"]), key=lambda d: d[0].lower())),
         ops=tuple(found["ops"]),
     )
+
+
+# sha256sum's line of a wheel: "HEX  deepspeed-0.19.8-cp311-cp311-linux_x86_64.whl"
+_WHEEL_SUM = re.compile(r"([0-9a-f]{64}) [ *]([^-\s/]+)-([^-\s/]+)(-[^-\s/]+){2,3}\.whl")
+
+
+def built_wheels(record) -> tuple:
+    """((name, version, sha256), ...) from a wheel record's text (sha256sum's lines; render's
+    blocks/deepspeed.py WHEEL_RECORD); () for None. A line of another shape names nothing."""
+    found = (_WHEEL_SUM.fullmatch(line.strip()) for line in (record or "").splitlines())
+    return tuple((match[2], match[3], match[1]) for match in found if match)

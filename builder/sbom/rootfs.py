@@ -8,10 +8,12 @@ made on another day; SIF files differ in their header's time and UUID anyway). T
 builder.reproducible declares are left out, so two images that match give the same digest.
 
     entries = listing(unpack(apptainer, Path("images/cpu.sif"), work))
+    with unpacked(apptainer, Path("images/cpu.sif")) as root: ...  # a folder removed after
     digest(entries)          # "sha256:4be1..."
     differing(entries, other) # ["/opt/venv/lib/python3.11/site-packages/x.pyc", ...]
 """
 
+import contextlib
 import hashlib
 import os
 import shutil
@@ -35,19 +37,21 @@ def unpack(apptainer, image: Path, into: Path) -> Path:
     return into
 
 
-def image_listing(apptainer, image: Path, near: Path = None) -> list:
-    """The listing of ``image``'s files, unpacked for the while in the folder ``near`` (default:
+@contextlib.contextmanager
+def unpacked(apptainer, image: Path, near: Path = None):
+    """``image``'s root file system, unpacked for the while in the folder ``near`` (default:
     the image's own; a published image's may not be writable)."""
     work = Path(tempfile.mkdtemp(prefix=".hpcml-rootfs-", dir=(near or image).resolve().parent))
     try:
-        return listing(unpack(apptainer, image, work / "root"))
+        yield unpack(apptainer, image, work / "root")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def image_digest(apptainer, image: Path) -> str:
-    """The digest of ``image``'s files."""
-    return digest(image_listing(apptainer, image))
+def image_listing(apptainer, image: Path, near: Path = None) -> list:
+    """The listing of ``image``'s files (unpacked as ``unpacked`` does)."""
+    with unpacked(apptainer, image, near) as root:
+        return listing(root)
 
 
 def listing(root: Path) -> list:
@@ -86,6 +90,18 @@ def _sha256(path: Path) -> str:
     except PermissionError:
         return "unreadable"
     return digest.hexdigest()
+
+
+def file_text(root: Path, path: str):
+    """The text of the file at ``path`` (absolute, in the image) under the unpacked ``root``;
+    None where there is none, or where a link on the way leads out of the tree (an absolute
+    link names the image's own file, not the host's)."""
+    where = root / path.lstrip("/")
+    try:
+        inside = where.resolve().is_relative_to(root.resolve())
+        return where.read_text(errors="replace") if inside and where.is_file() else None
+    except OSError:
+        return None
 
 
 def digest(lines) -> str:

@@ -1,7 +1,8 @@
 """DeepSpeed with its C++/CUDA/HIP ops compiled at build time, not JIT at first use.
 
 Emits: "deepspeed", build (DS_ACCELERATOR and a DS_BUILD_* switch per listed op; a kept step
-that compiles the wheel from the sdist; its install, and the master-address fix) and final
+that compiles the wheel from the sdist; its install, the wheel's sha256 recorded in the venv
+for the SBOM, and the master-address fix) and final
 (the ops' own packages, installed here since a top-layer block may not ask the os block;
 DS_ACCELERATOR=cpu for CPU images; the %tests of the fix and of the ROCm record; %help).
 Reads: target.deepspeed (deepspeed.accelerator, deepspeed.skip and fix_master_address, with
@@ -38,11 +39,10 @@ from ..parts import CROSS_MOUNT, Kept, Part
 from ..pip_install import Request, locked, locked_lines, locked_pin
 from . import os
 
-# A folder of its own per build: %post may see the host's /tmp (Apptainer binds it), where
-# another build, or a failed one's leftovers, would mix into the compile.
-# a fixed folder (the compiled ops and the installed wheel's record name it) in the root being
-# built, not in /tmp, which %post shares with the host and so with another build
-MAKE_TMP = ("ds_tmp=/usr/src/hpcml-deepspeed", 'rm -rf "$ds_tmp"', 'mkdir -p "$ds_tmp"')
+# A fixed folder (the compiled ops and the installed wheel's record name it) in the root being
+# built, not in /tmp, which %post may share with the host (Apptainer binds it), where another
+# build, or a failed one's leftovers, would mix into the compile.
+MAKE_TMP = ('ds_tmp=/usr/src/hpcml-deepspeed && rm -rf "$ds_tmp" && mkdir -p "$ds_tmp"',)
 # the same lines' folder for a compile outside a build (tests, benches: `apptainer exec` on a
 # read-only image), where /tmp is the only place to write and a random name keeps runs apart
 EXEC_TMP = ('ds_tmp="$(mktemp -d /tmp/hpcml-deepspeed-XXXXXX)"',)
@@ -69,6 +69,9 @@ ROCM_ARCH_TOOLS = (ROCMINFO, AMDGPU_ARCH)
 # where the image's %test reads it back
 ROCM_RECORD = "rocm-build.json"
 RECORD_DIR = "share/hpc-ml-runtime"
+# the installed wheel's sha256 and name (a sha256sum line) beside it: pip records no hash of a
+# wheel built in the image, and the SBOM gives it to DeepSpeed's component (sbom/__init__.py)
+WHEEL_RECORD = "deepspeed-wheel.sha256"
 
 # DeepSpeed's own detection, run in the unpacked source with the stand-ins in place: the
 # values the op compile is about to use. A wrong one stops the build before the compile.
@@ -161,9 +164,8 @@ def parts(target):
     request = _request(target)
     from_lock = locked(target, request)
     sdist = locked_pin(target, request, "deepspeed") if from_lock else None
-    compile_ops = compile_commands(ds.version, stand_in, ds.compiled_later, sdist) + ["unset PYTHONPATH"] * bool(
-        stand_in
-    )
+    compile_ops = compile_commands(ds.version, stand_in, ds.compiled_later, sdist)
+    compile_ops += ["unset PYTHONPATH"] * bool(stand_in)
     saved, restored, installed, checks = '"$ds_tmp"/wheel/deepspeed-*.whl', (), (), []
     if target.torch.flavour == "rocm":
         compile_ops, extra, restored, installed, checks = _rocm_steps(target)
@@ -179,9 +181,11 @@ def parts(target):
         name="deepspeed-wheel",
         build=(*MAKE_TMP, *needs, *compile_ops),
         save=(f'cp {saved} "$kept/"',),
-        restore=(*MAKE_TMP, f"mkdir -p {WHEELS}", f'cp "$kept"/deepspeed-*.whl {WHEELS}/', *restored),
+        restore=(*MAKE_TMP, f'mkdir -p {WHEELS} && cp "$kept"/deepspeed-*.whl {WHEELS}/', *restored),
     )
-    post = ['pip install --no-cache-dir "$ds_tmp"/wheel/deepspeed-*.whl', *installed, 'rm -rf "$ds_tmp"']
+    record = cmd(f"{target.python.venv}/{RECORD_DIR}")
+    hashed = f"mkdir -p {record} && (cd {WHEELS} && sha256sum deepspeed-*.whl) > {record}/{cmd(WHEEL_RECORD)}"
+    post = ['pip install --no-cache-dir "$ds_tmp"/wheel/deepspeed-*.whl', hashed, *installed, 'rm -rf "$ds_tmp"']
     if from_lock:
         post[0] = 'pip install --no-cache-dir --no-deps "$ds_tmp"/wheel/deepspeed-*.whl'
         post[:0] = locked_lines(target, request, keep=("deepspeed",))
@@ -231,20 +235,8 @@ def _rocm_steps(target):
     installed = (f'install -D -m 644 "$ds_tmp"/wheel/{ROCM_RECORD} {cmd(record)}',)
     # the record of what the ops were compiled for, against the GPU the image is for
     # (and, on a GPU node, against what rocminfo reports there)
-    checks = [
-        cmd(
-            "python",
-            "-m",
-            "smoke.netcheck",
-            "wavefront",
-            "--record",
-            record,
-            "--arch",
-            arch,
-            "--expected",
-            str(wavefront),
-        )
-    ]
+    expected = ("--record", record, "--arch", arch, "--expected", str(wavefront))
+    checks = [cmd("python", "-m", "smoke.netcheck", "wavefront", *expected)]
     return compile_ops, extra, restored, installed, checks
 
 

@@ -292,8 +292,8 @@ def test_the_op_compile_works_in_a_folder_of_its_own():
     folder is fixed (the ops record its name: two builds write the same files) and in the root
     being built, which no other build sees."""
     build = section("cpu", "build", "post").splitlines()
-    assert build.count("    ds_tmp=/usr/src/hpcml-deepspeed") == 2  # build, restore
-    assert build.count('    rm -rf "$ds_tmp"') == 2  # what an earlier, failed try left
+    # build, restore; each removes what an earlier, failed try left
+    assert build.count('    ds_tmp=/usr/src/hpcml-deepspeed && rm -rf "$ds_tmp" && mkdir -p "$ds_tmp"') == 2
     assert not [line for line in build if "/tmp/deepspeed" in line]
     assert build[-1] == 'rm -rf "$ds_tmp"' or 'rm -rf "$ds_tmp"' in build
 
@@ -431,9 +431,10 @@ def test_a_kept_step_reuses_a_complete_output_and_saves_a_new_one(tmp_path):
     second = subprocess.run(["sh", "-c", script], cwd=run_in, capture_output=True, text=True)
     assert second.returncode == 0 and (slot / "complete").is_file() and (slot / "out").read_text() == "built\n"
     (run_in / "out").unlink()
-    (slot / "out").write_text("kept\n")
     third = subprocess.run(["sh", "-c", script], cwd=run_in, capture_output=True, text=True)
-    assert "reusing thing" in third.stdout and (run_in / "out").read_text() == "kept\n"
+    assert "reusing thing" in third.stdout and (run_in / "out").read_text() == "built\n"
+    (slot / "out").write_text("kept\n")  # changed since it was saved: test_kept_sums.py
+    assert subprocess.run(["sh", "-c", script], cwd=run_in, capture_output=True, text=True).returncode == 1
 
 
 def test_only_build_stages_keep_outputs(tree):
