@@ -5,8 +5,10 @@ import sys
 from pathlib import Path
 
 from .. import contract
+from ..errors import CheckFailed, RecipeError
 from ..fileio import write_atomic
 from .command import AfterDashes, Command, load_tree, positive
+from .rebuild_command import add_bundle_options
 
 
 class Jobscript(Command):
@@ -153,6 +155,7 @@ class Publish(Command):
             metavar="PUBLIC.pem",
             help="publish only an image signed with this key's private half (`sign`); the module names its fingerprint",
         )
+        add_bundle_options(parser)
 
     def run(self, args):
         from ..publish.install import PublishRequest, publish
@@ -170,6 +173,8 @@ class Publish(Command):
             skip_smoke=args.skip_smoke,
             tcl=args.tcl,
             key=args.key or "",
+            bundle=args.bundle or "",
+            with_bundle=args.with_bundle,
         )
         publish(load_tree(args.recipes), request)
 
@@ -181,11 +186,13 @@ def _published_version(parser):
 
 class Verify(Command):
     name = "verify"
-    help = "check a published version's files against its checksums"
-    example = "{prog} verify --prefix /appl/ml pytorch/2.13.0-cpu"
+    help = "check a published version's files against its checksums, or a built image against its lock"
+    example = "{prog} verify --prefix /appl/ml pytorch/2.13.0-cpu; {prog} verify --lock images/cpu.sif"
 
     def add_arguments(self, parser):
-        _published_version(parser)
+        # _published_version's two, optional here: --lock IMAGE needs neither
+        parser.add_argument("module", metavar="NAME/VERSION", nargs="?")
+        parser.add_argument("--prefix", metavar="DIR", help="as given to publish")
         parser.add_argument(
             "--key", metavar="PUBLIC.pem", help="also check that the image is signed with this key (the one you trust)"
         )
@@ -194,8 +201,19 @@ class Verify(Command):
             metavar="IMAGE.sif",
             help="also check that this image, rebuilt from the same commit, holds the same files",
         )
+        parser.add_argument("--lock", metavar="IMAGE", help="instead: a built image (.sif, .sbom.json) vs its lock")
+        parser.add_argument(
+            "--lock-target", metavar="TARGET", help="with --lock: whose lock (default: the target the image records)"
+        )
 
     def run(self, args):
+        if args.lock:
+            return self._against_lock(args)
+        wanted = "expected a published version (NAME/VERSION --prefix DIR) or a built image (--lock IMAGE)"
+        if args.lock_target or not (args.module and args.prefix):
+            raise RecipeError(
+                "--lock-target goes with --lock IMAGE" if args.lock_target else wanted, file="command line"
+            )
         from ..publish.verify import verify
 
         verify(args.prefix, args.module, key=Path(args.key) if args.key else None)
@@ -207,6 +225,20 @@ class Verify(Command):
 
             published = locate(args.prefix, args.module)[2] / IMAGE
             rebuild_check.check(ready_apptainer(None), published, Path(args.rebuild))
+
+    @staticmethod
+    def _against_lock(args):
+        from ..sbom import lock_check
+
+        named = ("NAME/VERSION", "--prefix", "--key", "--rebuild")
+        given = [name for name, value in zip(named, (args.module, args.prefix, args.key, args.rebuild)) if value]
+        if given:
+            raise RecipeError(f"--lock checks a built image, {', '.join(given)} a published one", file="command line")
+        verdict = lock_check.verify(args.lock, load_tree(args.recipes), args.lock_target or "")
+        for line in verdict.lines or [verdict.summary(args.lock)]:  # the differences, else the match
+            print(line)
+        if verdict.lines:
+            raise CheckFailed(verdict.summary(args.lock))
 
 
 class Default(Command):

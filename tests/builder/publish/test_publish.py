@@ -427,6 +427,21 @@ def test_verify_and_default_mistakes_exit_2(tmp_path, spec, message):
         assert result.returncode == 2 and message in result.stderr and result.stderr.count("\n") == 1
 
 
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        ([], "expected a published version (NAME/VERSION --prefix DIR) or a built image (--lock IMAGE)"),
+        (["pytorch/1.0"], "expected a published version (NAME/VERSION --prefix DIR) or a built image"),
+        (["--lock", "images/cpu.sif", "--prefix", "/appl"], "--lock checks a built image, --prefix a published"),
+        (["--lock-target", "cpu"], "--lock-target goes with --lock IMAGE"),
+    ],
+)
+def test_verify_without_a_published_version_or_a_lock_exits_2(args, message):
+    result = run_here("verify", *args)
+    assert result.returncode == 2 and result.stderr.startswith("error: command line: "), result.stderr
+    assert message in result.stderr and result.stderr.count("\n") == 1
+
+
 @pytest.mark.parametrize("command", ["python", "pip"])
 def test_entry_point_scripts_are_shellcheck_clean(command):
     result = runner.run(
