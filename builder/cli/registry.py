@@ -4,6 +4,7 @@ only this list)."""
 
 from .command import Command
 from .image_commands import Build, Bundle, Diff, Export, Extend, Sign, Smoke
+from .rebuild_command import Rebuild
 from .recipe_commands import Check, List, Lock, Render, Show
 from .site_commands import Default, Doctor, Jobscript, Publish, Toolbox, Verify
 
@@ -22,6 +23,7 @@ COMMANDS: tuple[Command, ...] = (
     Export(),
     Diff(),
     Verify(),
+    Rebuild(),
     Default(),
     Doctor(),
     Toolbox(),

@@ -2,7 +2,8 @@
 
     PREFIX/<name>/<version>/   image.sif, bin/ (wrapper, site settings, entry points),
                                recipe.json, smoke.json, sbom.cdx.json, CHANGES.txt, publish.json,
-                               module.lua, module.tcl, SHA256SUMS
+                               module.lua, module.tcl, SHA256SUMS; with --bundle DIR its
+                               bundle.SHA256SUMS, with --with-bundle the bundle/ too (kept_bundle.py)
     PREFIX/modulefiles/<name>/<version>.lua -> ../../<name>/<version>/module.lua
     PREFIX/modulefiles/<name>/<version>     -> ../../<name>/<version>/module.tcl  (with --tcl)
     PREFIX/modulefiles/<name>/.version        the default, with --default
@@ -32,7 +33,7 @@ from ..invocation import hint
 from ..published import IMAGE, MANIFEST
 from ..render.sitefile import render_site
 from ..safe_text import single_line
-from . import release_notes, signing
+from . import kept_bundle, release_notes, signing
 from .modulefile import ENTRY_POINTS, module_for, render_default, render_entry, render_lua, render_tcl
 from .placing import fix_modules, link_target, lock, module_files, move_into_place, recover, symlink_atomic
 from .verify import SUMS, locate
@@ -59,6 +60,8 @@ class PublishRequest:
     skip_smoke: bool = False  # publish without a passing smoke report
     tcl: bool = False  # a Tcl module file too
     key: str = ""  # a PEM public key: publish only an image signed with its private half
+    bundle: str = ""  # the source bundle the image was built from: its manifest is kept (kept_bundle.py)
+    with_bundle: bool = False  # the whole bundle kept, as bundle/
 
 
 def publish(tree, request: PublishRequest):
@@ -69,6 +72,7 @@ def publish(tree, request: PublishRequest):
     name, target_name = request.name, request.target
     apptainer = ready_apptainer(site)
     labels = checked_labels(apptainer, built)  # an image of another target: refused before anything is made
+    kept = kept_bundle.checked(tree, target.name, request.bundle, request.with_bundle)  # another's: refused too
     # shared with smoke runs and other publishes: no build replaces the image meanwhile
     with image_lock(request.images, target.name, shared=True):
         prefix = _check_prefix(request.prefix)
@@ -80,7 +84,6 @@ def publish(tree, request: PublishRequest):
             signing.check_signature(apptainer, image, key)
         # made at build time; an image built before SBOMs existed gets its own now
         contents = sbom.ensure(target, image, sidecar.current_key(image) or "unrecorded", apptainer=apptainer)
-
         root = prefix / name / version
         modules = prefix / "modulefiles" / name
         _make_dirs(root.parent, modules)
@@ -96,7 +99,7 @@ def publish(tree, request: PublishRequest):
                 module = module_for(target, site, name, version, root, labels, smoke, checksum, signer)
                 report = None if smoke is None else smoke_dir / contract.SMOKE_REPORT
                 release_notes.place(staging, contents, root.parent, version)
-                _assemble(staging, checksum, site, module, labels, files, target_name, report, key, signer)
+                _assemble(staging, checksum, site, module, labels, files, target_name, report, key, signer, kept)
                 if smoke is not None and tested != checksum:
                     raise CheckFailed(
                         f"{smoke_dir / contract.SMOKE_REPORT}: the report is of another image (sha256 "
@@ -128,11 +131,13 @@ def _summary(request, module, what, root, checksum, smoke, signer) -> str:
     previous version, how to load it."""
     signature = f"verified against {request.key} ({signer})" if signer else "not checked (no --key)"
     changes = release_notes.summary(root)
+    bundle = kept_bundle.summary(root) or "none kept (no --bundle)"
     return (
         f"published {module} ({what}) in {root}\n"
         f"  image sha256 {checksum}; smoke report: {'SKIPPED (--skip-smoke)' if smoke is None else 'passed'}\n"
         f"  signature: {signature}\n"
         f"  {release_notes.CHANGES}: {changes}\n"
+        f"  source bundle: {bundle}\n"
         f"  module use {root.parent.parent / 'modulefiles'}; module load {module}"
         + (" (the default)" if request.default else "")
     )
@@ -221,9 +226,10 @@ def _passed_report(smoke_dir: Path, image: Path):
     return data, (recorded.read_text().split() or [""])[0]
 
 
-def _assemble(staging, checksum, site, module, labels, files, target_name, report, key, signer):
+def _assemble(staging, checksum, site, module, labels, files, target_name, report, key, signer, kept):
     """Fill the staging folder around the image copied there (sha256 ``checksum``); ``key``
-    and its fingerprint ``signer`` when the image's signature was checked."""
+    and its fingerprint ``signer`` when the image's signature was checked; ``kept``: the
+    source bundle (kept_bundle.checked), or None."""
     bin_dir = staging / "bin"
     (bin_dir / "sites").mkdir(parents=True)
     shutil.copyfile(resources.wrapper(), bin_dir / "singularity_wrapper")
@@ -237,6 +243,7 @@ def _assemble(staging, checksum, site, module, labels, files, target_name, repor
         shutil.copyfile(report, staging / contract.SMOKE_REPORT)
     if key is not None:  # `verify` checks the image against it, and it against the fingerprint
         shutil.copyfile(key, staging / signing.PUBLIC_KEY)
+    known = kept_bundle.place(staging, kept)  # {path: sha256}, each read back already
     # Both, with or without --tcl: a Tcl link left by an earlier publish never dangles.
     (staging / "module.lua").write_text(render_lua(module))
     (staging / "module.tcl").write_text(render_tcl(module))
@@ -252,14 +259,15 @@ def _assemble(staging, checksum, site, module, labels, files, target_name, repor
         "smoke": "skipped" if report is None else "passed",
         "signing_key": signer or None,
         "modules": files,
+        "bundle": kept and kept.record(),
     }
     (staging / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
     _set_modes(staging)
     lines = [f"{checksum}  {IMAGE}"]
     lines += [
-        f"{sha256_file(p)}  {p.relative_to(staging)}"
+        f"{known.get(str(p.relative_to(staging))) or sha256_file(p)}  {p.relative_to(staging)}"
         for p in sorted(staging.rglob("*"))
-        if p.is_file() and not p.is_symlink() and p.name != IMAGE
+        if p.is_file() and not p.is_symlink() and p.relative_to(staging) != Path(IMAGE)
     ]
     (staging / SUMS).write_text("\n".join(lines) + "\n")
     os.chmod(staging / SUMS, 0o644)

@@ -4,7 +4,8 @@ Every file of the version, the image and the module files included, is listed wi
 sha256 in SHA256SUMS (`sha256sum -c SHA256SUMS` in the folder checks the same without the
 builder), and modulefiles/NAME/ must link to the module files publish.json lists. A changed,
 truncated or missing file, an unlisted file in bin/, a module file that is not that link, or a
-smoke report that no longer passes or names another image fails the check. What an interrupted
+smoke report that no longer passes or names another image fails the check; so does a file added
+to a kept bundle/ (kept_bundle.py), whose files and manifest are listed like the rest. What an interrupted
 publish left is first undone or finished as the next publish would (`placing.settle`): a
 version it had moved aside is renamed back, and verify says so.
 """
@@ -19,7 +20,7 @@ from ..facts import PASS, FactsError, SmokeReport
 from ..fileio import sha256_file
 from ..host.images import ready_apptainer
 from ..published import IMAGE
-from . import signing
+from . import kept_bundle, signing
 from .placing import settle
 
 SUMS = "SHA256SUMS"
@@ -65,7 +66,8 @@ def verify(prefix, spec, key=None):
             problems.append(f"{relative}: changed (sha256 differs; {size} bytes now)")
     problems += [
         f"{path.relative_to(root)}: not published (an added file)"
-        for path in sorted((root / "bin").rglob("*"))
+        for folder in ("bin", kept_bundle.KEPT)
+        for path in sorted((root / folder).rglob("*"))
         if path.is_file() and not path.is_symlink() and str(path.relative_to(root)) not in listed
     ]
     try:
@@ -101,6 +103,9 @@ def verify(prefix, spec, key=None):
         f"{name}/{version}: all {len(listed)} files match their checksums "
         f"(image sha256 {listed.get('image.sif', '?')[:16]}...){linked}; {smoke}{signed}"
     )
+    kept = kept_bundle.summary(root)
+    if kept:
+        print(f"{name}/{version} source bundle: {kept}")
 
 
 def _signature_problems(root, signer, key, trusted) -> list:
