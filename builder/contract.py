@@ -41,6 +41,10 @@ def _variable(name: str, meaning: str) -> str:
 SITE = _variable("HPCML_SITE", "which `wrappers/sites/<site>.sh` applies (default `local`)")
 APPTAINER = _variable("HPCML_APPTAINER", "the Apptainer or Singularity program to use")
 MIRROR = _variable("HPCML_MIRROR", "the Debian mirror for debootstrap bases, instead of the host's apt sources")
+SECURITY_MIRROR = _variable(
+    "HPCML_SECURITY_MIRROR",
+    "the Debian security mirror (default: the host's apt sources', or the security archive beside `$HPCML_MIRROR`)",
+)
 STOP_GRACE = _variable(
     "HPCML_STOP_GRACE", "seconds between SIGTERM and SIGKILL when a build or smoke run is stopped (default 10)"
 )

@@ -172,6 +172,10 @@ def parse(text: str, target: str, path: str = "") -> PythonLock:
 
 _DEB_HEADER = re.compile(r"^# debian: (?P<suite>[a-z][a-z0-9.-]*) (?P<arch>amd64|arm64) (?P<components>[a-z ,-]+)$")
 _DEB_ASKED = re.compile(r"^# asked: (?P<asked>.*)$")
+_DEB_POCKETS = re.compile(r"^# pockets: (?P<pockets>[a-z ]*)$")
+# the archive each pocket of a suite is in: Debian's security updates have an archive (and
+# mirror) of their own, the point-release updates are in the suite's archive
+POCKET_ARCHIVES = {"updates": "debian", "security": "debian-security"}
 # the sha256 is left out only in a lock made before the locks held them (`fits` refuses those)
 _DEB_LINE = re.compile(
     r"^(?P<name>[a-z0-9][a-z0-9+.-]+)=(?P<version>[0-9][A-Za-z0-9.+~:-]*) (?P<arch>amd64|arm64|all)"
@@ -205,12 +209,21 @@ class DebianLock:
     asked: tuple  # the packages the stage's apt-get install names, sorted
     packages: tuple  # (DebPackage, ...) sorted by name
     path: str = ""
+    # the suite's pockets it takes too (updates, security), as a Debian stable system does;
+    # () in a lock made before the locks took them
+    pockets: tuple = ()
+
+    def suites(self) -> tuple:
+        """(archive, suite) of each suite the stage's apt reads: the suite, then its pockets
+        (archive "debian" is the mirror's, "debian-security" the security mirror's)."""
+        return (("debian", self.suite), *((POCKET_ARCHIVES[p], f"{self.suite}-{p}") for p in self.pockets))
 
     def text(self, target: str, command: str) -> str:
         lines = [
             f"# Debian lock of target {target}, its {self.stage} stage, written by `{command}`; do not edit.",
             "# The packages its root holds: the bootstrap's and those its apt-get install adds.",
             f"# debian: {self.suite} {self.arch} {','.join(self.components)}",
+            f"# pockets: {' '.join(self.pockets)}",
             f"# asked: {' '.join(self.asked)}",
         ]
         return "\n".join([*lines, *(p.line() for p in self.packages)]) + "\n"
@@ -227,10 +240,14 @@ def load_debian(recipes, target: str, stage: str):
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return None
-    header, asked, packages = None, (), []
+    header, asked, pockets, packages = None, (), (), []
     for number, line in enumerate(text.splitlines(), 1):
         if match := _DEB_HEADER.match(line):
             header = match
+        elif match := _DEB_POCKETS.match(line):
+            pockets = tuple(match["pockets"].split())
+            if not set(pockets) <= POCKET_ARCHIVES.keys():
+                raise RecipeError(f"pockets {pockets}: expected updates and security", file=str(path), line=number)
         elif match := _DEB_ASKED.match(line):
             asked = tuple(match["asked"].split())
         elif match := _DEB_LINE.match(line):
@@ -244,4 +261,5 @@ def load_debian(recipes, target: str, stage: str):
     if header is None:
         raise RecipeError("no '# debian: SUITE ARCH COMPONENTS' line; run hpcml lock again", file=str(path))
     components = tuple(header["components"].split(","))
-    return DebianLock(stage, header["suite"], header["arch"], components, asked, tuple(sorted(packages)), str(path))
+    packages = tuple(sorted(packages))
+    return DebianLock(stage, header["suite"], header["arch"], components, asked, packages, str(path), pockets)

@@ -43,10 +43,12 @@ LEFT_BEHIND = (
 # What a shipped Debian root holds in place of the build host's name and mirror
 NEUTRAL_HOSTNAME = "localhost"
 MIRROR_PLACEHOLDER = "MIRROR-URL"  # no mirror's name: each site has its own
+SECURITY_PLACEHOLDER = "SECURITY-MIRROR-URL"  # the security archive is elsewhere on most mirrors
 FORGET_HOST = (
     f"printf '%s\\n' {NEUTRAL_HOSTNAME} > /etc/hostname",
     "if [ -f /etc/apt/sources.list ]; then sed -i -E "
-    f"'s#^deb [^ ]+ #\\# deb {MIRROR_PLACEHOLDER} #' /etc/apt/sources.list; fi",
+    f"'s#^deb [^ ]+ ([a-z]+-security) #\\# deb {SECURITY_PLACEHOLDER} \\1 #; "
+    f"s#^deb [^ ]+ #\\# deb {MIRROR_PLACEHOLDER} #' /etc/apt/sources.list; fi",
     "if [ -f /etc/apt/sources.list.d/debian.sources ]; then sed -i -E "
     f"'s#^URIs: .*#URIs: {MIRROR_PLACEHOLDER}#; s#^Types: #Enabled: no\\nTypes: #' "
     "/etc/apt/sources.list.d/debian.sources; fi",

@@ -1,14 +1,17 @@
-"""The Debian half of a bundle: a partial Debian mirror under `<bundle>/debian/`, laid out as
-the mirror is (dists/SUITE/{InRelease,Release,Release.gpg}, each locked component's
-binary-ARCH/Packages.xz, pool/.../*.deb), with Debian's own signed files, so that debootstrap
-and apt, pointed at it (bundle/serve.py), check it with Debian's key as they would online.
+"""The Debian half of a bundle: a partial mirror of each archive the locks read, under
+`<bundle>/debian/` (the suite and its updates pocket) and `<bundle>/debian-security/` (the
+security pocket), laid out as the mirror is (dists/SUITE/{InRelease,Release,Release.gpg},
+each locked component's binary-ARCH/Packages.xz, pool/.../*.deb), with Debian's own signed
+files, so that debootstrap and apt, pointed at it (bundle/serve.py), check it with Debian's
+key as they would online.
 
 The Release files are checked with gpgv and the keyring when fetched (a file: mirror, a
 test's, may be unsigned); each Packages.xz against the Release's SHA256, each .deb against its
 Packages stanza's SHA256 and the lock's. Example:
 
-    files = fetch_indexes(locks, mirror, bundle)  # {"debian/dists/bookworm/Release": "5f1e...", ...}
-    files |= fetch_debs(locks, mirror, bundle)    # {"debian/pool/main/b/bash/bash_5.2.15-2+b7_amd64.deb": ...}
+    mirrors = {"debian": "http://MIRROR/debian", "debian-security": "http://MIRROR/debian-security"}
+    files = fetch_indexes(locks, mirrors, bundle)  # {"debian/dists/bookworm/Release": "5f1e...", ...}
+    files |= fetch_debs(locks, mirrors, bundle)    # {"debian/pool/main/b/bash/bash_5.2.15-2+b7_amd64.deb": ...}
     manifest.write(bundle, files)
     check_against_locks(locks, bundle, manifest.check(bundle))  # the build's, with no network
 """
@@ -17,40 +20,36 @@ import concurrent.futures
 import hashlib
 import lzma
 import re
-import tempfile
 from pathlib import Path
 
-from .. import runner
 from ..errors import ToolError
 from ..fileio import write_bytes_atomic
 from ..host import debian_index
-from ..host.debian_resolve import KEYRING
-from . import fetched, manifest
+from . import fetched, manifest, release
+from .release import RELEASE_FILES
 
-TOP = "debian"  # the bundle's folder that is the mirror
-RELEASE_FILES = ("InRelease", "Release", "Release.gpg")
 # what a Filename may be: a path a bundle's SHA256SUMS line allows
 FILENAME = re.compile(rf"pool/{manifest.PATH}\.u?deb")
-GPGV_TIMEOUT_S = 60
 WORKERS = 4  # .debs fetched at once: a mirror answers each after a round trip
 
 
-def fetch_indexes(locks, mirror: str, bundle: Path) -> dict:
-    """The Release files of each suite of ``locks`` (DebianLock), the Packages.xz of each of
-    their components and architectures and each component's Translation-en.xz, from ``mirror``
-    (http, https or file URL), checked, under ``bundle``/debian/dists; returns {path in the
+def fetch_indexes(locks, mirrors, bundle: Path) -> dict:
+    """The Release files of each suite of ``locks`` (DebianLock) and of its pockets, the
+    Packages.xz of each of their components and architectures and each component's
+    Translation-en.xz, from ``mirrors`` ({archive: http, https or file URL}; a URL alone is
+    the "debian" archive's), checked, under ``bundle``/ARCHIVE/dists; returns {path in the
     bundle: sha256} of what is there."""
-    mirror = mirror.rstrip("/")
-    written = {}
-    for suite, (components, arches) in _suites(locks).items():
-        release = _fetch_release(mirror, suite, bundle, written)
-        sums, by_hash = _sums(release), re.search(r"^Acquire-By-Hash: yes$", release, re.M)
+    mirrors, written = _mirrors(mirrors), {}
+    for (top, suite), (components, arches) in _suites(locks).items():
+        mirror = mirrors[top]
+        text = release.fetch_release(mirror, suite, top, bundle, written)
+        sums, by_hash = release.sums(text), re.search(r"^Acquire-By-Hash: yes$", text, re.M)
         for path in _index_paths(sums, components, arches, f"{mirror}/dists/{suite}/Release"):
-            relpath = f"{TOP}/dists/{suite}/{path}"
+            relpath = f"{top}/dists/{suite}/{path}"
             _fetch_index(f"{mirror}/dists/{suite}", path, bundle / relpath, sums[path], by_hash)
             written[relpath] = sums[path]
         for path in _unpacked_paths(sums, components, arches):
-            relpath = f"{TOP}/dists/{suite}/{path}"
+            relpath = f"{top}/dists/{suite}/{path}"
             _unpack(bundle / f"{relpath}.xz", bundle / relpath, sums[path])
             written[relpath] = sums[path]
     return written
@@ -70,10 +69,10 @@ def _unpack(packed: Path, dest: Path, sha256: str) -> None:
 
 
 def deb_files(locks, bundle: Path) -> dict:
-    """{"debian/FILENAME": (FILENAME, sha256)} for every package of ``locks``, as the bundle's
-    Packages.xz index gives them, so that its .deb is fetched with
-    ``fetched.fetch(mirror + "/" + FILENAME, bundle / "debian" / FILENAME, sha256)``. A
-    package the index lacks, or gives another sha256 than the lock's, is a ToolError."""
+    """{"ARCHIVE/FILENAME": (FILENAME, sha256)} for every package of ``locks``, as the bundle's
+    Packages.xz indexes give them, so that its .deb is fetched with
+    ``fetched.fetch(mirror + "/" + FILENAME, bundle / ARCHIVE / FILENAME, sha256)``. A
+    package the indexes lack, or give another sha256 than the lock's, is a ToolError."""
     found = {}
     for _, _, relpath, filename, sha256 in _located(locks, bundle):
         if found.setdefault(relpath, (filename, sha256)) != (filename, sha256):
@@ -81,16 +80,18 @@ def deb_files(locks, bundle: Path) -> dict:
     return found
 
 
-def fetch_debs(locks, mirror: str, bundle: Path, progress=None) -> dict:
-    """Every .deb of ``locks`` from ``mirror`` into the bundle, checked (one locked in two
-    stages is fetched once; one already there is kept); returns {path in the bundle: sha256}.
-    ``progress`` (host/progress.Progress) gets a line for each .deb fetched."""
-    mirror = mirror.rstrip("/")
+def fetch_debs(locks, mirrors, bundle: Path, progress=None) -> dict:
+    """Every .deb of ``locks`` from ``mirrors`` (as fetch_indexes takes them) into the bundle,
+    checked (one locked in two stages is fetched once; one already there is kept); returns
+    {path in the bundle: sha256}. ``progress`` (host/progress.Progress) gets a line for each
+    .deb fetched."""
+    mirrors = _mirrors(mirrors)
     todo = sorted(deb_files(locks, bundle).items())
 
     def one(item):
         relpath, (filename, sha256) = item
-        if fetched.fetch(f"{mirror}/{filename}", bundle / relpath, sha256) == "fetched" and progress:
+        url = f"{mirrors[relpath.split('/', 1)[0]]}/{filename}"
+        if fetched.fetch(url, bundle / relpath, sha256) == "fetched" and progress:
             progress.step(f"fetched {filename}")
         return relpath, sha256
 
@@ -106,14 +107,14 @@ def check_against_locks(locks, bundle: Path, files: dict) -> None:
     sha256}, checked) holds each suite's Release (and a signed InRelease that says the same,
     when listed), each Packages.xz with the sha256 the Release gives it, and each locked
     package's .deb with the lock's sha256; else a ToolError naming the file or package."""
-    for suite, (components, arches) in _suites(locks).items():
-        folder = f"{TOP}/dists/{suite}"
+    for (top, suite), (components, arches) in _suites(locks).items():
+        folder = f"{top}/dists/{suite}"
         if f"{folder}/Release" not in files:
             raise ToolError(f"{bundle}/{folder}/Release: not in the bundle; make it again with: hpcml bundle TARGET")
         if f"{folder}/InRelease" in files:
             listed = [name for name in RELEASE_FILES if f"{folder}/{name}" in files]
-            _verify({name: _read(bundle / folder / name) for name in listed}, bundle / folder)
-        sums = _sums(_read(bundle / folder / "Release").decode("utf-8", errors="replace"))
+            release.verify({name: _read(bundle / folder / name) for name in listed}, bundle / folder)
+        sums = release.sums(_read(bundle / folder / "Release").decode("utf-8", errors="replace"))
         indexes = _index_paths(sums, components, arches, f"{bundle}/{folder}/Release")
         for path in indexes + _unpacked_paths(sums, components, arches):
             if files.get(f"{folder}/{path}") != sums[path]:
@@ -129,14 +130,22 @@ def check_against_locks(locks, bundle: Path, files: dict) -> None:
             )
 
 
+def _mirrors(mirrors) -> dict:
+    """{archive: URL without a trailing /}; a URL alone is the "debian" archive's."""
+    given = {"debian": mirrors} if isinstance(mirrors, str) else mirrors
+    return {top: url.rstrip("/") for top, url in given.items()}
+
+
 def _suites(locks) -> dict:
-    """{suite: (components, arches)} of ``locks``, each sorted, once each."""
+    """{(archive, suite): (components, arches)} of ``locks`` and their pockets, each sorted,
+    once each."""
     suites = {}
     for lock in locks:
-        components, arches = suites.setdefault(lock.suite, (set(), set()))
-        components.update(lock.components)
-        arches.add(lock.arch)
-    return {suite: (sorted(c), sorted(a)) for suite, (c, a) in sorted(suites.items())}
+        for where in lock.suites():
+            components, arches = suites.setdefault(where, (set(), set()))
+            components.update(lock.components)
+            arches.add(lock.arch)
+    return {where: (sorted(c), sorted(a)) for where, (c, a) in sorted(suites.items())}
 
 
 def _index_paths(sums: dict, components, arches, release) -> list:
@@ -151,10 +160,12 @@ def _index_paths(sums: dict, components, arches, release) -> list:
 
 
 def _wanted(locks) -> dict:
-    """{(suite, arch, components): [(package, lock), ...]}: the indexes to read, each once."""
+    """{(suites, arch, components): [(package, lock), ...]}: the indexes to read, each once;
+    suites: ((archive, suite), ...), the suite and its pockets."""
     wanted = {}
     for lock in locks:
-        wanted.setdefault((lock.suite, lock.arch, tuple(lock.components)), []).extend((p, lock) for p in lock.packages)
+        key = (lock.suites(), lock.arch, tuple(lock.components))
+        wanted.setdefault(key, []).extend((p, lock) for p in lock.packages)
     return wanted
 
 
@@ -162,16 +173,18 @@ def _located(locks, bundle: Path) -> list:
     """(package, lock, path in the bundle, Filename, sha256) of each package of ``locks``, as
     the bundle's indexes give them; a ToolError for one they lack or give another sha256."""
     located = []
-    for (suite, arch, components), packages in _wanted(locks).items():
+    for (suites, arch, components), packages in _wanted(locks).items():
         keys = {(p.name, p.version, p.arch) for p, _ in packages}
         given = {}
-        for component in components:
-            index = bundle / TOP / "dists" / suite / component / f"binary-{arch}" / "Packages.xz"
-            for key, stanza in _stanzas(index, {name for name, _, _ in keys}):
-                if key in keys:
-                    given.setdefault(key, (index, stanza))
+        # the suite first, then its pockets: a version in two of them is the suite's file
+        for top, suite in suites:
+            for component in components:
+                index = bundle / top / "dists" / suite / component / f"binary-{arch}" / "Packages.xz"
+                for key, stanza in _stanzas(index, {name for name, _, _ in keys}):
+                    if key in keys:
+                        given.setdefault(key, (top, index, stanza))
         for package, lock in packages:
-            index, stanza = _given(given, package, lock, suite, arch)
+            top, index, stanza = _given(given, package, lock, " and ".join(s for _, s in suites), arch)
             filename, sha256 = stanza.get("Filename", ""), stanza.get("SHA256", "")
             if not FILENAME.fullmatch(filename) or ".." in filename.split("/"):
                 raise ToolError(f"{index}: {package.name}={package.version} has no usable Filename ({filename!r})")
@@ -180,7 +193,7 @@ def _located(locks, bundle: Path) -> list:
                     f"{lock.path}: {package.name}={package.version} {package.arch} has sha256 {sha256 or 'none'} in "
                     f"{index}, the lock names {package.sha256}: the mirror no longer serves what the lock names"
                 )
-            located.append((package, lock, f"{TOP}/{filename}", filename, sha256))
+            located.append((package, lock, f"{top}/{filename}", filename, sha256))
     return located
 
 
@@ -222,76 +235,8 @@ def _fetch_index(base: str, path: str, dest: Path, sha256: str, by_hash) -> None
     fetched.fetch(f"{base}/{path}", dest, sha256)
 
 
-def _fetch_release(mirror: str, suite: str, bundle: Path, written: dict) -> str:
-    """Fetch, check and write the suite's Release files; the Release's text."""
-    base = f"{mirror}/dists/{suite}"
-    signed = not mirror.startswith("file:")
-    got = {}
-    for name in RELEASE_FILES:
-        try:
-            got[name] = fetched.fetch_bytes(f"{base}/{name}")
-        except ToolError:
-            if signed or name == "Release":
-                raise
-    if signed:
-        _verify(got, base)
-    for name, data in got.items():
-        relpath = f"{TOP}/dists/{suite}/{name}"
-        write_bytes_atomic(bundle / relpath, data)
-        written[relpath] = hashlib.sha256(data).hexdigest()
-    return got["Release"].decode("utf-8", errors="replace")
-
-
-def _verify(got: dict, where) -> None:
-    """InRelease (and Release.gpg, when in ``got``) signed with a key of the keyring, and the
-    InRelease saying what Release does; else a ToolError naming the file under ``where``."""
-    if not KEYRING.is_file():
-        raise ToolError(f"{KEYRING} is missing, so {where}/InRelease cannot be checked; install debian-archive-keyring")
-    with tempfile.TemporaryDirectory(prefix="hpcml-release-") as tmp:
-        for name, data in got.items():
-            Path(tmp, name).write_bytes(data)
-        body = Path(tmp, "InRelease.body")
-        _gpgv(["--output", str(body), str(Path(tmp, "InRelease"))], f"{where}/InRelease")
-        if "Release.gpg" in got and not _passes(_gpgv_run([str(Path(tmp, "Release.gpg")), str(Path(tmp, "Release"))])):
-            del got["Release.gpg"]  # stale beside a good InRelease (a lagging mirror): apt reads InRelease
-        if body.read_bytes() != got["Release"]:
-            raise ToolError(
-                f"{where}/Release: not what its InRelease says (the mirror changed while it was read); try again"
-            )
-
-
-def _gpgv(args, what) -> None:
-    result = _gpgv_run(args)
-    if not _passes(result):
-        last = (result.stderr.strip().splitlines() or [f"exit status {result.returncode}"])[-1]
-        raise ToolError(f"{what}: no good signature by a key of {KEYRING} ({last})")
-
-
-def _gpgv_run(args):
-    argv = ["gpgv", "--status-fd", "1", "--keyring", str(KEYRING), *args]
-    return runner.run(argv, check=False, timeout=GPGV_TIMEOUT_S)
-
-
-def _passes(result) -> bool:
-    # apt's rule: one good signature of a key in the keyring, and no bad one; a signature by a
-    # key the keyring lacks (a newer release's) is passed over
-    status = re.findall(r"^\[GNUPG:\] (\w+)", result.stdout, re.M)
-    return "GOODSIG" in status and "BADSIG" not in status
-
-
 def _read(path: Path) -> bytes:
     try:
         return path.read_bytes()
     except OSError as error:
         raise ToolError(f"{path}: cannot be read ({error.strerror}); make the bundle again") from None
-
-
-def _sums(release: str) -> dict:
-    """{path: sha256} of a Release file's SHA256 section."""
-    sums, inside = {}, False
-    for line in release.splitlines():
-        if not line.startswith(" "):
-            inside = line.rstrip() == "SHA256:"
-        elif inside and len(fields := line.split()) == 3:
-            sums[fields[2]] = fields[0]
-    return sums

@@ -5,7 +5,8 @@ the check a build from it starts with.
       SHA256SUMS                  every file below, as `sha256sum -c` reads it
       locks/cpu/...               the locks it was made from
       debian/dists/bookworm/...   Debian's signed InRelease and indexes, as the mirror served them
-      debian/pool/main/...        each locked .deb of every stage
+      debian/pool/main/...        each locked .deb of every stage (the updates pocket's too)
+      debian-security/...         the security pocket's InRelease, indexes and locked .debs
       python/                     each file of the Python lock (pip's find-links, no index)
 
 Made again into the same folder, it fetches only what is missing or changed.
@@ -35,10 +36,10 @@ def make(tree, name, out: Path, progress, down=()) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     files = _copy_locks(tree, debian, python, out)
     if debian:
-        mirror = hostinfo.debian_mirror()
+        mirrors = {"debian": hostinfo.debian_mirror(), "debian-security": hostinfo.security_mirror()}
         progress.step(f"Debian: the indexes and {sum(len(lock.packages) for lock in debian)} locked packages")
-        files.update(debian_part.fetch_indexes(debian, mirror, out))
-        debs = debian_part.fetch_debs(debian, mirror, out)
+        files.update(debian_part.fetch_indexes(debian, mirrors, out))
+        debs = debian_part.fetch_debs(debian, mirrors, out)
         files.update(debs)
         progress.step(f"Debian: {len(debs)} .deb files, each with the lock's sha256")
     for lock in python:

@@ -41,12 +41,12 @@ def read_stanzas(lines):
             fields[key] = value.strip()
 
 
-def required(lists: Path, component: str) -> list[str]:
-    """The names of Priority: required in the component's index: debootstrap takes them
-    from main alone."""
+def required(lists: Path, suite: str, component: str) -> list[str]:
+    """The names of Priority: required in the suite's index of the component: debootstrap
+    takes them from main alone, and not from the suite's pockets (updates, security)."""
     names = {
         stanza["Package"]
-        for index in sorted(lists.glob(f"*_{component}_binary-*_Packages"))
+        for index in sorted(lists.glob(f"*_dists_{suite}_{component}_binary-*_Packages"))
         for stanza in stanzas(index)
         if stanza.get("Priority") == "required" and "Package" in stanza
     }

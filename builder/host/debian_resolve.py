@@ -15,7 +15,7 @@ from pathlib import Path
 
 from .. import runner
 from ..errors import RecipeError, ToolError
-from ..lockfile import DebPackage
+from ..lockfile import POCKET_ARCHIVES, DebPackage
 from . import debian_index
 
 KEYRING = Path("/usr/share/keyrings/debian-archive-keyring.gpg")
@@ -43,26 +43,42 @@ INST = re.compile(r"Inst ([^\s:]+)\S* (?:\[[^\]]*\] )?\((\S+) [^\[\]]*\[([^\]]+)
 
 
 def resolve(
-    suite: str, arch: str, mirror: str, packages, *, exclude=(), components=("main",), workdir=None
+    suite: str,
+    arch: str,
+    mirror: str,
+    packages,
+    *,
+    exclude=(),
+    components=("main",),
+    pockets=(),
+    security_mirror="",
+    workdir=None,
 ) -> tuple[DebPackage, ...]:
     """The packages a minbase debootstrap of ``suite`` from ``mirror`` for ``arch`` (less
     its ``exclude``), then ``apt-get install --no-install-recommends packages`` from the
-    archive areas ``components``, installs, each with the sha256 of its .deb; sorted by name.
+    archive areas ``components`` of the suite and its ``pockets`` (updates: the suite's
+    archive; security: ``security_mirror``'s), which also brings the bootstrap's packages up
+    to the pockets' versions, installs, each with the sha256 of its .deb; sorted by name.
     The private apt state lives in a temporary folder under ``workdir`` (default: the
     system's) and is removed at the end."""
     names = [packages] if isinstance(packages, str) else list(packages)
-    _check_input(suite, arch, mirror, [*names, *exclude, *components])
+    urls = {"debian": mirror.rstrip("/"), "debian-security": security_mirror.rstrip("/")}
+    # (mirror, suite) each apt source: the suite, then each pocket from its archive's mirror
+    sources = [(urls["debian"], suite), *((urls[POCKET_ARCHIVES[p]], f"{suite}-{p}") for p in pockets)]
+    _check_input(suite, arch, [url for url, _ in sources], [*names, *exclude, *components])
     with tempfile.TemporaryDirectory(prefix="hpcml-debian-lock-", dir=workdir) as tmp:
         root = Path(tmp)
         # apt run as root downloads as the user _apt, which must reach lists/partial
         root.chmod(0o755)
-        env = _private_apt(root, suite, arch, mirror.rstrip("/"), components)
+        env = _private_apt(root, sources, arch, components)
         lists = root / "state" / "lists"
-        _update(env, lists, suite, arch, mirror)
-        required = [name for name in debian_index.required(lists, "main") if name not in exclude]
+        _update(env, lists, sources, arch)
+        # debootstrap takes the required packages of the suite's own index, not its pockets'
+        required = [name for name in debian_index.required(lists, suite, "main") if name not in exclude]
         asked = dict.fromkeys([*required, *MINBASE_EXTRA, *SUITE_EXTRA.get(suite, ()), *names])
         found = _simulate(env, list(asked), suite, arch, mirror)
-        return debian_index.hashed(found, lists, f"{suite} {arch} from {mirror}")
+        where = " and ".join(name for _, name in sources)
+        return debian_index.hashed(found, lists, f"{where} {arch} from {mirror}")
 
 
 def parse_lines(text: str, where: str) -> tuple[DebPackage, ...]:
@@ -91,20 +107,21 @@ def format(packages) -> str:
     return "".join(package.line() + "\n" for package in sorted(packages))
 
 
-def _check_input(suite, arch, mirror, names):
+def _check_input(suite, arch, mirrors, names):
     # the values go into apt's configuration and sources.list: nothing there may be quoted
     if not SUITE.fullmatch(suite):
         raise RecipeError(f"Debian suite {suite!r}: expected a name such as bookworm")
     if arch not in ARCHES:
         raise RecipeError(f"Debian architecture {arch!r}: expected one of {', '.join(ARCHES)}")
-    if not MIRROR.fullmatch(mirror):
-        raise RecipeError(f"Debian mirror {mirror!r}: expected an http(s):// or file:/ URL")
+    for mirror in mirrors:
+        if not MIRROR.fullmatch(mirror):
+            raise RecipeError(f"Debian mirror {mirror!r}: expected an http(s):// or file:/ URL")
     bad = [name for name in names if not re.fullmatch(NAME, str(name))]
     if bad:
         raise RecipeError(f"Debian package name {bad[0]!r}: expected lower-case letters, digits and + . -")
 
 
-def _private_apt(root: Path, suite, arch, mirror, components=("main",)) -> dict:
+def _private_apt(root: Path, sources, arch, components=("main",)) -> dict:
     """Write the private apt state under ``root``; return the environment that points apt at
     it. APT_CONFIG is read first and names an empty parts folder, so that none of the host's
     /etc/apt/apt.conf.d (compressed lists, extra index targets, hooks) applies."""
@@ -112,13 +129,16 @@ def _private_apt(root: Path, suite, arch, mirror, components=("main",)) -> dict:
     for folder in (state / "lists" / "partial", root / "cache" / "archives" / "partial", empty):
         folder.mkdir(parents=True)
     (state / "status").write_text("")  # nothing installed: debootstrap starts from nothing
-    if mirror.startswith("file:"):
-        trust = "trusted=yes"  # a test's mirror: no signature to check
-    elif KEYRING.is_file():
-        trust = f"signed-by={KEYRING}"
-    else:
-        raise ToolError(f"{KEYRING} is missing, so {mirror} cannot be checked; install debian-archive-keyring")
-    (root / "sources.list").write_text(f"deb [arch={arch} {trust}] {mirror} {suite} {' '.join(components)}\n")
+    lines = []
+    for mirror, suite in sources:
+        if mirror.startswith("file:"):
+            trust = "trusted=yes"  # a test's mirror: no signature to check
+        elif KEYRING.is_file():
+            trust = f"signed-by={KEYRING}"
+        else:
+            raise ToolError(f"{KEYRING} is missing, so {mirror} cannot be checked; install debian-archive-keyring")
+        lines.append(f"deb [arch={arch} {trust}] {mirror} {suite} {' '.join(components)}\n")
+    (root / "sources.list").write_text("".join(lines))
     settings = {
         "Dir::Etc::main": "/dev/null",
         "Dir::Etc::parts": empty,
@@ -146,14 +166,15 @@ def _private_apt(root: Path, suite, arch, mirror, components=("main",)) -> dict:
     return dict(os.environ, APT_CONFIG=str(root / "apt.conf"), LC_ALL="C")
 
 
-def _update(env, lists: Path, suite, arch, mirror):
+def _update(env, lists: Path, sources, arch):
     result = runner.run(["apt-get", "update"], env=env, check=False, timeout=UPDATE_TIMEOUT_S)
     output = result.stdout + result.stderr
     # an http mirror that does not answer is only a warning to apt (exit status 0)
     failed = [line for line in output.splitlines() if "Failed to fetch" in line or line.startswith("E: ")]
     if result.returncode != 0 or failed or not list(lists.glob("*_Packages")):
         reason = failed[0][3:] if failed else f"exit status {result.returncode}, no Packages index came"
-        raise ToolError(f"apt-get update: no {suite} main index for {arch} from {mirror}: {' '.join(reason.split())}")
+        asked = ", ".join(f"{suite} from {mirror}" for mirror, suite in sources)
+        raise ToolError(f"apt-get update: no index for {arch} of {asked}: {' '.join(reason.split())}")
 
 
 def _simulate(env, names, suite, arch, mirror) -> tuple[DebPackage, ...]:

@@ -16,6 +16,34 @@ def debian_mirror() -> str:
     """The host's Debian mirror URI (HPCML_MIRROR overrides), read from its apt sources."""
     if os.environ.get(contract.MIRROR):
         return os.environ[contract.MIRROR].rstrip("/")
+    for uri in _apt_source_uris():
+        if uri.endswith("/debian"):
+            return uri
+    raise ToolError(
+        f"no Debian mirror found in /etc/apt/sources.list(.d); set {contract.MIRROR} to a Debian mirror URL"
+    )
+
+
+def security_mirror() -> str:
+    """The host's Debian security mirror URI (HPCML_SECURITY_MIRROR overrides): with
+    HPCML_MIRROR set, the security archive beside that mirror (Debian's mirrors keep it as
+    .../debian-security, its snapshot archive as .../archive/debian-security/TIME); else the
+    host's apt sources', else the one beside the host's main mirror."""
+    if os.environ.get(contract.SECURITY_MIRROR):
+        return os.environ[contract.SECURITY_MIRROR].rstrip("/")
+    if not os.environ.get(contract.MIRROR):
+        for uri in _apt_source_uris():
+            if uri.endswith("/debian-security"):
+                return uri
+    mirror = debian_mirror()
+    beside = re.sub(r"/debian(/[^/]+)?$", r"/debian-security\1", mirror)
+    if beside == mirror:
+        raise ToolError(f"no Debian security mirror known beside {mirror}; set {contract.SECURITY_MIRROR} to its URL")
+    return beside
+
+
+def _apt_source_uris() -> list:
+    """The URIs of the host's enabled deb sources, without a trailing slash, in apt's order."""
     candidates = []
     for path in sorted(Path("/etc/apt/sources.list.d").glob("*.sources")):
         for stanza in path.read_text(errors="replace").split("\n\n"):
@@ -28,12 +56,7 @@ def debian_mirror() -> str:
             match = re.match(r"^deb\s+(?:\[[^\]]*\]\s+)?(\S+)", line)
             if match:
                 candidates.append(match.group(1))
-    for uri in candidates:
-        if uri.rstrip("/").endswith("/debian"):
-            return uri.rstrip("/")
-    raise ToolError(
-        f"no Debian mirror found in /etc/apt/sources.list(.d); set {contract.MIRROR} to a Debian mirror URL"
-    )
+    return [uri.rstrip("/") for uri in candidates]
 
 
 def has_gpus(dev: Path = Path("/dev")) -> bool:

@@ -13,6 +13,10 @@ from ..host import debian_resolve as debian
 from ..host import hostinfo
 from ..render.layer_sharing import plan_layers
 
+# the suite's pockets every Debian root takes, as a current Debian stable system does: the
+# point-release updates and the security archive, which reach `main` only at a point release
+POCKETS = ("updates", "security")
+
 
 def asked(tree, name) -> dict:
     """{stage: the packages its apt-get installs}: the devel layer's (build) or the base
@@ -35,23 +39,38 @@ def excludes(target) -> tuple:
     return () if target.debootstraps_itself else debian.APPTAINER_EXCLUDES
 
 
-def resolve_stage(tree, target, stage: str, mirror: str) -> lockfile.DebianLock:
+def resolve_stage(tree, target, stage: str, mirror: str, security_mirror: str) -> lockfile.DebianLock:
     names = asked(tree, target.name)[stage]
     suite = target.stage(stage).image
     packages = debian.resolve(
-        suite, target.debian_arch, mirror, names, exclude=excludes(target), components=target.os.components
+        suite,
+        target.debian_arch,
+        mirror,
+        names,
+        exclude=excludes(target),
+        components=target.os.components,
+        pockets=POCKETS,
+        security_mirror=security_mirror,
     )
-    return lockfile.DebianLock(stage, suite, target.debian_arch, target.os.components, names, packages)
+    components = target.os.components
+    return lockfile.DebianLock(stage, suite, target.debian_arch, components, names, packages, pockets=POCKETS)
 
 
 def fits(lock, tree, target, stage) -> bool:
-    """Whether ``lock`` was made for what the stage asks now, with the sha256 of every .deb
-    (a lock made before the locks held them is stale, so that `hpcml lock` resolves it again)."""
+    """Whether ``lock`` was made for what the stage asks now, from the suite and its pockets,
+    with the sha256 of every .deb (a lock made before the locks held them, or took the
+    pockets, is stale, so that `hpcml lock` resolves it again)."""
     return (
         lock is not None
         and hashed(lock)
-        and (lock.suite, lock.arch, lock.components, lock.asked)
-        == (target.stage(stage).image, target.debian_arch, target.os.components, asked(tree, target.name)[stage])
+        and (lock.suite, lock.arch, lock.components, lock.asked, lock.pockets)
+        == (
+            target.stage(stage).image,
+            target.debian_arch,
+            target.os.components,
+            asked(tree, target.name)[stage],
+            POCKETS,
+        )
     )
 
 
@@ -65,11 +84,11 @@ def lock_stages(tree, name, update=False) -> tuple:
     target = tree.target(name)
     if not debootstrapped(target):
         return ()
-    mirror = hostinfo.debian_mirror()
+    mirror, security = hostinfo.debian_mirror(), hostinfo.security_mirror()
     made = []
     for stage in ("build", "final"):
         current = lockfile.load_debian(tree.root, name, stage)
         lock = current if current and not update and fits(current, tree, target, stage) else None
-        lock = lock or resolve_stage(tree, target, stage, mirror)
+        lock = lock or resolve_stage(tree, target, stage, mirror, security)
         made.append(dataclasses.replace(lock, path=str(lockfile.debian_path_of(tree.root, name, stage))))
     return tuple(made)

@@ -82,24 +82,27 @@ def check_debian(tree, plans, planned, progress=None) -> None:
         if lock is None:
             continue
         if not debian_stages.fits(lock, tree, owner, stage):
-            why = (
-                f"the {stage} stage now asks for other Debian packages than {' '.join(lock.asked)}"
-                if debian_stages.hashed(lock)
-                else "it holds no sha256 of the .deb files"
-            )
+            if not debian_stages.hashed(lock):
+                why = "it holds no sha256 of the .deb files"
+            elif lock.pockets != debian_stages.POCKETS:
+                why = f"it does not take the suite's {' and '.join(debian_stages.POCKETS)} pockets"
+            else:
+                why = f"the {stage} stage now asks for other Debian packages than {' '.join(lock.asked)}"
             raise RecipeError(f"the lock is stale: {why}; refresh it with: hpcml lock {owner.name}", file=lock.path)
         if shutil.which("apt-get") is None:
             if progress is not None:
                 progress.step(f"no apt-get here: the {layer} layer's own apt-get checks its Debian lock")
             continue
-        served = debian_stages.resolve_stage(tree, owner, stage, hostinfo.debian_mirror()).packages
+        mirrors = hostinfo.debian_mirror(), hostinfo.security_mirror()
+        served = debian_stages.resolve_stage(tree, owner, stage, *mirrors).packages
         moved = _deb_moves(lock.packages, served)
         if moved:
             raise ToolError(
                 f"the Debian mirror no longer serves what {lock.path} locks ({len(moved)} packages: "
                 f"{'; '.join(moved[:5])}{'; ...' if len(moved) > 5 else ''}); nothing was built. Lock again with: "
                 f"hpcml lock --update {owner.name} (then render and commit), or build from a snapshot of the "
-                f"mirror that has them ({contract.MIRROR}=SNAPSHOT-URL), or from the target's source bundle, "
+                f"mirrors that has them ({contract.MIRROR}=SNAPSHOT-URL, and {contract.SECURITY_MIRROR} "
+                "unless beside it), or from the target's source bundle, "
                 f"made while they were served: hpcml build {owner.name} --bundle DIR"
             )
 

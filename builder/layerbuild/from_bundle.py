@@ -9,7 +9,7 @@ port, so a second build from a bundle finds its layers current.
 
 Example:
     bundle = opened(tree, "cpu", "bundles/cpu")     # None without --bundle
-    with build_args(bundle, {"MIRROR": "https://..."}) as args:  # MIRROR: http://127.0.0.1:PORT
+    with build_args(bundle, {"MIRROR": "https://..."}) as args:  # MIRROR: http://127.0.0.1:PORT/debian
         ...
 """
 
@@ -19,9 +19,11 @@ from pathlib import Path
 
 from ..bundle import make, python_part, serve
 from ..render.parts import HOST_MOUNT
-from ..render.plan import MIRROR_ARG
+from ..render.plan import MIRROR_ARG, SECURITY_MIRROR_ARG
 
-KEY_MIRROR = "bundle"  # the MIRROR layer keys take in a build from a bundle
+KEY_MIRROR = "bundle"  # the mirrors layer keys take in a build from a bundle
+# {build argument: the bundle's folder that is that mirror}
+MIRROR_ARCHIVES = {MIRROR_ARG: "debian", SECURITY_MIRROR_ARG: "debian-security"}
 PYTHON_DIR = "bundle-python"  # where the bundle's python/ is bound, under the host mount
 PYTHON_MOUNT = f"{HOST_MOUNT}/{PYTHON_DIR}"
 PROXIES = ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY")
@@ -46,17 +48,20 @@ def opened(tree, name, folder):
 
 def key_args(bundle, host_args: dict) -> dict:
     """The host's build arguments as the layer keys see them."""
-    return {**host_args, MIRROR_ARG: KEY_MIRROR} if bundle and MIRROR_ARG in host_args else host_args
+    if bundle is None:
+        return host_args
+    return {**host_args, **{arg: KEY_MIRROR for arg in MIRROR_ARCHIVES if arg in host_args}}
 
 
 @contextlib.contextmanager
 def build_args(bundle, host_args: dict):
-    """The host's build arguments for the layers, the bundle's server as MIRROR while it runs."""
-    if bundle is None or MIRROR_ARG not in host_args:
+    """The host's build arguments for the layers, the bundle's server as the mirrors while it
+    runs: its debian/ and debian-security/ folders, each a mirror of its archive."""
+    if bundle is None or not MIRROR_ARCHIVES.keys() & host_args.keys():
         yield host_args
         return
-    with serve.serving(bundle.folder / "debian", bundle.files, root=bundle.folder) as url:
-        yield {**host_args, MIRROR_ARG: url}
+    with serve.serving(bundle.folder, bundle.files, root=bundle.folder) as url:
+        yield {**host_args, **{arg: f"{url}/{top}" for arg, top in MIRROR_ARCHIVES.items() if arg in host_args}}
 
 
 def settings_lines() -> list:

@@ -20,7 +20,7 @@ from ..host.images import find_apptainer, image_lock, takes_squashfs_args
 from ..render import runtime_wheel
 from ..render.layer_sharing import plan_layers
 from ..render.parts import CROSS_DIR, CROSS_MOUNT, HOST_MOUNT
-from ..render.plan import LAYERS, MIRROR_ARG, in_order
+from ..render.plan import LAYERS, MIRROR_ARG, SECURITY_MIRROR_ARG, in_order
 from . import from_bundle, host_settings, sources, store
 
 UNCOMPRESSED = "-noI -noD -noF -noX"  # no compression of inodes, data, fragments, xattrs
@@ -140,10 +140,10 @@ def _host_side(target, plan, cross, label, progress) -> tuple:
 
 
 def _host_args(plans) -> dict:
-    """The build arguments this host supplies: its Debian mirror, to the layers that use it."""
-    if any(MIRROR_ARG in plan.build_args for plan in plans.values()):
-        return {MIRROR_ARG: hostinfo.debian_mirror()}
-    return {}
+    """The build arguments this host supplies: its Debian mirrors, to the layers that use them."""
+    used = {arg for plan in plans.values() for arg in plan.build_args}
+    mirrors = {MIRROR_ARG: hostinfo.debian_mirror, SECURITY_MIRROR_ARG: hostinfo.security_mirror}
+    return {arg: mirror() for arg, mirror in mirrors.items() if arg in used}
 
 
 def _check_space(tree, name, plans, paths, steps, where):

@@ -13,6 +13,7 @@ FILE_SUFFIX = {"devel": ".devel.def", "base": ".base.def", "image": ".def"}
 # the build arguments that name the layers a layer starts from: {argument: layer}
 PARENT_ARGS = {"DEVEL": "devel", "BASE": "base"}
 MIRROR_ARG = "MIRROR"  # a debootstrap stage's Debian mirror, a host fact
+SECURITY_MIRROR_ARG = "SECURITY_MIRROR"  # its security archive's mirror, where the lock takes it
 
 
 def in_order(plans: dict) -> list:

@@ -100,7 +100,7 @@ def test_a_debian_lock_reads_back_what_it_wrote_and_names_a_bad_line(tmp_path):
     assert lockfile.load_debian(tmp_path, "cpu", "final") == dataclasses.replace(lock, path=str(path))
     assert lockfile.load_debian(tmp_path, "cpu", "build") is None
     path.write_text(path.read_text() + "bash 5.2\n")
-    with pytest.raises(RecipeError, match=r"debian-final.txt:7: not a line of a Debian lock: 'bash 5.2'"):
+    with pytest.raises(RecipeError, match=r"debian-final.txt:8: not a line of a Debian lock: 'bash 5.2'"):
         lockfile.load_debian(tmp_path, "cpu", "final")
 
 

@@ -33,8 +33,10 @@ renders (containers/v100-cuda.devel.def, lines shortened):
     rm -rf /var/lib/apt/lists/*
 """
 
+from ...lockfile import POCKET_ARCHIVES
 from ...shell import cmd, quote
-from ..parts import Part
+from ..parts import Part, build_arg
+from ..plan import MIRROR_ARG, SECURITY_MIRROR_ARG
 
 # apt takes the locked version of every package it installs while this file exists
 PREFERENCES = "/etc/apt/preferences.d/hpcml-lock"
@@ -46,15 +48,30 @@ def parts(target, wanted):
         packages = sorted(wanted[stage])
         if not packages:
             continue
+        lock = stage_lock(target, stage)
+        lines, args = pockets(lock)
         out.append(
             Part(
                 block="os",
                 stage=stage,
                 build_env=(("DEBIAN_FRONTEND", "noninteractive"),),
-                post=areas(target.os.components) + install(packages, stage_lock(target, stage)),
+                post=lines + areas(target.os.components) + install(packages, lock),
+                build_args=args,
             )
         )
     return out
+
+
+def pockets(lock) -> tuple:
+    """(lines, build arguments): the sources lines of the suite's pockets the lock takes,
+    added to the one debootstrap writes, each from its archive's mirror (given at build time,
+    as debootstrap's is); none without a lock."""
+    if lock is None or not lock.pockets:
+        return (), ()
+    mirrors = {"debian": MIRROR_ARG, "debian-security": SECURITY_MIRROR_ARG}
+    args = tuple(sorted({mirrors[POCKET_ARCHIVES[pocket]] for pocket in lock.pockets}))
+    words = [f"{quote(build_arg(mirrors[archive]))} {suite}" for archive, suite in lock.suites()[1:]]
+    return (f"printf 'deb %s %s main\\n' {' '.join(words)} >> /etc/apt/sources.list",), args
 
 
 def areas(components) -> tuple:
@@ -101,6 +118,8 @@ def locked_install(packages, lock) -> tuple:
         '    > "$lock"',
         f"sed -E 's/^([^=]+)=(.*)$/Package: \\1\\nPin: version \\2\\nPin-Priority: 1001\\n/' \"$lock\" > {PREFERENCES}",
         cmd("apt-get", "install", "-y", "--no-install-recommends", *asked),
+        # the bootstrap's packages too, to the pockets' versions the lock holds
+        "apt-get dist-upgrade -y --no-install-recommends",
         f"rm -f {PREFERENCES}",
         "dpkg-query -W -f '${db:Status-Status} ${Package}=${Version}\\n' | awk '$1 == \"installed\" {print $2}' "
         '| LC_ALL=C sort | LC_ALL=C comm -23 - "$lock" > "$lock.extra"',

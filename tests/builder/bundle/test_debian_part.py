@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from builder.bundle import debian_part, fetched, manifest, serve
+from builder.bundle import debian_part, fetched, manifest, release, serve
 from builder.errors import ToolError
 from builder.host import debian_resolve, hostinfo
 from builder.lockfile import DebianLock, DebPackage, load_debian
@@ -238,7 +238,7 @@ def signed(mirror, tmp_path, monkeypatch):
     finally:
         subprocess.run(["gpgconf", "--kill", "gpg-agent"], env=env, check=False)
         shutil.rmtree(home, ignore_errors=True)
-    monkeypatch.setattr(debian_part, "KEYRING", tmp_path / "keyring.gpg")
+    monkeypatch.setattr(release, "KEYRING", tmp_path / "keyring.gpg")
     return mirror
 
 
@@ -295,8 +295,9 @@ def test_an_unsigned_http_mirror_is_refused(mirror, tmp_path):
         debian_part.fetch_indexes([lock_of()], url, tmp_path / "bundle")
 
 
-# The network: the host's Debian mirror (about 15 MB of indexes)
-SMALL = ("base-passwd", "debianutils", "hostname")
+# The network: the host's Debian mirrors (about 15 MB of indexes); a few small packages, one
+# of them (ca-certificates) newer in a pocket than in the suite
+SMALL = ("base-passwd", "ca-certificates", "debianutils", "hostname")
 
 
 @pytest.mark.tools
@@ -304,17 +305,22 @@ def test_apt_updates_and_downloads_from_a_bundle_of_the_host_mirror(tmp_path):
     lock = load_debian(ROOT / "recipes", "cpu", "final")
     few = dataclasses.replace(lock, packages=tuple(p for p in lock.packages if p.name in SMALL))
     bundle = tmp_path / "bundle"
-    files = debian_part.fetch_indexes([lock], hostinfo.debian_mirror(), bundle)
-    files |= debian_part.fetch_debs([few], hostinfo.debian_mirror(), bundle)
-    # 3 Release files, Packages.xz and the plain Packages it unpacks to, Translation-en.xz
-    assert len(files) == 6 + len(SMALL), sorted(files)
+    mirrors = {"debian": hostinfo.debian_mirror(), "debian-security": hostinfo.security_mirror()}
+    files = debian_part.fetch_indexes([lock], mirrors, bundle)
+    files |= debian_part.fetch_debs([few], mirrors, bundle)
+    for top, suite in lock.suites():  # the suite and both pockets: Release files and index
+        assert {f"{top}/dists/{suite}/{name}" for name in ("InRelease", "main/binary-amd64/Packages.xz")} <= set(files)
+    assert len([path for path in files if path.endswith(".deb")]) == len(SMALL)
     manifest.write(bundle, files)
     debian_part.check_against_locks([few], bundle, manifest.check(bundle))
     requests, apt_root = [], tmp_path / "apt"
     apt_root.mkdir(mode=0o755)
-    with serve.serving(bundle / "debian", files, requests=requests) as url:
-        env = debian_resolve._private_apt(apt_root, "bookworm", "amd64", url, ("main",))
-        assert f"signed-by={debian_resolve.KEYRING}] {url} bookworm main" in (apt_root / "sources.list").read_text()
+    with serve.serving(bundle, files, requests=requests) as url:
+        sources = [(f"{url}/{top}", suite) for top, suite in lock.suites()]
+        env = debian_resolve._private_apt(apt_root, sources, "amd64", ("main",))
+        assert (
+            f"signed-by={debian_resolve.KEYRING}] {url}/debian bookworm main" in (apt_root / "sources.list").read_text()
+        )
         with open(apt_root / "apt.conf", "a") as conf:  # apt's own default: Translation-en too
             conf.write('#clear Acquire::Languages;\nAPT::Sandbox::User "root";\n')
         update = subprocess.run(["apt-get", "update"], env=env, capture_output=True, text=True, timeout=300)

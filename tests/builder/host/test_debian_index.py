@@ -42,6 +42,10 @@ SHA256: {B}"""  # no blank line after the last stanza
 def lists(tmp_path):
     (tmp_path / "mirror_dists_bookworm_main_binary-amd64_Packages").write_text(MAIN)
     (tmp_path / "mirror_dists_bookworm_contrib_binary-amd64_Packages").write_text(CONTRIB)
+    # a pocket's required package: debootstrap reads the suite's own index only
+    (tmp_path / "mirror_dists_bookworm-security_main_binary-amd64_Packages").write_text(
+        "Package: newreq\nVersion: 1\nArchitecture: amd64\nPriority: required\n"
+    )
     (tmp_path / "mirror_dists_bookworm_InRelease").write_text(f"SHA256:\n {A} 1 main/binary-amd64/Packages\n")
     return tmp_path
 
@@ -75,5 +79,5 @@ def test_a_sha256_that_is_not_64_lower_case_hex_digits_is_none(tmp_path):
 
 
 def test_required_reads_the_component_asked_for_only(lists):
-    assert debian_index.required(lists, "main") == ["bash"]
-    assert debian_index.required(lists, "contrib") == ["fonts-x"]
+    assert debian_index.required(lists, "bookworm", "main") == ["bash"]
+    assert debian_index.required(lists, "bookworm", "contrib") == ["fonts-x"]

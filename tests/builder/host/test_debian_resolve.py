@@ -93,9 +93,15 @@ def mirror(tmp_path) -> str:
 
 def write_mirror(tmp_path, unhashed=()) -> str:
     """The mirror; the stanzas of ``unhashed`` (names) give no SHA256."""
-    dists = tmp_path / "mirror" / "dists" / SUITE
+    write_suite(tmp_path / "mirror", SUITE, PACKAGES, unhashed)
+    return f"file:{tmp_path / 'mirror'}"
+
+
+def write_suite(root, suite, packages, unhashed=()) -> None:
+    """Suite ``suite`` of the mirror at ``root``: main's Packages of each {arch: stanzas}."""
+    dists = root / "dists" / suite
     sums = []
-    for arch, text in PACKAGES.items():
+    for arch, text in packages.items():
         stanzas = text.split("\n\n")
         # each stanza names a .deb, its size and sha256, as a real index does
         text = "\n".join(
@@ -109,10 +115,9 @@ def write_mirror(tmp_path, unhashed=()) -> str:
         data = index.read_bytes()
         sums.append(f" {hashlib.sha256(data).hexdigest()} {len(data)} main/binary-{arch}/Packages")
     (dists / "Release").write_text(
-        f"Suite: {SUITE}\nCodename: {SUITE}\nDate: {email.utils.formatdate(usegmt=True)}\n"
-        "Architectures: amd64 arm64\nComponents: main\nSHA256:\n" + "\n".join(sums) + "\n"
+        f"Suite: {suite}\nCodename: {suite}\nDate: {email.utils.formatdate(usegmt=True)}\n"
+        f"Architectures: {' '.join(packages)}\nComponents: main\nSHA256:\n" + "\n".join(sums) + "\n"
     )
-    return f"file:{tmp_path / 'mirror'}"
 
 
 def test_resolve_is_minbase_plus_the_asked_packages_and_their_depends(mirror, tmp_path):
@@ -168,12 +173,14 @@ def test_a_mirror_that_is_not_there_fails_in_one_line(tmp_path):
     with pytest.raises(ToolError) as caught:
         debian.resolve(SUITE, "amd64", missing, ["hello"])
     message = str(caught.value)
-    assert message.startswith(f"apt-get update: no {SUITE} main index for amd64 from {missing}: ")
+    assert message.startswith(f"apt-get update: no index for amd64 of {SUITE} from {missing}: ")
     assert "File not found" in message and "\n" not in message
 
 
 def test_a_suite_the_mirror_lacks_fails_in_one_line(mirror):
-    with pytest.raises(ToolError, match=r"^apt-get update: no trixie main index .*dists/trixie/") as caught:
+    with pytest.raises(
+        ToolError, match=r"^apt-get update: no index for amd64 of trixie from .*dists/trixie/"
+    ) as caught:
         debian.resolve("trixie", "amd64", mirror, [])
     assert "\n" not in str(caught.value)
 
@@ -242,3 +249,40 @@ def test_resolve_bookworm_from_the_host_mirror(tmp_path):
     assert all(re.fullmatch("[0-9a-f]{64}", p.sha256) for p in found)
     assert debian.parse_lines(debian.format(found), "lock") == found
     assert list(Path(tmp_path).iterdir()) == []
+
+
+def test_the_pockets_bring_their_versions_but_no_required_package_of_their_own(mirror, tmp_path):
+    # updates: a newer hello; security, from a mirror of its own: a newer dash, and a
+    # required package debootstrap never sees (it reads the suite's own index)
+    write_suite(
+        tmp_path / "mirror",
+        f"{SUITE}-updates",
+        {
+            "amd64": "Package: hello\nVersion: 2.10-3+u1\n"
+            "Architecture: amd64\nPriority: optional\nDepends: hello-data (= 2.10-3)"
+        },
+    )
+    security = tmp_path / "security"
+    write_suite(
+        security,
+        f"{SUITE}-security",
+        {
+            "amd64": "Package: dash\nVersion: 1:0.5.12-2+s1\n"
+            "Architecture: amd64\nPriority: required\n\nPackage: newreq\nVersion: 1\n"
+            "Architecture: amd64\nPriority: required"
+        },
+    )
+    found = debian.resolve(
+        SUITE, "amd64", mirror, ["hello"], pockets=("updates", "security"), security_mirror=f"file:{security}"
+    )
+    versions = {p.name: p.version for p in found}
+    assert versions["hello"] == "2.10-3+u1" and versions["dash"] == "1:0.5.12-2+s1"
+    assert "newreq" not in versions
+    assert found[[p.name for p in found].index("dash")].sha256 == deb_sha256("dash", "amd64")
+
+
+def test_a_pocket_the_mirror_lacks_fails_in_one_line(mirror, tmp_path):
+    with pytest.raises(ToolError) as caught:
+        debian.resolve(SUITE, "amd64", mirror, [], pockets=("security",), security_mirror=f"file:{tmp_path}/none")
+    message = str(caught.value)
+    assert f"{SUITE}-security from file:{tmp_path}/none" in message and "\n" not in message

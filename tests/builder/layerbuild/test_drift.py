@@ -85,7 +85,7 @@ def cpu_tree(tmp_path):
 def test_a_mirror_that_serves_what_the_lock_says_passes(cpu_tree, monkeypatch):
     asked = []
 
-    def served(tree, target, stage, mirror):
+    def served(tree, target, stage, mirror, security_mirror):
         asked.append(stage)
         return next(deb for deb in target.debian_locks if deb.stage == stage)
 
@@ -95,7 +95,7 @@ def test_a_mirror_that_serves_what_the_lock_says_passes(cpu_tree, monkeypatch):
 
 
 def test_a_point_release_on_the_mirror_stops_the_build_naming_what_moved(cpu_tree, monkeypatch):
-    def served(tree, target, stage, mirror):
+    def served(tree, target, stage, mirror, security_mirror):
         lock = next(deb for deb in target.debian_locks if deb.stage == stage)
         bash = next(p for p in lock.packages if p.name == "bash")
         moved = [dataclasses.replace(p, version=p.version + ".1") if p is bash else p for p in lock.packages]
@@ -108,12 +108,12 @@ def test_a_point_release_on_the_mirror_stops_the_build_naming_what_moved(cpu_tre
     assert message.startswith("the Debian mirror no longer serves what ")
     assert "debian-build.txt locks (1 packages: bash 5.2.15-2+b13 locked, 5.2.15-2+b13.1 served)" in message
     assert "nothing was built. Lock again with: hpcml lock --update cpu" in message
-    assert "HPCML_MIRROR=SNAPSHOT-URL)" in message and "\n" not in message
+    assert "HPCML_MIRROR=SNAPSHOT-URL, and HPCML_SECURITY_MIRROR" in message and "\n" not in message
     assert message.endswith("made while they were served: hpcml build cpu --bundle DIR")
 
 
 def test_the_same_version_served_as_another_deb_stops_the_build_naming_both_hashes(cpu_tree, monkeypatch):
-    def served(tree, target, stage, mirror):
+    def served(tree, target, stage, mirror, security_mirror):
         lock = next(deb for deb in target.debian_locks if deb.stage == stage)
         rebuilt = [dataclasses.replace(p, sha256="cd34" * 16) if p.name == "bash" else p for p in lock.packages]
         return dataclasses.replace(lock, packages=tuple(rebuilt))

@@ -20,6 +20,8 @@ from builder.recipes.tree import RecipeTree
 from builder.sbom import lock_check
 
 MIRROR = "http://mirror.invalid/debian"
+SECURITY = "http://mirror.invalid/debian-security"
+MIRRORS = {"MIRROR": MIRROR, "SECURITY_MIRROR": SECURITY}
 TREE = recipe_tree()
 CPU_WHEEL = f"torch-{TREE.target('cpu').torch.version}+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
 ROCM_TORCH = f"torch-{TREE.target('lumi-rocm').torch.version}+rocm7.0"
@@ -31,6 +33,7 @@ def fake(monkeypatch, tmp_path):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.setattr(layers, "find_apptainer", lambda site, progress, images: ("apptainer", "apptainer (fake)"))
     monkeypatch.setattr(hostinfo, "debian_mirror", lambda: MIRROR)
+    monkeypatch.setattr(hostinfo, "security_mirror", lambda: SECURITY)
     monkeypatch.setattr(hostinfo, "needs_fakeroot", lambda: False)
     monkeypatch.setattr(debootstrap_kit, "host_debootstrap", lambda env_path=None: "/usr/sbin/debootstrap")
     monkeypatch.setattr(build_route, "check", lambda site=None: None)  # test_build_route.py tests it
@@ -63,8 +66,8 @@ def test_a_first_build_makes_the_three_layers_in_order_each_from_the_one_before(
     assert [b.layer for b in fake.builds] == ["devel", "base", "image"]
     devel, base, top = fake.builds
     # parents by file name (the build runs in the images folder); the mirror only where used
-    assert devel.build_args == {"MIRROR": MIRROR}
-    assert base.build_args == {"DEVEL": "cpu.devel.sif", "MIRROR": MIRROR}  # its final stage: debootstrap
+    assert devel.build_args == MIRRORS  # debootstrap's mirror, and the security pocket's
+    assert base.build_args == {"DEVEL": "cpu.devel.sif", **MIRRORS}  # its final stage: debootstrap
     assert set(top.build_args) == {"DEVEL", "BASE", "RUNTIME_WHEEL"}
     assert (top.build_args["DEVEL"], top.build_args["BASE"]) == ("cpu.devel.sif", "cpu.base.sif")
     # the layers only the next one reads are written uncompressed; the image is packed
@@ -378,10 +381,12 @@ def test_on_an_aarch64_host_gh200_builds_natively_without_qemu_or_the_x86_64_com
 
 def test_a_build_from_a_bundle_asks_no_source_and_takes_every_file_from_it(fake, tmp_path, monkeypatch):
     bundle = tmp_path / "bundle"
-    for folder in ("debian", "python"):
+    for folder in ("debian", "debian-security", "python"):
         (bundle / folder).mkdir(parents=True)
     (bundle / "debian" / "InRelease").write_text("signed\n")
-    monkeypatch.setattr(from_bundle.make, "checked", lambda tree, name, folder: {"debian/InRelease": "0" * 64})
+    (bundle / "debian-security" / "InRelease").write_text("signed too\n")
+    served = {"debian/InRelease": "0" * 64, "debian-security/InRelease": "1" * 64}
+    monkeypatch.setattr(from_bundle.make, "checked", lambda tree, name, folder: served)
     for module, name in ((drift, "check"), (drift, "check_debian"), (indexes, "why_down")):
         monkeypatch.setattr(module, name, lambda *a, **k: pytest.fail("asked a source"))
     seen = []  # (settings file, what the mirror answers) while each layer builds
@@ -402,9 +407,11 @@ def test_a_build_from_a_bundle_asks_no_source_and_takes_every_file_from_it(fake,
         RecipeTree(RECIPES), "cpu", images=tmp_path / "a", progress=Progress(), space_check=False, bundle=bundle
     )
     devel, base, top = fake.builds
-    assert re.fullmatch(r"http://127\.0\.0\.1:\d+", devel.build_args["MIRROR"])
+    assert re.fullmatch(r"http://127\.0\.0\.1:\d+/debian", devel.build_args["MIRROR"])
+    assert devel.build_args["SECURITY_MIRROR"] == devel.build_args["MIRROR"] + "-security"
     assert base.build_args["MIRROR"] == devel.build_args["MIRROR"] and "MIRROR" not in top.build_args
-    assert [answers for _, answers in seen] == [[b"signed\n"], [b"signed\n"], []]
+    both = [b"signed\n", b"signed too\n"]
+    assert [sorted(answers) for _, answers in seen] == [both, both, []]
     for settings, _ in seen:
         assert "export PIP_NO_INDEX=1\n" in settings and f"PIP_FIND_LINKS={from_bundle.PYTHON_MOUNT}\n" in settings
     assert f"{bundle.resolve() / 'python'}:{from_bundle.PYTHON_MOUNT}:ro" in devel.argv

@@ -35,7 +35,7 @@ def test_the_plan_names_what_the_text_uses(name):
 def test_the_layers_start_from_each_other_in_key_order():
     plans = plan_layers(TREE, "cpu")
     assert [plans[layer].parents for layer in ("devel", "base", "image")] == [(), ("devel",), ("devel", "base")]
-    assert plans["devel"].build_args == ("MIRROR",)  # cpu bootstraps from Debian
+    assert plans["devel"].build_args == ("MIRROR", "SECURITY_MIRROR")  # cpu bootstraps from Debian, its pockets too
     assert "RUNTIME_WHEEL" in plans["image"].build_args
     assert [k.rsplit("-", 1)[0] for k in plans["image"].kept] == ["deepspeed-wheel"]
 
