@@ -193,8 +193,8 @@ class Lock(Command):
 
     def run(self, args):
         from ..layerbuild import debian_stages
-        from ..lockfile import PythonLock
-        from ..locking import python
+        from ..lockfile import PythonLock, load_debian
+        from ..locking import changes, python
         from ..render.layer_sharing import layer_owner_unlocked
 
         tree = load_tree(args.recipes)
@@ -216,13 +216,19 @@ class Lock(Command):
                 print(f"{name}: not locked here: {getattr(error, 'message', error)}")
                 continue
             made[name] = lock
+            before = tree.target(name).python_lock
             wrote = write_atomic(Path(lock.path), lock.text(f"{program()} lock {name}"))
             count = sum(len(step.pins) for step in lock.steps)
             print(f"{'wrote' if wrote else 'unchanged'} {lock.path} ({count} distributions)")
+            for line in changes.report(lock.path, before, lock) if wrote else ():
+                print(line)
             # a new Python lock is read again: the stages are planned from definitions that install it
             for deb in debian_stages.lock_stages(RecipeTree(tree.root) if wrote else tree, name, update=args.update):
+                before = load_debian(tree.root, name, deb.stage)
                 wrote_deb = write_atomic(Path(deb.path), deb.text(name, f"{program()} lock {name}"))
                 print(f"{'wrote' if wrote_deb else 'unchanged'} {deb.path} ({len(deb.packages)} Debian packages)")
+                for line in changes.report(deb.path, before, deb) if wrote_deb else ():
+                    print(line)
         if made:
             print(f"next: {program()} render {' '.join(sorted(made)) if not args.all else '--all'}")
         return 0
