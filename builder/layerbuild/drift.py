@@ -98,7 +98,8 @@ def check_debian(tree, plans, planned, progress=None) -> None:
         moved = _deb_moves(lock.packages, served)
         if moved:
             raise ToolError(
-                f"the Debian mirror no longer serves what {lock.path} locks ({len(moved)} packages: "
+                f"the Debian mirror no longer serves what {lock.path} locks ({len(moved)} "
+                f"{'package' if len(moved) == 1 else 'packages'}: "
                 f"{'; '.join(moved[:5])}{'; ...' if len(moved) > 5 else ''}); nothing was built. Lock again with: "
                 f"hpcml lock --update {owner.name} (then render and commit), or build from a snapshot of the "
                 f"mirrors that has them ({contract.MIRROR}=SNAPSHOT-URL, and {contract.SECURITY_MIRROR} "

@@ -1,9 +1,13 @@
 """The CPU image rebuilt from its source bundle with the network cut holds the same files as
 the online build: in a network namespace with only loopback, under another hostname, time
 zone, locale, umask, checkout path and CPU count, with an empty cache of its own (the toolbox
-shared: it is no part of the image). Marker full: two cold builds, about 2 x 15 minutes on
-2 cores (`make test-bundle`). Figures: docs/performance.md#a-rebuild-from-the-bundle."""
+shared: it is no part of the image). Before that, an online build from a local mirror on
+which a point release replaced a locked version stops, naming the bundle as the way out.
+Marker full: two cold builds, about 2 x 15 minutes on 2 cores (`make test-bundle`).
+Figures: docs/performance.md#a-rebuild-from-the-bundle."""
 
+import hashlib
+import lzma
 import os
 import shlex
 import shutil
@@ -83,6 +87,34 @@ def _offline_build(checkout, bundle, images, home):
     )
 
 
+def _mirror_moved_on(bundle, dest, name):
+    """A local, unsigned mirror of the bundle's indexes (debian/ and debian-security/) on
+    which package ``name`` has a newer version than the locked one, as after a point release."""
+    for release in bundle.glob("*/dists/*/Release"):
+        suite = release.parent
+        out = dest / suite.relative_to(bundle)
+        sums = []
+        for packed in sorted(suite.glob("*/binary-*/Packages.xz")):
+            text = lzma.decompress(packed.read_bytes()).decode()
+            moved = f"Package: {name}\n"  # a newer epoch: the locked version is gone
+            stanzas = text.split("\n\n")
+            stanzas = [s.replace("\nVersion: ", "\nVersion: 99:", 1) if s.startswith(moved) else s for s in stanzas]
+            data = "\n\n".join(stanzas).encode()
+            path = packed.relative_to(suite).with_suffix("")
+            (out / path).parent.mkdir(parents=True, exist_ok=True)
+            (out / path).write_bytes(data)
+            sums.append(f" {hashlib.sha256(data).hexdigest()} {len(data)} {path.as_posix()}")
+        head = [line for line in release.read_text().splitlines() if line.split(":")[0] in ("Suite", "Codename")]
+        (out / "Release").write_text("\n".join([*head, "Components: main", "SHA256:", *sums]) + "\n")
+    return dest
+
+
+def _drifted_build(bundle, mirror, images):
+    """An online build of cpu from ``mirror`` (made by _mirror_moved_on)."""
+    env = {"HPCML_MIRROR": f"file:{mirror}/debian", "HPCML_SECURITY_MIRROR": f"file:{mirror}/debian-security"}
+    return run_builder("build", "cpu", "--images", images, env=env, timeout=600)
+
+
 def _listing(apptainer, image, work):
     root = rootfs.unpack(apptainer, image, work)
     hostname = (root / "etc/hostname").read_text()
@@ -104,6 +136,15 @@ def test_a_bundle_rebuilds_the_online_image_with_no_network(apptainer, tmp_path)
     files = manifest.read(tmp_path / "bundle")
     print(f"bundle: {len(files)} files, {manifest.size(tmp_path / 'bundle', files) / 1e6:.0f} MB", file=sys.stderr)
 
+    # a point release replaced a locked version: the online build stops before building
+    mirror = _mirror_moved_on(tmp_path / "bundle", tmp_path / "moved-on mirror", "hostname")
+    drifted = _drifted_build(tmp_path / "bundle", mirror, tmp_path / "drifted")
+    assert drifted.returncode == 1, drifted.stderr[-3000:]
+    line = drifted.stderr.strip().splitlines()[-1]
+    assert "hostname 3.23+nmu1 locked, 99:3.23+nmu1 served" in line, line
+    assert "hpcml build cpu --bundle DIR" in line, line
+    assert not list((tmp_path / "drifted").glob("*.sif")), "built from a mirror that moved on"
+
     home = tmp_path / "empty cache"
     (home / "hpc-ml-containers").mkdir(parents=True)
     (home / "hpc-ml-containers" / "toolbox").symlink_to(cache.cache_dir() / "toolbox")
@@ -120,4 +161,8 @@ def test_a_bundle_rebuilds_the_online_image_with_no_network(apptainer, tmp_path)
     assert differ == [], differ[:20]
     assert rootfs.digest(first) == rootfs.digest(second)
     assert hostname == f"{reproducible.NEUTRAL_HOSTNAME}\n"
-    assert sources == f"# deb {reproducible.MIRROR_PLACEHOLDER} bookworm main\n"
+    assert sources == (
+        f"# deb {reproducible.MIRROR_PLACEHOLDER} bookworm main\n"
+        f"# deb {reproducible.MIRROR_PLACEHOLDER} bookworm-updates main\n"
+        f"# deb {reproducible.SECURITY_PLACEHOLDER} bookworm-security main\n"
+    )

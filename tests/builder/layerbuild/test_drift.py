@@ -106,7 +106,7 @@ def test_a_point_release_on_the_mirror_stops_the_build_naming_what_moved(cpu_tre
         drift.check_debian(cpu_tree, plan_layers(cpu_tree, "cpu"), ["devel"])
     message = str(caught.value)
     assert message.startswith("the Debian mirror no longer serves what ")
-    assert "debian-build.txt locks (1 packages: bash 5.2.15-2+b13 locked, 5.2.15-2+b13.1 served)" in message
+    assert "debian-build.txt locks (1 package: bash 5.2.15-2+b13 locked, 5.2.15-2+b13.1 served)" in message
     assert "nothing was built. Lock again with: hpcml lock --update cpu" in message
     assert "HPCML_MIRROR=SNAPSHOT-URL, and HPCML_SECURITY_MIRROR" in message and "\n" not in message
     assert message.endswith("made while they were served: hpcml build cpu --bundle DIR")
@@ -124,7 +124,7 @@ def test_the_same_version_served_as_another_deb_stops_the_build_naming_both_hash
         drift.check_debian(cpu_tree, plan_layers(cpu_tree, "cpu"), ["devel"])
     message = str(caught.value)
     assert (
-        f"(1 packages: bash 5.2.15-2+b13 locked as sha256:{locked.sha256[:12]}..., served as sha256:cd34cd34cd34...)"
+        f"(1 package: bash 5.2.15-2+b13 locked as sha256:{locked.sha256[:12]}..., served as sha256:cd34cd34cd34...)"
         in message
     )
     assert "\n" not in message
