@@ -6,19 +6,29 @@ Provisioned once, reused, rebuilt when broken, removed with `python -m builder t
 
 import json
 import os
+import platform
 import re
 import shutil
 from importlib import resources
 from pathlib import Path
 
-from .. import runner
+from .. import contract, runner
 from ..errors import ToolError
-from ..fileio import write_atomic
+from ..fileio import sha256_file, write_atomic
 from . import debootstrap_kit, hostinfo
 from .cache import cache_dir
 
 SUITE = "trixie"  # Apptainer needs glibc >= 2.38; bookworm has 2.36
 APPTAINER_SUITE = "sid"  # the only suite with an apptainer package
+# The toolbox's Apptainer, pinned by version and by the sha256 of its .deb for each host
+# architecture (checked 2026-12-02 against the mirror's dists/sid/main/binary-*/Packages):
+# it is no part of an image, but it is what writes the image's files, so a new Apptainer in
+# sid must not change a rebuild unseen. Raise the pin on purpose, with both hashes.
+APPTAINER_VERSION = "1.4.5-2"
+APPTAINER_SHA256 = {
+    "x86_64": "26cf96e08fccb0e50ea0f285a5a19f940ee873d167a0680584fe6eba7d197d65",
+    "aarch64": "77c6645e6a51630fd9ce61faab09e415b02d0073bd62e1e029ca21e2a422aff6",
+}
 STAMP = "READY"
 
 
@@ -154,11 +164,18 @@ def _provision_into(staging, progress, log_dir):
     runner.run_logged(
         [enter, "/usr/bin/apt-get", "-o", "Acquire::Check-Valid-Until=false", "update"], log, what="apt-get update"
     )
-    runner.run_logged(
-        [enter, "/bin/sh", "-c", "cd /var/cache/apt/archives && apt-get download apptainer"],
-        log,
-        what="apt-get download apptainer",
-    )
+    try:
+        runner.run_logged(
+            [enter, "/bin/sh", "-c", f"cd /var/cache/apt/archives && apt-get download apptainer={APPTAINER_VERSION}"],
+            log,
+            what=f"apt-get download apptainer={APPTAINER_VERSION}",
+        )
+    except ToolError as error:
+        raise ToolError(
+            f"{error}; the toolbox's Apptainer is pinned to {APPTAINER_VERSION} (builder/host/toolbox.py): "
+            f"if {mirror} no longer has it in {APPTAINER_SUITE}, set {contract.MIRROR} to a snapshot archive that does"
+        ) from None
+    check_apptainer_deb(root / "var" / "cache" / "apt" / "archives", platform.machine())
     sid_list.unlink()
     progress.step("toolbox: installing apptainer")
     runner.run_logged([enter, "/usr/bin/apt-get", "update"], log, what="apt-get update")
@@ -179,6 +196,23 @@ def _provision_into(staging, progress, log_dir):
     for name in ("subuid", "subgid"):
         (root / "etc" / name).write_text("root:100000:65536\n")
     (staging / STAMP).write_text(f"suite {SUITE}\n")
+
+
+def check_apptainer_deb(archives: Path, arch: str) -> None:
+    """The one apptainer .deb in ``archives`` is the pinned version with the pinned sha256
+    for host architecture ``arch`` (uname -m); else a one-line ToolError naming the file."""
+    found = sorted(archives.glob("apptainer_*.deb"))
+    if len(found) != 1:
+        raise ToolError(f"{archives}: expected one apptainer .deb, found {len(found)}")
+    wanted = APPTAINER_SHA256.get(arch)
+    if wanted is None:
+        raise ToolError(f"the toolbox's Apptainer has no pinned sha256 for {arch} (builder/host/toolbox.py)")
+    got = sha256_file(found[0])
+    if got != wanted:
+        raise ToolError(
+            f"{found[0]}: sha256 {got}, not the pinned {wanted} of apptainer {APPTAINER_VERSION} for {arch}; "
+            "the mirror served other bytes: try again, or another mirror"
+        )
 
 
 def _install_scripts(staging):

@@ -61,3 +61,21 @@ def test_the_shim_runs_in_the_callers_directory_with_its_files(tmp_path):
     enter = command.parent / "enter"
     seen = runner.run([str(enter), "/bin/sh", "-c", "pwd; cat marker.txt; test -x /usr/bin/apptainer"], cwd=tmp_path)
     assert seen.stdout.split() == [str(tmp_path), "seen"]
+
+
+def test_the_downloaded_apptainer_must_be_the_pinned_one(tmp_path):
+    deb = tmp_path / f"apptainer_{toolbox.APPTAINER_VERSION}_amd64.deb"
+    deb.write_bytes(b"not the pinned .deb")
+    with pytest.raises(ToolError) as caught:
+        toolbox.check_apptainer_deb(tmp_path, "x86_64")
+    message = str(caught.value)
+    assert message.startswith(f"{deb}: sha256 ") and toolbox.APPTAINER_SHA256["x86_64"] in message
+    assert "\n" not in message
+    deb.unlink()
+    with pytest.raises(ToolError, match="expected one apptainer .deb, found 0"):
+        toolbox.check_apptainer_deb(tmp_path, "x86_64")
+
+
+def test_each_host_architecture_has_a_pinned_sha256():
+    assert set(toolbox.APPTAINER_SHA256) == {"x86_64", "aarch64"}
+    assert all(len(sha) == 64 and int(sha, 16) >= 0 for sha in toolbox.APPTAINER_SHA256.values())
