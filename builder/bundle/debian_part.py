@@ -25,6 +25,7 @@ from pathlib import Path
 from ..errors import ToolError
 from ..fileio import write_bytes_atomic
 from ..host import debian_index
+from ..lockfile import DebPackage
 from . import fetched, manifest, release
 from .release import RELEASE_FILES
 
@@ -171,30 +172,43 @@ def _wanted(locks) -> dict:
 
 def _located(locks, bundle: Path) -> list:
     """(package, lock, path in the bundle, Filename, sha256) of each package of ``locks``, as
-    the bundle's indexes give them; a ToolError for one they lack or give another sha256."""
+    the bundle's indexes give them; a ToolError for one they lack or give another sha256.
+    Where a pocket holds the locked version, the suite's own version comes too (the index's
+    sha256 its proof): debootstrap takes its packages from the suite alone, and the stage's
+    dist-upgrade then brings them up to the lock."""
     located = []
     for (suites, arch, components), packages in _wanted(locks).items():
         keys = {(p.name, p.version, p.arch) for p, _ in packages}
-        given = {}
+        names = {name for name, _, _ in keys}
+        given, own = {}, {}
         # the suite first, then its pockets: a version in two of them is the suite's file
         for top, suite in suites:
             for component in components:
                 index = bundle / top / "dists" / suite / component / f"binary-{arch}" / "Packages.xz"
-                for key, stanza in _stanzas(index, {name for name, _, _ in keys}):
+                for key, stanza in _stanzas(index, names):
                     if key in keys:
                         given.setdefault(key, (top, index, stanza))
+                    if (top, suite) == suites[0]:
+                        own.setdefault(key[0], (key, (top, index, stanza)))
         for package, lock in packages:
-            top, index, stanza = _given(given, package, lock, " and ".join(s for _, s in suites), arch)
-            filename, sha256 = stanza.get("Filename", ""), stanza.get("SHA256", "")
-            if not FILENAME.fullmatch(filename) or ".." in filename.split("/"):
-                raise ToolError(f"{index}: {package.name}={package.version} has no usable Filename ({filename!r})")
-            if package.sha256 and sha256 != package.sha256:
-                raise ToolError(
-                    f"{lock.path}: {package.name}={package.version} {package.arch} has sha256 {sha256 or 'none'} in "
-                    f"{index}, the lock names {package.sha256}: the mirror no longer serves what the lock names"
-                )
-            located.append((package, lock, f"{top}/{filename}", filename, sha256))
+            where = _given(given, package, lock, " and ".join(s for _, s in suites), arch)
+            located.append(_entry(package, lock, *where))
+            key, found = own.get(package.name, (None, None))
+            if key and key != (package.name, package.version, package.arch) and key[2] == package.arch:
+                located.append(_entry(DebPackage(*key), lock, *found))
     return located
+
+
+def _entry(package, lock, top, index, stanza) -> tuple:
+    filename, sha256 = stanza.get("Filename", ""), stanza.get("SHA256", "")
+    if not FILENAME.fullmatch(filename) or ".." in filename.split("/"):
+        raise ToolError(f"{index}: {package.name}={package.version} has no usable Filename ({filename!r})")
+    if package.sha256 and sha256 != package.sha256:
+        raise ToolError(
+            f"{lock.path}: {package.name}={package.version} {package.arch} has sha256 {sha256 or 'none'} in "
+            f"{index}, the lock names {package.sha256}: the mirror no longer serves what the lock names"
+        )
+    return package, lock, f"{top}/{filename}", filename, sha256
 
 
 def _given(given: dict, package, lock, suite, arch):

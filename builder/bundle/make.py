@@ -41,7 +41,7 @@ def make(tree, name, out: Path, progress, down=()) -> dict:
         files.update(debian_part.fetch_indexes(debian, mirrors, out))
         debs = debian_part.fetch_debs(debian, mirrors, out)
         files.update(debs)
-        progress.step(f"Debian: {len(debs)} .deb files, each with the lock's sha256")
+        progress.step(f"Debian: {len(debs)} .deb files, each with its index's sha256, the lock's where it locks it")
     for lock in python:
         wanted = python_part.files(lock, down)
         progress.step(f"Python: {len(wanted)} files of {lock.path}")

@@ -137,7 +137,7 @@ def test_a_bundle_rebuilds_the_online_image_with_no_network(apptainer, tmp_path)
     print(f"bundle: {len(files)} files, {manifest.size(tmp_path / 'bundle', files) / 1e6:.0f} MB", file=sys.stderr)
 
     # a point release replaced a locked version: the online build stops before building
-    mirror = _mirror_moved_on(tmp_path / "bundle", tmp_path / "moved-on mirror", "hostname")
+    mirror = _mirror_moved_on(tmp_path / "bundle", tmp_path / "moved-on-mirror", "hostname")
     drifted = _drifted_build(tmp_path / "bundle", mirror, tmp_path / "drifted")
     assert drifted.returncode == 1, drifted.stderr[-3000:]
     line = drifted.stderr.strip().splitlines()[-1]

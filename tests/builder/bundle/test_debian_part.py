@@ -41,9 +41,13 @@ def filename(name, version, arch) -> str:
 def write_mirror(tmp_path, unlisted=()) -> Path:
     """A mirror of SUITE, main, amd64: Packages.xz, Translation-en.xz, an unsigned Release
     and the .debs; the stanzas of ``unlisted`` (names) are left out of the index."""
-    top = tmp_path / "mirror"
+    return write_suite(tmp_path / "mirror", SUITE, DEBS, unlisted)
+
+
+def write_suite(top, suite, debs, unlisted=()) -> Path:
+    """Suite ``suite`` of the mirror at ``top``, as write_mirror makes it, of ``debs``."""
     stanzas = []
-    for name, version, arch in DEBS:
+    for name, version, arch in debs:
         data = deb_bytes(name, version, arch)
         (top / filename(name, version, arch)).parent.mkdir(parents=True, exist_ok=True)
         (top / filename(name, version, arch)).write_bytes(data)
@@ -52,7 +56,7 @@ def write_mirror(tmp_path, unlisted=()) -> Path:
                 f"Package: {name}\nVersion: {version}\nArchitecture: {arch}\nDescription: a {name}\n more text\n"
                 f"Filename: {filename(name, version, arch)}\nSize: {len(data)}\nSHA256: {sha(data)}\n"
             )
-    dists = top / "dists" / SUITE
+    dists = top / "dists" / suite
     indexes = {
         "main/binary-amd64/Packages.xz": lzma.compress("\n".join(stanzas).encode()),
         "main/i18n/Translation-en.xz": lzma.compress(b"Package: hello\nDescription-en: hello\n"),
@@ -62,7 +66,7 @@ def write_mirror(tmp_path, unlisted=()) -> Path:
         (dists / path).write_bytes(data)
     sums = "".join(f" {sha(data)} {len(data):8} {path}\n" for path, data in sorted(indexes.items()))
     (dists / "Release").write_text(
-        f"Suite: {SUITE}\nCodename: {SUITE}\nDate: {email.utils.formatdate(usegmt=True)}\nAcquire-By-Hash: yes\n"
+        f"Suite: {suite}\nCodename: {suite}\nDate: {email.utils.formatdate(usegmt=True)}\nAcquire-By-Hash: yes\n"
         f"Architectures: amd64\nComponents: main\nMD5Sum:\n 00 1 main/binary-amd64/Packages.xz\nSHA256:\n{sums}"
     )
     return top
@@ -338,3 +342,23 @@ def test_apt_updates_and_downloads_from_a_bundle_of_the_host_mirror(tmp_path):
     (bundle / "debian/dists/bookworm/InRelease").write_text("changed\n")
     with serve.serving(bundle / "debian", files, root=bundle) as url, pytest.raises(ToolError, match="InRelease"):
         debian_part.fetch_indexes([few], url, tmp_path / "again")
+
+
+def test_a_pockets_fix_comes_with_the_suites_own_version_that_debootstrap_takes(mirror, tmp_path):
+    fixed = ("hello", "2.10-3+s1", "amd64")
+    security = write_suite(tmp_path / "security", f"{SUITE}-security", [fixed])
+    packages = [DebPackage(*fixed, sha(deb_bytes(*fixed))), *(p for p in lock_of().packages if p.name != "hello")]
+    lock = lock_of(packages=tuple(sorted(packages)), pockets=("security",))
+    mirrors = {"debian": f"file:{mirror}", "debian-security": f"file:{security}"}
+    files = debian_part.fetch_indexes([lock], mirrors, tmp_path / "bundle")
+    files |= debian_part.fetch_debs([lock], mirrors, tmp_path / "bundle")
+    assert files[f"debian-security/{filename(*fixed)}"] == sha(deb_bytes(*fixed))  # the locked fix
+    own = f"debian/{filename('hello', '2.10-3', 'amd64')}"  # what debootstrap takes from the suite
+    assert files[own] == sha(deb_bytes("hello", "2.10-3", "amd64"))
+    assert f"debian-security/dists/{SUITE}-security/InRelease" not in files  # a test's: unsigned
+    manifest.write(tmp_path / "bundle", files)
+    debian_part.check_against_locks([lock], tmp_path / "bundle", manifest.check(tmp_path / "bundle"))
+    (tmp_path / "bundle" / own).unlink()
+    del files[own]
+    with pytest.raises(ToolError, match=f"{own}: hello=2.10-3 of {LOCK_PATH} is not in the bundle"):
+        debian_part.check_against_locks([lock], tmp_path / "bundle", files)
