@@ -1,7 +1,9 @@
 """Which way this host lets `build` run Apptainer, told before a build writes anything
-(issue 51). Sites differ: root on a workstation or CI runner; `--fakeroot` on a login node
-that allows user namespaces (Roihu, Jean Zay's prepost nodes); neither on LUMI, where
-SingularityCE's proot route or cotainr is what is left.
+(issue 51). Sites differ: root on a workstation or CI runner; `--fakeroot` on a login node,
+with user namespaces (Jean Zay's prepost nodes) or without them, where Apptainer's fakeroot
+runs alone and package scripts that call useradd fail (Roihu: CSC's containers overview, as
+recipes/sites/roihu.yaml cites it); neither on LUMI, where SingularityCE's proot route or
+cotainr is what is left.
 
 `facts()` reads the host; `decide(facts)` is pure, so each case is tested without the host.
 
