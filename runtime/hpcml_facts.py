@@ -47,6 +47,10 @@ class GpuPromise:
     archs: tuple  # sm_90, gfx90a, ...: torch and the ops carry code for each
     min_driver: dict = field(default_factory=dict)  # CUDA major -> oldest driver it runs on
     wavefront_size: int | None = None  # ROCm
+    # ROCm: AMD's matrix, amdgpu release -> the ROCm releases it runs ({"6.3": ["6.1", ..., "7.0"]}),
+    # and the amdgpu module's own version -> its release ({"6.10.5": "6.3"})
+    amdgpu_runs: dict = field(default_factory=dict)
+    amdgpu_modules: dict = field(default_factory=dict)
 
     def to_json(self) -> dict:
         data = {"archs": list(self.archs)}
@@ -54,14 +58,22 @@ class GpuPromise:
             data["min_driver"] = dict(self.min_driver)
         if self.wavefront_size:
             data["wavefront_size"] = self.wavefront_size
+        if self.amdgpu_runs:
+            data["amdgpu_runs"] = {release: list(rocm) for release, rocm in self.amdgpu_runs.items()}
+            data["amdgpu_modules"] = dict(self.amdgpu_modules)
         return data
 
     @classmethod
     def from_json(cls, data, where):
+        runs = _take(data, "amdgpu_runs", (dict,), where, default={})
+        for release in runs:
+            _strings(runs, release, f"{where}: amdgpu_runs")
         return cls(
             _strings(data, "archs", where),
             dict(_take(data, "min_driver", (dict,), where, default={})),
             _take(data, "wavefront_size", (int,), where),
+            {release: tuple(rocm) for release, rocm in runs.items()},
+            dict(_take(data, "amdgpu_modules", (dict,), where, default={})),
         )
 
 

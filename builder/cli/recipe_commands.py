@@ -9,6 +9,7 @@ from ..errors import CheckFailed, RecipeError, ToolError
 from ..fileio import write_atomic
 from ..host.images import image_facts
 from ..invocation import program
+from ..recipes import driver_fit
 from ..recipes.tree import RecipeTree
 from ..render import runtime_wheel
 from ..render.sitefile import render_site
@@ -170,6 +171,10 @@ class Check(Command):
                 problems.append(f"{path} is {'stale' if path.is_file() else 'missing'}")
         problems += _stale_debian_locks(tree)
         print(f"recipes: {len(tree.targets)} targets and {len(tree.sites)} sites are valid")
+        for target in (tree.targets[name] for name in sorted(tree.targets)):
+            for site in target.sites:  # a named choice outside a site's driver: said, not refused
+                if driver_fit.misfit(target, site):
+                    print(f"warning: {driver_fit.refusal(tree, target, site)}", file=sys.stderr)
         if problems:
             for problem in problems:
                 print(f"stale: {problem}", file=sys.stderr)

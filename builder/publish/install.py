@@ -31,6 +31,7 @@ from ..host import sidecar
 from ..host.images import IMAGE_SUM, built_image, checked_labels, image_lock, ready_apptainer
 from ..invocation import hint
 from ..published import IMAGE, MANIFEST
+from ..recipes import driver_fit
 from ..render.sitefile import render_site
 from ..safe_text import single_line
 from . import kept_bundle, release_notes, signing
@@ -69,8 +70,8 @@ def publish(tree, request: PublishRequest):
     signer = signing.fingerprint(key) if key else ""
     built = built_image(tree, request.target, request.images, request.site or None)
     target, site, image = built.target, built.site, built.path
-    name, target_name = request.name, request.target
-    apptainer = ready_apptainer(site)
+    driver_fit.require(tree, target, site)  # a module its users' nodes could not run: refused
+    name, target_name, apptainer = request.name, request.target, ready_apptainer(site)
     labels = checked_labels(apptainer, built)  # an image of another target: refused before anything is made
     kept = kept_bundle.checked(tree, target.name, request.bundle, request.with_bundle)  # another's: refused too
     # shared with smoke runs and other publishes: no build replaces the image meanwhile

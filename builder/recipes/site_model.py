@@ -36,16 +36,28 @@ class SitePart:
 
 
 @dataclass(frozen=True)
+class Driver(SitePart):
+    """The GPU kernel driver the site's nodes run, as its own page says: gpu.driver, such as
+    `{version: 6.3.60300, rocm: [6.1, 7.0], source: LUMI user update 2026-01, read: 2026-12-02}`."""
+
+    version: str  # NVIDIA's driver version, or amdgpu's
+    source: str  # the page that says so
+    read: str  # the date it was read
+    rocm: tuple = ()  # amdgpu: (oldest, newest) ROCm user space the site says it runs; () otherwise
+
+
+@dataclass(frozen=True)
 class Gpu(SitePart):
     vendor: str  # nvidia | amd | none
     per_node: int
     model: str = ""
     arch: tuple = ()  # ("sm_80",), ("gfx90a",) or ()
     wavefront_size: int = 0  # AMD GPUs: threads per wavefront (gfx90a: 64); 0 otherwise
+    driver: Driver = None  # None: the site's pages do not say
 
     @classmethod
     def from_yaml(cls, spec: Section):
-        gpu = super().from_yaml(spec)
+        gpu = dataclasses.replace(super().from_yaml(spec), driver=_driver(spec.part("driver"), spec.get("vendor")))
         prefix = VENDOR_ARCH.get(gpu.vendor)
         for index, arch in enumerate(gpu.arch):
             if prefix is None or not arch.startswith(prefix):
@@ -66,6 +78,16 @@ class Gpu(SitePart):
                 ("wavefront_size",), f"wavefront_size is an AMD setting; expected none for vendor {gpu.vendor}"
             )
         return gpu
+
+
+def _driver(spec: Section, vendor: str):
+    if not spec.data:
+        return None
+    driver = Driver.from_yaml(spec)
+    if (vendor == "amd") != bool(driver.rocm):
+        expected = "rocm: [oldest, newest] for an amdgpu driver" if vendor == "amd" else f"no rocm for a {vendor} GPU"
+        raise spec.error(("rocm",) if driver.rocm else (), f"driver: expected {expected}")
+    return driver
 
 
 @dataclass(frozen=True)
@@ -100,17 +122,37 @@ class SiteImage(SitePart):
     [/appl/local/laifs/modules], module_load: [lumi-aif-singularity-bindings]}`."""
 
     path: str  # the image file, on the site's file system
+    runtime: str = ""  # the ROCm or CUDA release its torch is built with ("7.0"); "" when not said
     venv: str = "/opt/venv"  # where its Python and torch live
     module_use: tuple = ()  # module folders a job adds (module use) ...
     module_load: tuple = ()  # ... and the modules it loads to run the image (bindings)
     origin: tuple = ()  # (file, line) of site_image.path, for the build's error when it is missing
+    # ((name, SiteImage), ...): the site's other images a target may name (site_image: NAME),
+    # each with its own path and runtime and the rest as this one
+    others: tuple = ()
 
     @classmethod
     def from_yaml(cls, spec: Section):
         if not spec.data:
             return None
-        where = spec.error(("path",), "")
-        return dataclasses.replace(super().from_yaml(spec), origin=(where.file, where.line))
+        image = dataclasses.replace(super().from_yaml(spec), origin=_origin(spec, ("path",)), others=())
+        others = spec.part("others")
+        return dataclasses.replace(
+            image,
+            others=tuple(
+                (name, dataclasses.replace(image, **others.part(name).data, origin=_origin(others, (name, "path"))))
+                for name in others.data
+            ),
+        )
+
+    def named(self, name):
+        """The image a target's `site_image: NAME` means; None when the site has none so named."""
+        return dict(self.others).get(name)
+
+
+def _origin(spec: Section, path: tuple) -> tuple:
+    where = spec.error(path, "")
+    return (where.file, where.line)
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,10 @@ class Target:
     python_lock: object = None
     # recipes/locks/<name>/debian-<stage>.txt read (builder.lockfile.DebianLock), by stage
     debian_locks: tuple = ()
+    # ROCm images only, from versions.yaml: AMD's matrix ((amdgpu release, (ROCm, ...)), ...)
+    # and ((module version, amdgpu release), ...), which preflight reads the node's driver by
+    amdgpu_runs: tuple = ()
+    amdgpu_modules: tuple = ()
 
     @classmethod
     def from_yaml(cls, name: str, spec: Section, sites: tuple, versions: Versions, ops):
@@ -76,6 +80,7 @@ class Target:
             build_space=tuple(sorted(spec.get("build_space", {}).items())),
             site_image=site_image,
             arch=arch,
+            **(_amdgpu(versions) if flavour == "rocm" else {}),
         )
 
     @property
@@ -211,7 +216,26 @@ def _site_image(spec: Section, sites: tuple):
             ("site_image",),
             f"site {sites[0].name!r} names no image of its own; expected a site_image section in its file",
         )
-    return image
+    chosen = spec["site_image"]
+    if chosen is True:
+        return image
+    named = image.named(chosen)
+    if named is None:
+        others = ", ".join(name for name, _ in image.others) or "none"
+        raise spec.error(
+            ("site_image",),
+            f"site {sites[0].name!r} has no image named {chosen!r}; expected true or one of "
+            f"its site_image.others: {others}",
+        )
+    return named
+
+
+def _amdgpu(versions: Versions) -> dict:
+    runs = versions.get("amdgpu_runs", {})
+    return {
+        "amdgpu_runs": tuple((release, tuple(rocm)) for release, rocm in runs.items()),
+        "amdgpu_modules": tuple(versions.get("amdgpu_modules", {}).items()),
+    }
 
 
 def _archs(sites) -> tuple:

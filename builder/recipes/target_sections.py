@@ -77,23 +77,37 @@ class Torch:
     flavour: str  # cpu | cuda | rocm
     version: str  # torch.version, else versions.yaml's torch pin; "" on a site image (its own)
     index: str  # the URL of versions.yaml's torch_index entry torch.index names, or "" for PyPI
+    # the CUDA or ROCm release its wheels are built with ("13.0", "7.0"), which the sites'
+    # drivers must run; "" for CPU torch and where the recipe does not say (not judged then)
+    runtime: str = ""
 
     @classmethod
     def from_yaml(cls, spec: Section, versions: Versions, site_image=None):
         flavour = spec["flavour"]
         if site_image:  # the base's torch, whatever release it is; the build checks its flavour
-            return cls(flavour, "", "")
+            return cls(flavour, "", "", site_image.runtime)
         # a target may pin its own torch: the release whose wheels carry its GPUs' archs
         version = str(spec.get("version") or versions.pin(spec, (), "torch"))
         indexes = versions["torch_index"]
         name = spec.get("index")
-        if name is None:  # the flavour's own index, if versions.yaml names one (CUDA: PyPI)
-            return cls(flavour, version, indexes.get(flavour, ""))
-        if name not in indexes:
+        if name is not None and name not in indexes:
             raise spec.error(
                 ("index",), f"no torch_index {name!r} in versions.yaml; expected one of: {', '.join(indexes)}"
             )
-        return cls(flavour, version, indexes[name])
+        # the flavour's own index, if versions.yaml names one (CUDA: PyPI)
+        url = indexes[name] if name is not None else indexes.get(flavour, "")
+        return cls(flavour, version, url, _runtime(spec, flavour, name or ""))
+
+
+def _runtime(spec: Section, flavour: str, index_name: str) -> str:
+    """torch.runtime, or the release a ROCm index's name says (rocm7.0: 7.0); they must agree."""
+    said = spec.get("runtime", "")
+    named = index_name[len("rocm") :] if flavour == "rocm" and index_name.startswith("rocm") else ""
+    if said and named and said != named:
+        raise spec.error(("runtime",), f"runtime {said!r} but index {index_name!r}; expected runtime {named!r}")
+    if flavour == "cpu" and said:
+        raise spec.error(("runtime",), "a CPU torch has no GPU runtime; expected no runtime")
+    return said or named
 
 
 @dataclass(frozen=True)

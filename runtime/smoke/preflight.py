@@ -2,9 +2,10 @@
 
 Each check gives one verdict; a failing one says in one line what is wrong and what to do.
 Only this node is read: the NVIDIA driver's version from /proc (visible in a container even
-without --nv), each GPU's compute capability from nvidia-smi (AMD: the kfd topology in /sys),
-and the arch list torch was compiled with, which needs no GPU. CUDA is never initialised, so
-a driver too old for the image is reported instead of crashing the first collective.
+without --nv; AMD: the amdgpu module's from /sys, which amd_driver judges), each GPU's compute
+capability from nvidia-smi (AMD: the kfd topology in /sys), and the arch list torch was
+compiled with, which needs no GPU. CUDA is never initialised, so a driver too old for the
+image is reported instead of crashing the first collective.
 
 The image's side comes from image.json: the archs it was built for (its sites' GPUs; the
 DeepSpeed ops were compiled for the same list) and the minimum driver per CUDA major. Two
@@ -22,10 +23,11 @@ from pathlib import Path
 import hpcml_contract as contract
 from hpcml_facts import ImageFacts, SiteFacts
 
-from . import commands, contents, fatbin, netcheck
+from . import amd_driver, commands, contents, fatbin, netcheck
 from .verdict import FAIL, Verdict
 
 NVIDIA_DRIVER = Path("/proc/driver/nvidia/version")
+AMDGPU_VERSION = Path("/sys/module/amdgpu/version")  # the kernel module's, visible in a container
 KFD_NODES = Path("/sys/class/kfd/kfd/topology/nodes")
 KERNEL_ARCH = Path("/proc/sys/kernel/arch")
 
@@ -45,6 +47,7 @@ class Host:
     machine: str = ""  # the image's CPU architecture, as its programs see it (uname -m)
     kernel_arch: str = ""  # the node's, from its kernel ("" when unreadable): differs under QEMU
     allow_emulation: bool = False  # HPCML_ALLOW_EMULATION=1: the user runs it emulated on purpose
+    amdgpu: str = None  # the amdgpu module's version ("6.10.5"); None: not readable
 
 
 def probe(timeout=30) -> Host:
@@ -79,14 +82,19 @@ def probe(timeout=30) -> Host:
         platform.machine(),
         _kernel_arch(),
         os.environ.get(contract.ALLOW_EMULATION) == "1",
+        _read(AMDGPU_VERSION) or None,
     )
 
 
 def _kernel_arch() -> str:
     """The node's own architecture: QEMU's user-mode emulator answers uname with the image's,
     but the kernel's sysctl is read from the kernel."""
+    return _read(KERNEL_ARCH)
+
+
+def _read(path) -> str:
     try:
-        return KERNEL_ARCH.read_text().strip()
+        return path.read_text().strip()
     except OSError:
         return ""
 
@@ -212,6 +220,8 @@ def check(host: Host, facts: ImageFacts) -> dict:
         return results
     if archs[0].startswith("sm_"):
         results["preflight driver"] = _driver(host, facts.gpu.min_driver)
+    else:
+        results["preflight driver"] = amd_driver.verdict(host.amdgpu, host.torch_hip, facts.gpu)
     if host.gpu_error:
         results["preflight gpu"] = Verdict.failed(host.gpu_error)
         return results

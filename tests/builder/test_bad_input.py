@@ -330,7 +330,7 @@ CASES = [
     Case(
         "site-image-path-relative",
         "sites/lumi.yaml",
-        replace("  path: /appl/local/laifs/", "  path: appl/local/laifs/"),
+        replace("site_image:\n  path: /appl/local/laifs/", "site_image:\n  path: appl/local/laifs/"),
         line_with("path: appl/local"),
         "the absolute path of the site's image file",
     ),

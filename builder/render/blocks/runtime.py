@@ -11,7 +11,8 @@ Emits: "runtime", build (the wheel as a %files entry, its sha256 check and insta
 under the venv) and final (the %tests: launchenv, the smoke preflight, a small all-reduce and
 the DeepSpeed check; %help). Last of the top layer.
 Reads: target.name, target.python.venv, target.deepspeed (accelerator, listed and promised
-ops), target.cuda_min_driver (versions.yaml, CUDA images), the communication stack
+ops), target.cuda_min_driver (versions.yaml, CUDA images), target.amdgpu_runs and
+.amdgpu_modules (versions.yaml, ROCm images: AMD's driver matrix), the communication stack
 (rccl_ofi.image_facts: target.comm.library, .plugin, .libfabric); of the sites, their GPU
 archs (site.gpu.arch, through target.archs) and wavefront size (site.gpu.wavefront_size,
 through target.wavefront_size). Nothing else of a site: its facts reach the smoke suite at
@@ -53,7 +54,13 @@ print("launchenv:", launchenv.__file__)
 
 def image_facts(target) -> ImageFacts:
     # the archs of its sites' GPUs, which torch must carry and the ops were compiled for
-    gpu = GpuPromise(tuple(target.archs), dict(target.cuda_min_driver or {}), target.wavefront_size or None)
+    gpu = GpuPromise(
+        tuple(target.archs),
+        dict(target.cuda_min_driver or {}),
+        target.wavefront_size or None,
+        dict(target.amdgpu_runs),
+        dict(target.amdgpu_modules),
+    )
     return ImageFacts(
         target=target.name,
         gpu=gpu if target.archs else None,

@@ -41,6 +41,10 @@ def reaches(model, written, where):
         assert list(model) == list(written), where  # in the file's order
         for name, spec in written.items():
             reaches(model[name], spec, f"{where}.{name}")
+    elif isinstance(written, dict) and isinstance(model, tuple) and all(is_dataclass(i[1]) for i in model):
+        assert [name for name, _ in model] == list(written), where  # site_image.others, in order
+        for name, item in model:
+            reaches(item, written[name], f"{where}.{name}")
     elif isinstance(written, dict) and isinstance(model, tuple):
         assert dict(model) == {k: str(v) for k, v in written.items()}, where  # environment variables
     elif isinstance(written, dict):

@@ -352,8 +352,11 @@ def test_image_json_names_the_gpu_archs_and_the_driver_table_the_preflight_needs
         "archs": ["sm_70", "sm_80"],
         "min_driver": {"12": "525.60.13", "13": "580.65.06"},
     }
-    # no CUDA driver to compare; the wavefront the ops must be compiled for
-    assert image_json("lumi-rocm")["gpu"] == {"archs": ["gfx90a"], "wavefront_size": 64}
+    # AMD's driver matrix instead of CUDA's table; the wavefront the ops must be compiled for
+    rocm = image_json("lumi-rocm")["gpu"]
+    assert {key: rocm[key] for key in ("archs", "wavefront_size")} == {"archs": ["gfx90a"], "wavefront_size": 64}
+    assert rocm["amdgpu_runs"]["6.3"] == ["6.1", "6.2", "6.3", "6.4", "7.0"] and "7.2" in rocm["amdgpu_runs"]["30.10"]
+    assert rocm["amdgpu_modules"]["6.10.5"] == "6.3" and "min_driver" not in rocm
     assert image_json("lumi-rocm")["comm"] == {
         "library": "rccl",
         "plugin": "aws-ofi-nccl",

@@ -30,6 +30,11 @@ def site_facts(data: dict) -> SiteFacts:
 
 
 MIN_DRIVER = {"12": "525.60.13", "13": "580.65.06"}
+# recipes/versions.yaml's rows for LUMI's driver and a newer one, as a ROCm image carries them
+AMD_MATRIX = {
+    "amdgpu_runs": {"6.3": ["6.1", "6.2", "6.3", "6.4", "7.0"], "30.10": ["6.2", "6.3", "6.4", "7.0", "7.1", "7.2"]},
+    "amdgpu_modules": {"6.10.5": "6.3"},
+}
 V100_A100 = image({"gpu": {"archs": ["sm_70", "sm_80"], "min_driver": MIN_DRIVER}})
 H100 = image({"gpu": {"archs": ["sm_90"], "min_driver": MIN_DRIVER}})
 CPU_IMAGE = image({"gpu": None})
@@ -255,18 +260,25 @@ def test_rocm_archs_come_from_the_kfd_topology(tmp_path, monkeypatch):
         (tmp_path / node / "properties").write_text(f"cpu_cores_count 0\ngfx_target_version {version}\n")
     monkeypatch.setattr(preflight, "KFD_NODES", tmp_path)
     monkeypatch.setattr(preflight, "NVIDIA_DRIVER", tmp_path / "absent")
+    (tmp_path / "amdgpu-version").write_text("6.10.5\n")  # a stand-in for LUMI's amdgpu 6.3 module
+    monkeypatch.setattr(preflight, "AMDGPU_VERSION", tmp_path / "amdgpu-version")
     host = preflight.probe()
-    assert [arch for _, arch in host.gpus] == ["gfx90a", "gfx90a"]
+    assert [arch for _, arch in host.gpus] == ["gfx90a", "gfx90a"] and host.amdgpu == "6.10.5"
+    rocm_image = image({"gpu": {"archs": ["gfx90a"], **AMD_MATRIX}})
     lumi = preflight.check(
-        Host(gpus=host.gpus, torch="2.13.0", torch_hip="6.4", torch_archs=("gfx90a",)),
-        image({"gpu": {"archs": ["gfx90a"]}}),
+        dataclasses.replace(host, torch="2.10.0", torch_hip="7.0.51831", torch_archs=("gfx90a",)), rocm_image
     )
     assert verdicts(lumi) == {
         "preflight cpu arch": "pass",
         "preflight torch": "pass",
+        "preflight driver": "pass",
         "preflight gpu arch": "pass",
         "preflight torch archs": "pass",
     }
+    assert lumi["preflight driver"].why == "amdgpu 6.10.5 (release 6.3) runs ROCm 7.0 (AMD's support matrix)"
+    newer = preflight.check(dataclasses.replace(host, torch="2.11.0", torch_hip="7.2.26015"), rocm_image)
+    assert newer["preflight driver"].verdict == "fail"
+    assert "runs ROCm 6.1 to 7.0, not this image's ROCm 7.2" in newer["preflight driver"].why
 
 
 def test_the_driver_version_is_read_from_proc(tmp_path, monkeypatch):
