@@ -9,6 +9,7 @@ from ..errors import CheckFailed, RecipeError, ToolError
 from ..fileio import write_atomic
 from ..host.images import image_facts
 from ..invocation import program
+from ..lockfile import PythonLock
 from ..recipes import driver_fit
 from ..recipes.tree import RecipeTree
 from ..render import runtime_wheel
@@ -33,6 +34,8 @@ class List(Command):
             measured = image_facts(target, Path(args.images))
             if measured:
                 print(f"  {'':<13} built: " + ", ".join(f"{key} {value}" for key, value in measured.items()))
+            if unlocked_why(target):
+                print(f"  {'':<13} unlocked: {unlocked_why(target)}")
         for name, error in sorted(tree.unusable.items()):
             print(f"  {name:<13} unusable: its site {Path(error.file).stem} is broken")
         for name, real in sorted(tree.aliases.items()):
@@ -44,6 +47,23 @@ class List(Command):
             print(f"  {name:<13} {site.cpu.arch:<7} {gpus:<28} {site.runtime.command:<11} {site.description}{retired}")
         for name, error in sorted(tree.broken_sites.items()):
             print(f"  {name:<13} broken: {error}")
+
+
+def unlocked_why(target) -> str:
+    """Why the target's pip installs are not locked, for list and show; "" when they are."""
+    if target.site_image:
+        return "it starts from its site's image, whose Python packages the site installed"
+    if isinstance(target.python_lock, PythonLock):
+        return ""
+    if target.python_lock is not None:
+        return target.python_lock.message  # a StaleLock says what to run
+    if target.torch.index:
+        return (
+            f"no recipes/locks/{target.name}/python.txt: its torch index ({target.torch.index}) did not "
+            f"answer where the locks were made; make it where it does with `{program()} lock {target.name}` "
+            "and commit it (docs/building.md#locks-for-the-rocm-images)"
+        )
+    return f"no recipes/locks/{target.name}/python.txt; make it with `{program()} lock {target.name}`"
 
 
 def _site_names(target) -> str:
@@ -68,6 +88,8 @@ class Show(Command):
         measured = image_facts(target, Path(args.images))
         if measured:
             shown["built_image"] = measured
+        if unlocked_why(target):
+            shown["unlocked"] = unlocked_why(target)
         sys.stdout.write(yaml.safe_dump(shown, sort_keys=False, allow_unicode=True, width=100))
 
 

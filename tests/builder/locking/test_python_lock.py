@@ -5,6 +5,7 @@ steps before held; and the command's refusals."""
 import hashlib
 
 import pytest
+import yaml
 from helpers.cli_here import run_here
 from helpers.pip_sources import serve, wheel
 
@@ -73,3 +74,21 @@ def test_an_up_to_date_lock_is_left_as_it_is_without_asking_any_source(monkeypat
     assert result.returncode == 0, result.stderr
     assert "unchanged recipes/locks/cpu/python.txt" in result.stdout
     assert "unchanged recipes/locks/h100-cuda/python.txt" in result.stdout
+
+
+def test_list_and_show_say_which_targets_are_unlocked_and_why():
+    listed = run_here("list")
+    assert listed.returncode == 0, listed.stderr
+    unlocked = [line.strip() for line in listed.stdout.splitlines() if "unlocked: " in line]
+    assert len(unlocked) == 4  # lumi-rocm, lumi-rocm64 and the two on LUMI's own images
+    assert any(
+        line.startswith(
+            "unlocked: no recipes/locks/lumi-rocm/python.txt: its torch index "
+            "(https://download.pytorch.org/whl/rocm7.0) did not answer where the locks were made"
+        )
+        for line in unlocked
+    )
+    shown = yaml.safe_load(run_here("show", "lumi-rocm64").stdout)
+    assert "lock lumi-rocm64` and commit it" in shown["unlocked"]
+    assert "unlocked" not in yaml.safe_load(run_here("show", "cpu").stdout)
+    assert "site's image" in yaml.safe_load(run_here("show", "lumi-laif").stdout)["unlocked"]
