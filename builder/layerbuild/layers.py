@@ -55,6 +55,7 @@ class LayerBuild:
     cross: Path = None  # x86-64 compilers for the image's arch (host.cross_tools), bound at CROSS_MOUNT
     path: str = None  # PATH for Apptainer when the builder's own debootstrap goes first on it
     bundle: object = None  # from_bundle.Bundle the layer takes every file from, or None
+    apt_mirrors: tuple = ()  # (mirror, security mirror) of this build for a Debian root's apt
 
     @property
     def packed(self) -> bool:
@@ -114,8 +115,8 @@ def build(tree, name, *, images: Path, force=None, progress, space_check=True, b
             args.update(store.used_args(plan, host_args))
             log = images / f"{plan.owner}.{layer}.build.log"
             progress.step(f"building the {layer} layer {sif} with {label} (log: {log})")
-            host_side = _host_side(target, plan, cross, label, progress)  # emulated, cross, path
-            job = LayerBuild(plan, apptainer, sif, keys[layer], args, log, force != "all", where, *host_side, bundle)
+            host_side = (*_host_side(target, plan, cross, label, progress), bundle, _apt_mirrors(host_args))
+            job = LayerBuild(plan, apptainer, sif, keys[layer], args, log, force != "all", where, *host_side)
             build_layer(job, progress)
             store.keep(plan, keys[layer], sif, progress)
         megabytes = paths["image"].stat().st_size / 1e6
@@ -132,8 +133,9 @@ def _up_to_date(target, image, key, progress):
 
 
 def _host_side(target, plan, cross, label, progress) -> tuple:
-    """(emulated, cross, path): whether it builds under QEMU, the x86-64 compilers its DeepSpeed
-    step takes (None: its own), Apptainer's PATH with the builder's debootstrap first (or None)."""
+    """(emulated, cross, path), LayerBuild's fields before the bundle and the apt mirrors:
+    whether it builds under QEMU, the x86-64 compilers its DeepSpeed step takes (None: its
+    own), Apptainer's PATH with the builder's debootstrap first (or None)."""
     emulated = target.arch != emulation.host_arch()
     path = None if label == "toolbox" else debootstrap_kit.search_path(plan.text, progress)
     return emulated, cross if emulated and CROSS_MOUNT in plan.text else None, path
@@ -144,6 +146,14 @@ def _host_args(plans) -> dict:
     used = {arg for plan in plans.values() for arg in plan.build_args}
     mirrors = {MIRROR_ARG: hostinfo.debian_mirror, SECURITY_MIRROR_ARG: hostinfo.security_mirror}
     return {arg: mirror() for arg, mirror in mirrors.items() if arg in used}
+
+
+def _apt_mirrors(host_args) -> tuple:
+    """This build's Debian mirrors for every layer's apt, not only the layer that takes them
+    as build arguments: a lower layer may hold an earlier build's (); () for other roots."""
+    if MIRROR_ARG not in host_args:
+        return ()
+    return host_args[MIRROR_ARG], host_args.get(SECURITY_MIRROR_ARG, "")
 
 
 def _check_space(tree, name, plans, paths, steps, where):
@@ -191,7 +201,7 @@ def build_layer(job: LayerBuild, progress):
             wheel = runtime_wheel.current()
             wheel.write(work)
             args[runtime_wheel.BUILD_ARG] = str(work / wheel.name)
-        host_settings.write(host, job.plan.pip_indexes, progress, offline=bool(job.bundle))
+        host_settings.write(host, job.plan.pip_indexes, progress, offline=bool(job.bundle), apt_mirrors=job.apt_mirrors)
         site_image = store.site_image_facts(job.plan.site_image) if job.plan.site_image else None
         kept = store.provide_kept(host, job.plan.kept, job.reuse_kept, site_image)
         _run_apptainer(job, _argv(job, args, host, tmp_sif, definition), work, tmp_sif, where, progress)

@@ -45,7 +45,9 @@ def fake(monkeypatch, tmp_path):
     monkeypatch.setattr(extend, "find_apptainer", lambda site, progress, images: ("apptainer", "apptainer (fake)"))
     monkeypatch.setattr(hostinfo, "needs_fakeroot", lambda: False)
     monkeypatch.setattr(
-        layers.host_settings, "write", lambda host, indexes, progress, offline=False: host.mkdir(parents=True)
+        layers.host_settings,
+        "write",
+        lambda host, indexes, progress, offline=False, apt_mirrors=(): host.mkdir(parents=True),
     )
     images = tmp_path / "images"
     images.mkdir()
