@@ -75,14 +75,14 @@ test-full: setup-test
 	$(PYTEST) -o console_output_style=times -m "full and not heavy"
 
 # Two cold builds of the CPU image, each in a cache of its own, compared file by file (part
-# of test-full; docs/building.md#rebuilds-that-hold-the-same-files).
+# of test-full; docs/reproducibility.md#rebuilds-that-hold-the-same-files).
 test-rebuild: setup-test
 	$(PYTEST) -o console_output_style=times -s tests/images/test_rebuild.py
 
 # The CPU image built online, its source bundle made, and the image built again from it in a
 # network namespace with no network, under another hostname, time zone, locale, umask,
 # checkout path and CPU count; the two must hold the same files (part of test-full;
-# docs/building.md#source-bundles-the-same-image-later-elsewhere-with-no-network).
+# docs/reproducibility.md#source-bundles-the-same-image-later-elsewhere-with-no-network).
 test-bundle: setup-test
 	$(PYTEST) -o console_output_style=times -s tests/images/test_bundle_rebuild.py
 
@@ -147,7 +147,7 @@ jobscript:
 # default: <torch version>-<target>). Needs a passing smoke report of this very image (make
 # smoke, or in a job on GPU nodes); DEFAULT=1 TCL=1 FORCE=1 SKIP_SMOKE=1 as needed.
 # Every file a build of TARGET's locks fetches, checked, into bundles/$(TARGET) (OUT=DIR
-# elsewhere); `make build BUNDLE=DIR` then builds from it with no network (docs/building.md).
+# elsewhere); `make build BUNDLE=DIR` then builds from it with no network (docs/reproducibility.md).
 bundle: setup
 	$(HPCML) bundle $(TARGET)
 

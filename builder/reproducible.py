@@ -55,7 +55,7 @@ FORGET_HOST = (
 )
 
 # Files two cold builds still write differently, with why: `hpcml verify --rebuild` leaves
-# them out of the comparison (and the root file system's digest), and docs/building.md lists
+# them out of the comparison (and the root file system's digest), and docs/reproducibility.md lists
 # them. A path ending in / stands for everything under it.
 DECLARED = (
     ("/.singularity.d/", "Apptainer's own: labels.json holds the build's date, Singularity the build arguments"),

@@ -61,7 +61,7 @@ def unlocked_why(target) -> str:
         return (
             f"no recipes/locks/{target.name}/python.txt: its torch index ({target.torch.index}) did not "
             f"answer where the locks were made; make it where it does with `{program()} lock {target.name}` "
-            "and commit it (docs/building.md#locks-for-the-rocm-images)"
+            "and commit it (docs/lumi.md#locks-for-the-rocm-images)"
         )
     return f"no recipes/locks/{target.name}/python.txt; make it with `{program()} lock {target.name}`"
 

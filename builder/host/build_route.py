@@ -24,7 +24,7 @@ from .images import installed_apptainer
 
 PROOT_NOTE = (
     "on LUMI, SingularityCE's unprivileged build with proot (module load systools) or cotainr; "
-    "unverified here: docs/building.md#lumi"
+    "unverified here: docs/lumi.md#lumi-on-the-sites-own-image"
 )
 
 

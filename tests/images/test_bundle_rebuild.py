@@ -4,7 +4,7 @@ zone, locale, umask, checkout path and CPU count, with an empty cache of its own
 shared: it is no part of the image). Before that, an online build from a local mirror on
 which a point release replaced a locked version stops, naming the bundle as the way out.
 Marker full: two cold builds, about 2 x 15 minutes on 2 cores (`make test-bundle`).
-Figures: docs/performance.md#a-rebuild-from-the-bundle."""
+Figures: docs/performance.md#locks-and-rebuilds."""
 
 import hashlib
 import lzma

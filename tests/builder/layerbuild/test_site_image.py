@@ -4,7 +4,7 @@ The plan and the key without an image; a missing file as one line; and a real bu
 stand-in base: the cpu target's devel layer, plain Debian with a CPU torch in /opt/venv and a
 compiler, which is the layout the route relies on (LUMI AI Factory's image keeps its torch in
 /opt/venv too). What only LUMI can prove (its ROCm torch, RCCL, the bindings module) stays
-unproven here; docs/building.md says so."""
+unproven here; docs/lumi.md says so."""
 
 import json
 import os
