@@ -353,7 +353,8 @@ def test_an_unreachable_mirror_fails_with_the_log_and_writes_no_image(tmp_path):
     )
     # the Debian lock's drift check asks the mirror first: one line, before any layer is begun
     assert result.returncode == 1
-    assert "apt-get update: no bookworm main index for amd64 from http://127.0.0.1:9/debian" in result.stderr
+    assert "apt-get update: no index for amd64 of bookworm from http://127.0.0.1:9/debian, " in result.stderr
+    assert "bookworm-security from http://127.0.0.1:9/debian-security: " in result.stderr  # beside the mirror
     assert "Traceback" not in result.stderr and "cpu.devel.build.log" not in result.stderr
     assert not list(tmp_path.glob("*.sif")) and not list(tmp_path.glob(".*tmp-*"))
 
