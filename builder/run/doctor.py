@@ -6,12 +6,14 @@ from .. import runner
 from ..errors import ToolError
 from ..host import build_route, cross_tools, emulation, hostinfo, space, toolbox
 from ..host.cache import cache_dir
+from ..recipes.site_model import Site
+from ..recipes.tree import RecipeTree
 
 
-def report(tree, images, recipes=""):
+def report(tree: RecipeTree | None, images, recipes=""):
     """``tree`` None (no recipes): Apptainer is looked up without a site's path; ``recipes``: its folder, and why."""
     rows = []
-    site = None
+    site: Site | None = None
     if tree is not None:
         site = tree.targets["cpu"].sites[0] if "cpu" in tree.targets else next(iter(tree.sites.values()), None)
         rows += [("recipes", recipes)] if recipes else []
@@ -53,7 +55,7 @@ def report(tree, images, recipes=""):
         print(f"{label:<21} {value}")
 
 
-def _runtime_rows(site) -> list:
+def _runtime_rows(site: Site | None) -> list:
     """The Apptainer a build would use, and the way this host lets it run (host.build_route),
     both from one reading of the host's facts."""
     facts = build_route.facts(site)

@@ -1,23 +1,45 @@
 """The paths a job script names: made absolute when the script is written, since the job runs
-wherever it is submitted from; checked where the host can see them. `p` is the
-jobscript.Plan being made; ``p.request.folder`` is the folder relative paths are from ("" keeps
-them as given)."""
+wherever it is submitted from; checked where the host can see them. One pass, `paths_for`,
+returns the program's and the data's; the image's is the environment's (job_environment.py),
+checked here. ``request.folder`` is the folder relative paths are from ("" keeps them as
+given)."""
 
 import os
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import RecipeError, ToolError
+from ..errors import ToolError
 from ..host.images import Built, checked_labels, ready_apptainer
 from ..invocation import program as builder_command
+from ..recipes.site_model import Site
+from ..recipes.target_model import Target
 from ..shell import leading_variable, path_value, quote
+from .job_request import Request, command_line_error
 
 # What users type first (`-- python train.py`): every launch already starts python itself.
 PYTHON = re.compile(r"^python(3(\.\d+)?)?$")
 
 
-def _error(message):
-    return RecipeError(message, file="command line")
+@dataclass(frozen=True)
+class Paths:
+    """The program and the data a job names, their host paths absolute."""
+
+    program: tuple[str, ...]  # after --, without a leading python
+    binds: tuple[str, ...] = ()  # SING_BIND's entries (--bind)
+    stage: tuple[str, ...] = ()  # SING_STAGE's entries (--stage)
+    notes: tuple[str, ...] = ()  # said on stderr: what was changed in the request
+
+
+def paths_for(request: Request) -> Paths:
+    """The program after -- and the --bind and --stage values, as the script names them."""
+    program, notes = _program(request)
+    return Paths(
+        program=program,
+        binds=data_paths(request.binds, request.folder),
+        stage=data_paths(request.stage, request.folder),
+        notes=notes,
+    )
 
 
 def absolute(path: str, folder: str) -> str:
@@ -28,24 +50,24 @@ def absolute(path: str, folder: str) -> str:
     return os.path.normpath(os.path.join(folder, os.path.expanduser(path)))
 
 
-def program(p) -> list:
-    """The program after --, without a leading python (noted in the plan's reasons), its
-    script named by its absolute path."""
-    words = list(p.request.program)
+def _program(request: Request) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(the program after --, without a leading python, its script named by its absolute path;
+    the note that says a python was dropped)."""
+    words, notes = list(request.program), ()
     if words and PYTHON.match(words[0]):
         dropped = [words.pop(0)]
         if words[:1] == ["-u"]:  # output is unbuffered anyway (PYTHONUNBUFFERED)
             dropped.append(words.pop(0))
         if words and words[0].startswith("-") and words[0] != "-m":
-            raise _error(
+            raise command_line_error(
                 f"python option {words[0]} after --: the job starts python itself; "
                 f"give the script or -m MODULE first, e.g. -- train.py --epochs 10"
             )
-        p.notes.append(f"dropped {' '.join(dropped)!r} after --: each launch starts python itself")
+        notes = (f"dropped {' '.join(dropped)!r} after --: each launch starts python itself",)
     if not words:
-        raise _error("no program: give it after --, e.g. -- train.py --epochs 10")
-    words[0] = _script(words[0], p.request.folder)
-    return words
+        raise command_line_error("no program: give it after --, e.g. -- train.py --epochs 10")
+    words[0] = _script(words[0], request.folder)
+    return tuple(words), notes
 
 
 def _script(word: str, folder: str) -> str:
@@ -56,56 +78,58 @@ def _script(word: str, folder: str) -> str:
         return word
     path = absolute(word, folder)
     if not os.path.exists(path):
-        raise _error(
+        raise command_line_error(
             f"program {word}: no such file ({path}); give your script's path, or -m MODULE for a module in the image"
         )
     return path
 
 
-def data_paths(values, folder) -> list:
+def data_paths(values: tuple[str, ...], folder: str) -> tuple[str, ...]:
     """--bind SRC[:DST[:OPTS]] and --stage DIR values, each source absolute from ``folder``
     (the job runs wherever it is submitted); the container side stays as given."""
-    return [":".join([absolute(source, folder), *rest]) for source, *rest in (v.split(":", 1) for v in values)]
+    return tuple(":".join([absolute(source, folder), *rest]) for source, *rest in (v.split(":", 1) for v in values))
 
 
-def check_image(p):
-    """An image named by --image that this host can read answers for the target, as smoke and
-    publish ask of theirs: one of this builder's built as another target is refused. One it did
-    not make (a site's own, a stand-in) is noted; where no Apptainer runs here, so is that."""
-    if not p.request.image or leading_variable(p.image) or not os.path.isfile(p.image):
-        return
+def check_image(asked: str, image: str, site: Site, target: Target) -> tuple[str, ...]:
+    """Notes on ``image`` (SING_IMAGE) when it was named by --image (``asked``) and this host
+    can read it: it must answer for the target, as smoke and publish ask of theirs, and one of
+    this builder's built as another target is refused. One it did not make (a site's own, a
+    stand-in) is noted; where no Apptainer runs here, so is that."""
+    if not asked or leading_variable(image) or not os.path.isfile(image):
+        return ()
     try:
-        labels = checked_labels(ready_apptainer(p.site), Built(p.target, p.site, Path(p.image)), foreign=True)
+        labels = checked_labels(ready_apptainer(site), Built(target, site, Path(image)), foreign=True)
     except ToolError as error:
-        p.notes.append(f"--image {p.request.image}: its labels were not read ({error}); not checked")
-        return
+        return (f"--image {asked}: its labels were not read ({error}); not checked",)
     if "target" not in labels:
-        p.notes.append(f"--image {p.request.image}: not built by this builder; not checked against {p.target.name}")
+        return (f"--image {asked}: not built by this builder; not checked against {target.name}",)
+    return ()
 
 
-def image_hint(p) -> str:
-    """What the script says when the image is not where it looks: what puts it there on the site,
-    as shell words for echo, quoted; the image folder's variable expands when the job runs."""
-    if p.record and not p.request.image:
-        return quote(f"(the module {p.record['name']}/{p.record['version']} sets it)")
-    if p.site.runtime.image_dir:
-        copy = f": {p.site.runtime.image_copy} {p.target.name}.sif" if p.site.runtime.image_copy else ""
-        return f"{quote('(copy it into')} {path_value(p.site.runtime.image_dir)}{quote(f' first{copy})')}"
-    name = p.target.name
+def image_hint(site: Site, target: Target, module: str) -> str:
+    """What the script says when the image is not where it looks: what puts it there on the site
+    (``module``: the published module that sets it, "" when none does), as shell words for
+    echo, quoted; the image folder's variable expands when the job runs."""
+    if module:
+        return quote(f"(the module {module} sets it)")
+    if site.runtime.image_dir:
+        copy = f": {site.runtime.image_copy} {target.name}.sif" if site.runtime.image_copy else ""
+        return f"{quote('(copy it into')} {path_value(site.runtime.image_dir)}{quote(f' first{copy})')}"
+    name = target.name
     return quote(
         f"(copy the {name} image there first, made by: {builder_command()} build {name}; "
         "or write the script again with jobscript --image PATH)"
     )
 
 
-def variable_checks(p) -> list:
+def variable_checks(image: str, site: Site) -> tuple[str, ...]:
     """Script lines that stop the job in one line of its own when the variable the image's
     path starts with is unset (set -u would end it with bash's `unbound variable`)."""
-    name = leading_variable(p.image)
+    name = leading_variable(image)
     if not name:
-        return []
+        return ()
     # no $ in the text: single quotes keep it from expanding, and shellcheck would ask why
-    inside = p.image.partition("/")[2] or "file"
+    inside = image.partition("/")[2] or "file"
     message = f"error: {name} is not set, and the image {inside} is looked for in that folder; "
-    message += f"submit the job from a login shell of {p.site.name}"
-    return [f'if [ -z "${{{name}:-}}" ]; then', f"    echo {quote(message)} >&2", "    exit 2", "fi"]
+    message += f"submit the job from a login shell of {site.name}"
+    return (f'if [ -z "${{{name}:-}}" ]; then', f"    echo {quote(message)} >&2", "    exit 2", "fi")

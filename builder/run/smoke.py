@@ -9,29 +9,31 @@ from ..errors import CheckFailed
 from ..fileio import sha256_file, write_atomic
 from ..host import hostinfo
 from ..host.images import IMAGE_SUM, built_image, checked_labels, image_lock, ready_apptainer
+from ..recipes.tree import RecipeTree
 from ..render.sitefile import render_site
 
 SITE_FILE = "site.sh"  # the site's settings as the recipes say now, beside the report
 GRACE_S = 60  # beyond the suite's own timeout, before the whole run is stopped
 
 
-def run(tree, name, *, images: Path, out, ranks, timeout, site, extra):
+def run(tree: RecipeTree, name: str, *, images: Path, out, ranks, timeout, site: str | None, extra):
+    """``site``: the name of the site whose settings the run takes (default: the target's first)."""
     built = built_image(tree, name, images, site)
-    image, site = built.path, built.site
-    apptainer = ready_apptainer(site)
+    image = built.path
+    apptainer = ready_apptainer(built.site)
     checked_labels(apptainer, built)  # before anything is written
     # one rank per GPU of the site's node, where this machine has GPUs; else two, on the CPU
-    ranks = ranks or (site.gpu.per_node if hostinfo.has_gpus() else 0) or 2
+    ranks = ranks or (built.site.gpu.per_node if hostinfo.has_gpus() else 0) or 2
     out = Path(out or images / f"{name}.smoke").resolve()
     out.mkdir(parents=True, exist_ok=True)
     binds = ",".join(filter(None, [str(out), os.environ.get("SING_BIND")]))
     # the wrapper reads this site's settings (and hands its references to the suite) from the
     # recipes as they are now, not from a rendered copy that may be stale or absent
-    write_atomic(out / SITE_FILE, render_site(site))
+    write_atomic(out / SITE_FILE, render_site(built.site))
     env = {
         **os.environ,
         "SING_IMAGE": str(image.resolve()),
-        contract.SITE: site.name,
+        contract.SITE: built.site.name,
         contract.SITE_FILE: str(out / SITE_FILE),
         contract.APPTAINER: apptainer,
         "SING_BIND": binds,

@@ -5,15 +5,18 @@ passes bash -n and shellcheck. Its parts have their own files: where the job goe
 (test_jobscript_environment.py), the paths and the program it names (test_jobscript_paths.py),
 and Roihu's partitions and NVMe pool (test_jobscript_roihu.py)."""
 
+import dataclasses
 import shutil
 import subprocess
+import types
 
 import pytest
 from helpers.cli_here import run_here
 from helpers.job_scripts import every_script, launch_line, make, sbatch_lines
 
 from builder.errors import RecipeError
-from builder.run import jobscript
+from builder.run import job_environment, job_launch, job_paths, job_placement, jobscript
+from builder.run.jobscript import Request
 
 # (target, request, the #SBATCH options expected, what the launch line must contain)
 CASES = [
@@ -157,7 +160,7 @@ def test_the_script_asks_in_the_sites_dialect_and_launches_right(tree, target, a
     assert {key: found.get(key) for key in options} == options, text
     assert launch in text, text
     assert "partition" in found or not plan.site.slurm.partitions
-    assert f"export OMP_NUM_THREADS={plan.cores_per_rank}" in text
+    assert f"export OMP_NUM_THREADS={plan.placement.cores_per_rank}" in text
     assert f"export HPCML_SITE={plan.site.name}" in text
 
 
@@ -168,7 +171,7 @@ def test_deepspeed_across_nodes_says_it_is_the_srun_launch(tree):
     srun_plan, srun_text = make(tree, "cpu", nodes=2, tasks_per_node=2, launch="srun")
     assert launch_line(ds_text) == launch_line(srun_text)
     lines = ds_text.rstrip("\n").splitlines()
-    assert lines[-5:-1] == list(jobscript.DEEPSPEED_ACROSS_NODES)
+    assert lines[-5:-1] == list(job_launch.DEEPSPEED_ACROSS_NODES)
     comment = " ".join(line.lstrip("# ") for line in lines[-5:-1])
     assert (
         "--launch deepspeed across nodes runs what --launch srun runs: one task per rank, and launchenv "
@@ -186,6 +189,44 @@ def test_deepspeed_across_nodes_says_it_is_the_srun_launch(tree):
     one_plan, one_text = make(tree, "cpu", tasks_per_node=2, launch="deepspeed")
     assert "exec deepspeed --num_gpus=2 train.py" in launch_line(one_text)
     assert "srun launch" not in one_text and one_plan.summary().endswith(", launch deepspeed")
+
+
+def test_the_plan_is_frozen_and_adds_up_its_passes_in_order(tree, monkeypatch):
+    """Each pass's record as it stands alone, put together in the passes' order: the reasons,
+    the notes, the #SBATCH options (the pool's in front of --time) and the script's last lines."""
+    monkeypatch.setenv("USER", "alice")
+    site = tree.sites["roihu"]
+    plan, _ = make(
+        tree, "gh200-cuda", nodes=2, gpus=1, launch="srun", nvme_pool="20G", stage=("d",), program=("python", "t.py")
+    )
+    request = plan.request
+    placement = job_placement.placement_for(site, plan.target, request, "srun")
+    environment = job_environment.environment_for(site, plan.target, request, "srun")
+    storage = job_environment.storage_for(site, request, 1)
+    steps = job_environment.steps_for(site, 2, "srun")
+    paths = job_paths.paths_for(request)
+    launched = job_launch.launch_for(site, request, "srun", placement, steps, environment.wrapper, paths.program)
+    assert (plan.placement, plan.environment, plan.paths) == (placement, environment, paths)
+    assert plan.why == placement.why + environment.why + storage.why + steps.why + launched.why
+    assert plan.notes == storage.notes + paths.notes and len(plan.notes) == 2
+    assert [option for option, _ in plan.sbatch][-4:] == ["exclusive", "bb", "time", "open-mode"]
+    assert plan.launch_lines == steps.lines + launched.lines
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        plan.why = ()
+
+
+def test_a_time_from_the_site_is_said_first(tree):
+    """The one reason no pass gives: the request's time was the site's (slurm.time)."""
+    local = tree.sites["local"]
+    timed = dataclasses.replace(local, slurm=dataclasses.replace(local.slurm, time="2:00:00"))
+    target = dataclasses.replace(tree.target("cpu"), sites=(timed,))
+    one_target = types.SimpleNamespace(target=lambda name: target)  # the tree, as plan reads it
+    plan = jobscript.plan(one_target, "cpu", Request(program=("t.py",), wrapper="w"))
+    assert plan.request.time == "2:00:00" and ("time", "2:00:00") in plan.sbatch
+    assert plan.why == ("time 2:00:00: the site's default (slurm.time)", *plan.placement.why, *plan.why[-2:])
+    assert "time" not in " ".join(
+        jobscript.plan(one_target, "cpu", Request(program=("t.py",), wrapper="w", time="30")).why
+    )
 
 
 @pytest.mark.parametrize(

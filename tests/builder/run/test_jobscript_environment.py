@@ -127,7 +127,7 @@ def test_a_job_shell_without_module_is_one_line(tree, tmp_path):
 def test_the_default_wrapper_is_this_installs_by_its_absolute_path(tree, tmp_path):
     """Problem 2: `singularity_wrapper` was on PATH only for a user who had loaded a module."""
     plan = jobscript.plan(tree, "cpu", Request(program=("train.py",)))
-    assert plan.wrapper == WRAPPER
+    assert plan.environment.wrapper == WRAPPER
     text = jobscript.script(plan)
     assert f"{WRAPPER} exec torchrun" in launch_line(text)
     (tmp_path / "images").mkdir()
@@ -153,7 +153,7 @@ def published_record(folder, **fields):
 def test_a_published_version_is_loaded_by_the_script(tree, tmp_path):
     version = published_record(tmp_path / "prefix")
     plan, text = make(tree, "cpu", published=str(version), wrapper="")
-    assert plan.wrapper == "singularity_wrapper"
+    assert plan.environment.wrapper == "singularity_wrapper"
     assert f"module use {tmp_path}/prefix/modulefiles\nmodule load pytorch/2.9-cpu\n" in text
     assert "SING_IMAGE=" not in text  # the module sets it
     assert "singularity_wrapper exec torchrun" in launch_line(text)

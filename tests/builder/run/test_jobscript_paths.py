@@ -142,8 +142,8 @@ def test_a_leading_python_is_dropped_with_a_note_in_every_launch_mode(tree, type
     plain, expected = make(tree, target, site=site, launch=launch)
     plan, text = make(tree, target, site=site, launch=launch, program=(*typed, "train.py", "--epochs", "10"))
     assert launch_line(text) == launch_line(expected)
-    assert plan.notes == [f"dropped {' '.join(typed)!r} after --: each launch starts python itself"]
-    assert plain.notes == []
+    assert plan.notes == (f"dropped {' '.join(typed)!r} after --: each launch starts python itself",)
+    assert plain.notes == ()
 
 
 def test_a_leading_python_before_a_module_keeps_the_module(tree):
@@ -314,7 +314,7 @@ def test_a_published_image_outside_the_allowed_folder_is_refused_as_an_image_is(
     ],
 )
 def test_every_form_of_sbatchs_time_is_read(project, time, expected):
-    from builder.run.job_placement import seconds
+    from builder.run.job_request import seconds
 
     assert seconds(time) == expected
     result = jobscript("cpu", "--time", time, "--", "train.py", cwd=project)

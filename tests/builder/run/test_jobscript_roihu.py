@@ -63,7 +63,7 @@ def test_roihu_takes_up_to_4_gpus_per_job_on_gpumedium_and_more_on_gpularge(roih
     found = sbatch_lines(text)
     assert {key: found.get(key) for key in options} == options, text
     assert found["account"] == ROIHU_ACCOUNT and "mem" not in found  # CSC's GPU examples ask no --mem
-    assert f"export OMP_NUM_THREADS={plan.cores_per_rank}" in text and plan.cores_per_rank == 72
+    assert f"export OMP_NUM_THREADS={plan.placement.cores_per_rank}" in text and plan.placement.cores_per_rank == 72
 
 
 def test_roihus_choice_says_which_partition_was_skipped_and_why(roihu_recipes):
@@ -160,9 +160,9 @@ def test_an_nvme_pool_on_part_of_a_node_says_it_bills_the_whole_node(roihu_recip
     monkeypatch.setenv("USER", "alice")
     plan, text = make(RecipeTree(roihu_recipes), "gh200-cuda", gpus=1, nvme_pool="20GB")
     assert "exclusive" in sbatch_lines(text) and "storagesize=20GB path=/run/sbb/alice" in text
-    assert plan.notes == [
-        "--nvme-pool needs --exclusive on roihu: the job is billed for all 4 GPUs of each node, not the 1 it uses"
-    ]
+    assert plan.notes == (
+        "--nvme-pool needs --exclusive on roihu: the job is billed for all 4 GPUs of each node, not the 1 it uses",
+    )
 
 
 @pytest.mark.parametrize(
