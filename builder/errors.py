@@ -1,7 +1,9 @@
 """The failures the CLI reports, each kind with its exit status: 2 for what the user can fix
 (RecipeError, SetupError), 1 for a failed outside tool or check (ToolError, CheckFailed); and
-`shown()`, how a message quotes a value so that it stays on one line."""
+how a message speaks: `shown()` quotes a value so that it stays on one line, `did_you_mean()`
+names the closest of the names a user could have meant (targets, sites, launch modes)."""
 
+import difflib
 import re
 
 _PLAIN = re.compile(r"[A-Za-z0-9_.,:/@+=%-]+")
@@ -12,6 +14,12 @@ def shown(value) -> str:
     which escapes every character that would not print as itself (a newline as \\n)."""
     text = str(value)
     return text if _PLAIN.fullmatch(text) else repr(text)
+
+
+def did_you_mean(name, choices) -> str:
+    """`; did you mean 'x'?` for the closest of ``choices`` to ``name``, or '' when none is close."""
+    close = difflib.get_close_matches(str(name), sorted(choices), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
 
 
 def one_line(text: str) -> str:

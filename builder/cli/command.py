@@ -31,12 +31,12 @@ class Command:
     name: str = ""
     help: str = ""  # the one line in the top --help's list (argparse formats it: %% for %)
     example: str = ""  # ends its --help; {prog} is how the builder was started
-    images_option = False  # the shared --images DIR: built images' measured labels are shown
+    images = ""  # what --images DIR (default: images) means for it; "": it takes no --images
     after_dashes: AfterDashes | None = None  # what goes after `--`; None: nothing may
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        """Its positionals and options (--recipes, and --images where images_option says, are
-        added for it)."""
+        """Its positionals and options (--recipes, and --images where `images` says what it
+        means, are added for it)."""
 
     def run(self, args: argparse.Namespace) -> int | None:
         """Does it, once the arguments are read; returns the exit status (None: 0) or raises

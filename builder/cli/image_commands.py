@@ -13,6 +13,7 @@ class Build(Command):
     name = "build"
     help = "build images/<target>.sif with Apptainer and run its %%test"
     example = "{prog} build cpu                 (--force rebuilds the top layer)"
+    images = "where images go"
 
     def add_arguments(self, parser):
         _target_or_cpu(parser)
@@ -23,7 +24,6 @@ class Build(Command):
             choices=("top", "all"),
             help="rebuild even if up to date: the top layer (--force, --force=top) or every layer (--force=all)",
         )
-        parser.add_argument("--images", default="images", metavar="DIR", help="where images go (default: images)")
         parser.add_argument(
             "--bundle",
             metavar="DIR",
@@ -76,6 +76,7 @@ class Smoke(Command):
     name = "smoke"
     help = "run the image's smoke suite here: torchrun through the wrapper"
     example = "{prog} smoke cpu -- --sizes 8:1M"
+    images = "where the image is"
     after_dashes = AfterDashes("smoke_args", "the smoke suite's arguments", True)
 
     def add_arguments(self, parser):
@@ -86,7 +87,6 @@ class Smoke(Command):
             help="default: cpu; after --, arguments for `python -m smoke all`, e.g. -- --sizes 8:1M",
         )
         parser.set_defaults(smoke_args=[])
-        parser.add_argument("--images", default="images", metavar="DIR", help="where the image is (default: images)")
         parser.add_argument("--out", metavar="DIR", help="report folder (default: IMAGES/<target>.smoke)")
         parser.add_argument(
             "--ranks", type=positive, help="ranks (default: the site's GPUs per node, or 2 without GPUs)"
@@ -115,11 +115,11 @@ class Sign(Command):
     name = "sign"
     help = "sign a built image with a PEM private key (before its smoke tests)"
     example = "{prog} sign cpu --key private.pem"
+    images = "where the image is"
 
     def add_arguments(self, parser):
         _target_or_cpu(parser)
         parser.add_argument("--key", required=True, metavar="PRIVATE.pem", help="the PEM private key to sign with")
-        parser.add_argument("--images", default="images", metavar="DIR", help="where the image is (default: images)")
 
     def run(self, args):
         from ..host import sidecar
@@ -143,12 +143,12 @@ class Extend(Command):
     name = "extend"
     help = "build one more layer on a built image from a Dockerfile's steps (RUN, ENV, COPY, ...)"
     example = "{prog} extend cpu project/Dockerfile --name cpu-project"
+    images = "where the images are"
 
     def add_arguments(self, parser):
         parser.add_argument("target", help="the built image to start from")
         parser.add_argument("dockerfile", type=Path, help="its FROM is replaced by the target's image")
         parser.add_argument("--name", help="the new image: IMAGES/NAME.sif (default: <target>-extended)")
-        parser.add_argument("--images", default="images", metavar="DIR", help="where the images are (default: images)")
 
     def run(self, args):
         from ..host.images import built_image
@@ -166,12 +166,12 @@ class Export(Command):
     name = "export"
     help = "the built image as an OCI archive, an enroot squashfs or a CSCS EDF"
     example = "{prog} export cpu --format oci,enroot,edf --image-path '${{SCRATCH}}/images/cpu.sqsh'"
+    images = "where the image is and the files go"
 
     def add_arguments(self, parser):
         _target_or_cpu(parser)
         formats = "oci (IMAGES/<target>.oci.tar), enroot (.sqsh), edf (.toml, naming the .sqsh); repeated or a,b,c"
         parser.add_argument("--format", dest="formats", action="append", required=True, help=formats)
-        parser.add_argument("--images", default="images", metavar="DIR", help="where the image is and the files go")
         parser.add_argument("--image-path", metavar="PATH", help="the squashfs's path on the site, for the EDF's image")
 
     def run(self, args):

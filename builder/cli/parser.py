@@ -38,21 +38,16 @@ def parser() -> argparse.ArgumentParser:
     top.add_argument("--version", action="version", version=f"hpc-ml-containers {__version__}")
     top.add_argument("--recipes", default=None, metavar="DIR", help=RECIPES_HELP)
     sub = top.add_subparsers(metavar="COMMAND", parser_class=_Parser, dest="command")
-    built = _Parser(add_help=False)
-    built.add_argument(
-        "--images",
-        default="images",
-        metavar="DIR",
-        help="where built images are; their measured labels are shown (default: images)",
-    )
     for command in registry.COMMANDS:
         cmd = sub.add_parser(
             command.name,
-            parents=[common, built] if command.images_option else [common],
+            parents=[common],
             help=command.help,
             epilog="example:\n  " + command.example.format(prog=prog),
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         command.add_arguments(cmd)
+        if command.images:  # one option, declared once: what it means is the command's
+            cmd.add_argument("--images", default="images", metavar="DIR", help=f"{command.images} (default: images)")
         cmd.set_defaults(cli_command=command)
     return top

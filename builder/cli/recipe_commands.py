@@ -21,7 +21,7 @@ class List(Command):
     name = "list"
     help = "targets and sites, one line each"
     example = "{prog} list"
-    images_option = True
+    images = "where built images are; their measured labels are shown"
 
     def run(self, args):
         tree = load_tree(args.recipes)
@@ -75,7 +75,7 @@ class Show(Command):
     name = "show"
     help = "the fully resolved recipe of a target, as YAML"
     example = "{prog} show lumi-rocm"
-    images_option = True
+    images = "where built images are; their measured labels are shown"
 
     def add_arguments(self, parser):
         parser.add_argument("target")

@@ -126,6 +126,7 @@ class Publish(Command):
     name = "publish"
     help = "install a built, smoke-tested image as a site module under PREFIX"
     example = "{prog} publish cpu --prefix /appl/ml --name pytorch --default"
+    images = "where the image is"
 
     def add_arguments(self, parser):
         parser.add_argument("target", nargs="?", default="cpu", help="default: cpu")
@@ -138,7 +139,6 @@ class Publish(Command):
         parser.add_argument("--name", default="pytorch", help="module name (default: pytorch)")
         parser.add_argument("--version", help="module version (default: <torch version>-<target>)")
         parser.add_argument("--site", help="site the module is for (default: the target's first)")
-        parser.add_argument("--images", default="images", metavar="DIR", help="where the image is (default: images)")
         parser.add_argument(
             "--smoke-report", metavar="DIR", help="the image's smoke report folder (default: IMAGES/<target>.smoke)"
         )
@@ -259,9 +259,7 @@ class Doctor(Command):
     name = "doctor"
     help = "what this host offers for builds: runtime, fakeroot, disk, mirror, pip"
     example = "{prog} doctor"
-
-    def add_arguments(self, parser):
-        parser.add_argument("--images", default="images", metavar="DIR")
+    images = "where images go: the free disk there is reported"
 
     def run(self, args):
         from ..run.doctor import report

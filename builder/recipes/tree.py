@@ -5,8 +5,7 @@ import re
 from pathlib import Path
 
 from .. import contract, lockfile
-from ..errors import RecipeError
-from ..suggest import did_you_mean
+from ..errors import RecipeError, did_you_mean
 from . import schema_passes, validate, yamlsrc
 from .merge import Origin, merge
 from .section import Section

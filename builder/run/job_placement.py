@@ -6,12 +6,12 @@ their part filled in: `size`, then `choose_partition`, then `resources`."""
 import re
 from dataclasses import dataclass, replace
 
+from ..errors import did_you_mean
 from ..errors import shown as escaped
 from ..recipes.site_model import Site
 from ..recipes.slurm_model import Partition, Qos
 from ..recipes.target_model import Target
 from ..safe_text import SLURM_NAME, SLURM_NAME_EXPECTED, field, single_line
-from ..suggest import did_you_mean
 from .job_request import Request, command_line_error, seconds, shown
 
 

@@ -16,13 +16,13 @@ writes the Plan out.
 from dataclasses import dataclass, replace
 
 from .. import __version__, contract
+from ..errors import did_you_mean
 from ..recipes.site_model import Site
 from ..recipes.target_model import Target
 from ..recipes.tree import RecipeTree
 from ..render.templating import templates
 from ..safe_text import directive
 from ..shell import export, path_value, quote
-from ..suggest import did_you_mean
 from .job_environment import Environment, environment_for, steps_for, storage_for
 from .job_launch import LAUNCHES, launch_for
 from .job_paths import Paths, image_hint, paths_for, variable_checks
