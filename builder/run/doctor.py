@@ -43,10 +43,11 @@ def report(tree: RecipeTree | None, images, recipes=""):
                 f"{space.free_bytes(path) / 1e9:.1f} GB free at {there}" + ("" if there == path else f" (for {path})"),
             )
         )
-    try:
-        rows.append(("mirror", hostinfo.debian_mirror()))
-    except ToolError as error:
-        rows.append(("mirror", str(error)))
+    for label, mirror in (("mirror", hostinfo.debian_mirror), ("security mirror", hostinfo.security_mirror)):
+        try:
+            rows.append((label, mirror()))
+        except ToolError as error:
+            rows.append((label, str(error)))
     pip = hostinfo.pip_settings()
     rows.append(("pip CA", pip["cert"] or "none (builds use the image's own CA bundle)"))
     wheels = [w.name for d in pip["find_links"] for w in Path(d).glob("*.whl")]

@@ -77,3 +77,18 @@ def test_the_x86_64_compilers_for_the_other_architecture_are_shown(found, monkey
     assert cross_tools.state("aarch64") == f"made: {made}"
     monkeypatch.setattr(emulation, "host_arch", lambda: "aarch64")
     assert cross_tools.state("aarch64").startswith("not used")
+
+
+def test_both_debian_mirrors_a_build_takes_are_shown_and_a_missing_one_said(found, monkeypatch, tmp_path, capsys):
+    FakeRunner(monkeypatch, answers={"apptainer": "apptainer version 1.4.5\n"})
+    monkeypatch.setenv("HPCML_MIRROR", "http://mirror.test/debian")
+    monkeypatch.delenv("HPCML_SECURITY_MIRROR", raising=False)
+    doctor.report(None, tmp_path)
+    out = capsys.readouterr().out
+    assert "mirror                http://mirror.test/debian\n" in out
+    assert "security mirror       http://mirror.test/debian-security\n" in out
+    monkeypatch.setenv("HPCML_MIRROR", "http://mirror.test/other")
+    doctor.report(None, tmp_path)
+    assert "security mirror       no Debian security mirror known beside http://mirror.test/other; set " in (
+        capsys.readouterr().out
+    )
