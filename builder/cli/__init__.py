@@ -1,6 +1,5 @@
-"""Command line: list, show, render, lock, check, build, smoke, jobscript, publish, sign,
-extend, export, diff, verify, default, doctor, toolbox. Each command is one object (cli.command), listed in
-cli.registry; cli.parser builds the grammar from that list, and main() runs the chosen one.
+"""Command line. Each command is one object (cli.command), listed once, in cli.registry (`--help`
+shows that list); cli.parser builds the grammar from it, and main() runs the chosen one.
 
 Exit status: 0 done, 2 bad input (one line saying what and where), 1 a check or an outside
 tool failed.

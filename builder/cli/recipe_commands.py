@@ -1,4 +1,4 @@
-"""The commands that read the recipes: list, show, render, check."""
+"""The commands that read the recipes: list, show, render, check, lock."""
 
 import sys
 from pathlib import Path

@@ -85,3 +85,17 @@ def test_a_new_command_registered_in_the_list_is_in_help_and_runs(with_hello):
 
 def test_an_unregistered_command_is_not_in_the_grammar():
     assert "hello" not in subcommands(grammar()).choices
+
+
+def test_each_commands_module_names_in_its_docstring_exactly_the_commands_it_defines():
+    """The list in each module's first line is the only hand-written list besides the registry."""
+    import importlib
+
+    modules = {}
+    for command in registry.COMMANDS:
+        modules.setdefault(type(command).__module__, []).append(command.name)
+    assert set(modules) >= {"builder.cli.recipe_commands", "builder.cli.image_commands", "builder.cli.site_commands"}
+    for name, commands in modules.items():
+        first = importlib.import_module(name).__doc__.split(".")[0]
+        named = [word.strip() for word in first.split(":", 1)[1].split(",")]
+        assert sorted(named) == sorted(commands), name
