@@ -18,4 +18,4 @@ HPCML_MULTI_NODE_ENV=()
 HPCML_MULTI_NODE_LIBRARY_PATH=()
 HPCML_MASTER_PORT_BASE=20000
 # what the smoke suite judges runs here against (python -m smoke reads it at run time)
-HPCML_SITE_FACTS='{"allreduce":[{"busbw_gbs":0.6,"bytes":67108864,"dtype":"float32","nodes":1,"source":"this project'"'"'s CI VM (2 cores), gloo over loopback, 2 ranks, 2026-11","tolerance":0.5}],"network":{"transport":"socket"},"site":"local","slurm_mpi":"none"}'
+HPCML_SITE_FACTS='{"allreduce":[{"busbw_gbs":0.6,"bytes":67108864,"dtype":"float32","nodes":1,"source":"this project'"'"'s CI VM (2 cores), gloo over loopback, 2 ranks, 2026-11","tolerance":0.8}],"network":{"transport":"socket"},"site":"local","slurm_mpi":"none"}'
