@@ -11,7 +11,7 @@ from builder.run.job_placement import Placement
 from builder.run.job_request import Request
 
 WHOLE_LUMI_NODE = Placement(gpus=8, ranks_per_node=8, tasks_per_node=8, cores_per_rank=7)
-PROGRAM = ("/work/train.py", "--epochs", "2")
+PROGRAM = ("/scratch/project_465000000/train.py", "--epochs", "2")
 
 
 def test_srun_on_a_whole_node_binds_the_sites_masks_and_kills_the_step_on_a_failure(tree):
