@@ -34,8 +34,8 @@ class List(Command):
             measured = image_facts(target, Path(args.images))
             if measured:
                 print(f"  {'':<13} built: " + ", ".join(f"{key} {value}" for key, value in measured.items()))
-            if unlocked_why(target):
-                print(f"  {'':<13} unlocked: {unlocked_why(target)}")
+            if why := unlocked_why(target):
+                print(f"  {'':<13} unlocked: {why}")
         for name, error in sorted(tree.unusable.items()):
             print(f"  {name:<13} unusable: its site {Path(error.file).stem} is broken")
         for name, real in sorted(tree.aliases.items()):
@@ -88,8 +88,8 @@ class Show(Command):
         measured = image_facts(target, Path(args.images))
         if measured:
             shown["built_image"] = measured
-        if unlocked_why(target):
-            shown["unlocked"] = unlocked_why(target)
+        if why := unlocked_why(target):
+            shown["unlocked"] = why
         sys.stdout.write(yaml.safe_dump(shown, sort_keys=False, allow_unicode=True, width=100))
 
 
@@ -195,8 +195,8 @@ class Check(Command):
         print(f"recipes: {len(tree.targets)} targets and {len(tree.sites)} sites are valid")
         for target in (tree.targets[name] for name in sorted(tree.targets)):
             for site in target.sites:  # a named choice outside a site's driver: said, not refused
-                if driver_fit.misfit(target, site):
-                    print(f"warning: {driver_fit.refusal(tree, target, site)}", file=sys.stderr)
+                if refused := driver_fit.refusal(tree, target, site):
+                    print(f"warning: {refused}", file=sys.stderr)
         if problems:
             for problem in problems:
                 print(f"stale: {problem}", file=sys.stderr)
