@@ -3,8 +3,8 @@ name, with what it means, in two registries.
 
 - What crosses into the image, the variables the runtime reads and the files it shares, is
   defined by the runtime (runtime/hpcml_contract.py): it ships alone inside each image and
-  cannot import the builder, so the builder loads that very file from where it keeps the
-  runtime's source (a checkout's runtime/, or builder/_data/runtime/ in an installed copy).
+  cannot import the builder, so the builder imports it, by its own name, as the image does
+  (from runtime/ in a checkout, from the wheel's top level when installed: hatch_build.py).
 - The variables only a site file carries are defined with the line that writes them, in
   render/sitefile.py (SITE_FILE, VARIABLES).
 - Every other variable (read by the builder, the wrapper or the tests) is defined here, in
@@ -19,9 +19,8 @@ FAILURE_MARKER is the builder's own too, shared by the lines it renders and the 
 them.
 """
 
-from . import resources
+import hpcml_contract as _CONTRACT
 
-_CONTRACT = resources.runtime_module("hpcml_contract")
 IMAGE_VARIABLES: dict[str, str] = _CONTRACT.VARIABLES
 
 # A %post or %test line that starts with this is the reason a layer build failed, for users:
@@ -29,7 +28,7 @@ IMAGE_VARIABLES: dict[str, str] = _CONTRACT.VARIABLES
 # echo "hpcml-error: the frameworks need other versions of ..." >&2; exit 1
 FAILURE_MARKER = "hpcml-error: "
 
-BUILDER_VARIABLES: dict[str, str] = {}  # name -> meaning, in docs/design.md's order
+BUILDER_VARIABLES: dict[str, str] = {}  # name -> meaning, in docs/variables.md's order
 
 
 def _variable(name: str, meaning: str) -> str:

@@ -6,9 +6,10 @@ In a checkout (or an editable install) they are the repository's own `wrappers/`
 and `recipes/`; `pip install .` copies them into the package as `builder/_data/`.
 """
 
-import importlib.util
-import sys
 from pathlib import Path
+
+import hpcml_contract
+import hpcml_facts
 
 from .errors import ToolError
 
@@ -40,19 +41,19 @@ def runtime_source() -> Path:
     return _find("runtime")
 
 
-def runtime_module(name: str):
-    """One of the runtime's standard-library modules (hpcml_contract, hpcml_facts), loaded
-    from its source. Registered under its own name, so that code importing it by that name
-    (the smoke suite, on a host in tests) gets the same module and the same record classes."""
-    source = runtime_source() / f"{name}.py"
-    loaded = sys.modules.get(name)
-    if loaded is not None and Path(getattr(loaded, "__file__", "") or "").resolve() == source.resolve():
-        return loaded
-    spec = importlib.util.spec_from_file_location(name, source)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
+def runtime_files() -> dict[str, Path]:
+    """Every file of the runtime package's project, by its path in it (the runtime wheel's
+    build copies them). An installed builder keeps the two records it shares with the images
+    at the top level, where it imports them (hatch_build.py), not in _data/runtime/."""
+    source = runtime_source()
+    files = {
+        path.relative_to(source).as_posix(): path
+        for path in sorted(source.rglob("*"))
+        if path.is_file() and "__pycache__" not in path.parts
+    }
+    for record in (hpcml_contract, hpcml_facts):
+        files.setdefault(f"{record.__name__}.py", Path(record.__file__))
+    return files
 
 
 def recipes():

@@ -23,9 +23,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from hpcml_facts import FAIL, NOT_MEASURED, PASS, FactsError, SmokeReport
+
 from .. import __version__, contract, faults, resources, sbom
 from ..errors import CheckFailed, RecipeError
-from ..facts import FAIL, NOT_MEASURED, PASS, FactsError, SmokeReport
 from ..fileio import copy_hashed, sha256_file, write_atomic
 from ..host import sidecar
 from ..host.images import IMAGE_SUM, built_image, checked_labels, image_lock, ready_apptainer

@@ -14,9 +14,10 @@ import json
 import os
 from pathlib import Path
 
+from hpcml_facts import PASS, FactsError, SmokeReport
+
 from .. import contract
 from ..errors import CheckFailed, RecipeError
-from ..facts import PASS, FactsError, SmokeReport
 from ..fileio import sha256_file
 from ..host.images import ready_apptainer
 from ..published import IMAGE

@@ -4,7 +4,8 @@ against."""
 
 from dataclasses import dataclass, fields
 
-from .. import facts as handed_over
+import hpcml_facts as handed_over
+
 from .section import Section
 
 

@@ -7,7 +7,8 @@ looks up when it runs."""
 import dataclasses
 from dataclasses import dataclass, fields
 
-from ..facts import SiteFacts
+from hpcml_facts import SiteFacts
+
 from .network_model import Allreduce, Network
 from .section import Section
 from .slurm_model import Slurm

@@ -8,6 +8,7 @@ top layer's key and nothing below it.
 
 import hashlib
 import os
+import shutil
 import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -37,29 +38,32 @@ class Wheel:
 
 def current() -> Wheel:
     """The wheel of the runtime sources as they are now (built once per content)."""
-    source = resources.runtime_source()
-    return _build(source, _fingerprint(source))
+    files = resources.runtime_files()
+    return _build(tuple(files.items()), _fingerprint(files))
 
 
-def _fingerprint(source: Path) -> str:
+def _fingerprint(files: dict) -> str:
     digest = hashlib.sha256()
-    for path in sorted(source.rglob("*")):
-        if path.is_file() and "__pycache__" not in path.parts:
-            digest.update(str(path.relative_to(source)).encode() + b"\0" + path.read_bytes())
+    for name, path in sorted(files.items()):
+        digest.update(name.encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()
 
 
 @lru_cache(maxsize=4)
-def _build(source: Path, fingerprint: str) -> Wheel:
+def _build(files: tuple, fingerprint: str) -> Wheel:
     try:
         from hatchling.builders.wheel import WheelBuilder
     except ModuleNotFoundError:
         raise SetupError(lacking(["hatchling"], "it builds the runtime wheel")) from None
-    with tempfile.TemporaryDirectory(prefix="hpcml-wheel-") as out, _pinned_epoch():
+    with tempfile.TemporaryDirectory(prefix="hpcml-wheel-") as work, _pinned_epoch():
+        source = Path(work) / "runtime"  # the project, gathered: its files live in two places when installed
+        for name, path in files:
+            (source / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, source / name)
         try:
-            built = list(WheelBuilder(str(source)).build(directory=out, versions=["standard"]))
+            built = list(WheelBuilder(str(source)).build(directory=work, versions=["standard"]))
         except Exception as error:  # hatchling reports bad metadata in many ways
-            raise ToolError(f"{source}: could not build the runtime wheel: {error}") from None
+            raise ToolError(f"{resources.runtime_source()}: could not build the runtime wheel: {error}") from None
         path = Path(built[0])
         data = path.read_bytes()
     return Wheel(path.name, hashlib.sha256(data).hexdigest(), data)

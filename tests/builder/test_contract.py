@@ -1,7 +1,7 @@
 """The contract between builder, wrapper and runtime: every `HPCML_*` name the three
 programs, the rendered files and the docs use is in one of its three registries (what the image
 reads in runtime/hpcml_contract.py, what only a site file carries in builder/render/sitefile.py,
-the rest in builder/contract.py), docs/design.md gives
+the rest in builder/contract.py), docs/variables.md gives
 each with the registry's meaning word for word, and Python code names them only through the
 registries. Bash cannot import them, hence the regexes. The runtime's registry holds exactly
 what runtime/ reads, so that a name only the builder or the wrapper reads leaves every image
@@ -34,7 +34,7 @@ EVERY_VARIABLE = {**contract.VARIABLES, **sitefile.VARIABLES}
 RUNTIME = ROOT / "runtime"
 
 NAME = re.compile(r"HPCML_[A-Z0-9_]*[A-Z0-9]")
-DESIGN = ROOT / "docs" / "design.md"
+DESIGN = ROOT / "docs" / "variables.md"  # the page of the HPCML_* variables
 # every place a contract name can appear outside tests/
 SCANNED = ["builder", "runtime", "wrappers", "containers", "docs", "scripts", "README.md", "Makefile"]
 REGISTRY_FILES = (
@@ -53,7 +53,7 @@ def text_files():
 
 
 def design_rows(heading):
-    """{first cell: last cell} of the table rows under ``heading`` in docs/design.md, up to the
+    """{first cell: last cell} of the table rows under ``heading`` in docs/variables.md, up to the
     next heading."""
     lines = DESIGN.read_text().splitlines()
     rows = {}
@@ -200,14 +200,21 @@ def test_the_builder_reads_the_runtimes_registry():
 
 
 def test_an_installed_builder_carries_every_file_of_the_runtime_wheel():
-    """builder/_data/runtime/ must hold what the runtime wheel is built from, the registry too:
-    an installed builder loads it from there."""
+    """An installed builder builds the runtime wheel from builder/_data/runtime/ and the two
+    shared records, which its wheel carries at the top level (hatch_build.py) where it imports
+    them; every file the runtime wheel ships is in one place or the other."""
+    import hatch_build
+
     runtime = tomllib.loads((ROOT / "runtime" / "pyproject.toml").read_text())
     shipped = runtime["tool"]["hatch"]["build"]["targets"]["wheel"]["only-include"]
     builder = tomllib.loads((ROOT / "pyproject.toml").read_text())
     forced = builder["tool"]["hatch"]["build"]["targets"]["wheel"]["force-include"]
     for name in shipped:
-        assert forced.get(f"runtime/{name}") == f"builder/_data/runtime/{name}", name
+        if name in hatch_build.SHARED_RECORDS:
+            assert f"runtime/{name}" not in forced, f"{name}: force-include would copy it into editable installs"
+        else:
+            assert forced.get(f"runtime/{name}") == f"builder/_data/runtime/{name}", name
+    assert set(hatch_build.SHARED_RECORDS) <= set(shipped)
 
 
 def checkout_copy(folder):

@@ -1,9 +1,12 @@
 """Imports in builder/ point down: each package imports only from lower floors or from
 itself, so a shared helper never hides in a stage, no stage reaches back up, and the stages
 on one floor (build, export, run, publish) never import one another: what two of them share
-lives below both (host/, sbom/, or a module of the bottom floor such as published.py)."""
+lives below both (host/, sbom/, or a module of the bottom floor such as published.py).
+Below every floor sit the records the builder shares with the images (runtime/hpcml_contract.py,
+runtime/hpcml_facts.py), imported by name like any library."""
 
 import ast
+import sys
 
 from conftest import ROOT
 
@@ -72,6 +75,33 @@ def upward_imports(builder=BUILDER):
     return found
 
 
+SHARED_RECORDS = {"hpcml_contract", "hpcml_facts"}
+
+
+def top_level_imports(path):
+    """The top-level names of the absolute imports in ``path``."""
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            yield from (alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            yield node.module.split(".")[0]
+
+
+def test_the_builder_takes_from_the_runtime_only_the_shared_records_and_by_import():
+    runtime = {path.stem for path in (ROOT / "runtime").glob("*.py")} | {"smoke"}
+    reached = {name for path in BUILDER.rglob("*.py") for name in top_level_imports(path) if name in runtime}
+    assert reached == SHARED_RECORDS
+    # no module loaded by its path, where neither this test nor an import graph would see it
+    assert [path for path in BUILDER.rglob("*.py") if "spec_from_file_location" in path.read_text()] == []
+
+
+def test_the_shared_records_import_only_the_standard_library():
+    """They sit below the builder's floors and ship alone in each image."""
+    for name in SHARED_RECORDS:
+        outside = set(top_level_imports(ROOT / "runtime" / f"{name}.py")) - sys.stdlib_module_names - {"__future__"}
+        assert outside == set(), name
+
+
 def test_every_import_in_builder_points_down():
     assert upward_imports() == []
 
@@ -137,3 +167,4 @@ def test_no_module_or_function_in_builder_grows_past_a_page_or_so():
                 if length > MAX_FUNCTION_LINES:
                     too_long.append(f"{path.relative_to(BUILDER)}: {node.name}() {length} lines")
     assert too_long == []
+

@@ -22,12 +22,12 @@ from types import SimpleNamespace
 import pytest
 from helpers.awkward_text import assert_caught, assert_refused, plain_or, text
 from helpers.module_readers import LuaReader, TclReader
+from hpcml_facts import SmokeReport
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from lupa.lua54 import LuaError
 
 from builder.errors import RecipeError
-from builder.facts import SmokeReport
 from builder.publish import install, modulefile
 from builder.render.sitefile import GPU_FLAGS
 from builder.render.templating import templates

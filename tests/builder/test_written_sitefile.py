@@ -18,11 +18,11 @@ from dataclasses import replace
 import pytest
 from conftest import recipe_tree
 from helpers import awkward_text
+from hpcml_facts import SiteFacts
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from builder.errors import RecipeError
-from builder.facts import SiteFacts
 from builder.render import sitefile
 
 TREE = recipe_tree()

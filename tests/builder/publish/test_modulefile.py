@@ -1,7 +1,8 @@
 """The module's help line about the smoke tests, from the report as publish reads it (a
 SmokeReport): what a publish with a report writes, without an image."""
 
-from builder.facts import SmokeReport
+from hpcml_facts import SmokeReport
+
 from builder.publish import modulefile
 
 REPORT = {

@@ -17,13 +17,12 @@ import tempfile
 from pathlib import Path
 from types import SimpleNamespace
 
+import hpcml_facts as facts
 import pytest
 from conftest import ROOT
 from helpers import awkward_text
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-
-from builder import facts
 
 sys.path.insert(0, str(ROOT / "runtime"))
 from smoke import report  # noqa: E402

@@ -4,8 +4,8 @@
 import json
 
 from helpers.mini_target import cuda_changes, mini_target
+from hpcml_facts import ImageFacts
 
-from builder.facts import ImageFacts
 from builder.render.blocks import runtime
 
 

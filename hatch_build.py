@@ -1,0 +1,17 @@
+"""The builder's wheel carries the records it shares with the images at its top level.
+
+builder/contract.py and builder/facts.py import `hpcml_contract` and `hpcml_facts` by those
+names, as the smoke suite does inside an image. An editable install finds them in runtime/
+(dev-mode-dirs in pyproject.toml); a wheel copies them here. Not in force-include: hatchling
+copies those into editable installs too, where they would hide the checkout's own.
+"""
+
+from hatchling.builders.hooks.plugin.interface import BuildHookInterface
+
+SHARED_RECORDS = ("hpcml_contract.py", "hpcml_facts.py")
+
+
+class CustomBuildHook(BuildHookInterface):
+    def initialize(self, version, build_data):
+        if version == "standard":
+            build_data["force_include"].update({f"runtime/{name}": name for name in SHARED_RECORDS})
