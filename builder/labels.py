@@ -1,6 +1,6 @@
 """The names of an image's labels, written by the provenance block at render time, and the one
 reader of them in a built image (`ImageLabels`): host.images takes them from `apptainer
-inspect`, export.facts from the SIF's /.singularity.d/labels.json, the same JSON object."""
+inspect`, export.metadata from the SIF's /.singularity.d/labels.json, the same JSON object."""
 
 import datetime
 import json

@@ -12,7 +12,7 @@ import re
 
 from .. import __version__
 from ..safe_text import comment
-from . import facts as image_facts
+from . import metadata
 
 # CSCS's quick start: the user's scratch, bound at the same path, is where the job starts.
 WORKDIR = "${SCRATCH}"
@@ -27,11 +27,11 @@ FALLBACK_VARIANT = "cuda-dl"  # CSCS's general recommendation, for a CUDA major 
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 
 
-def text(facts: image_facts.ImageFacts, image: str) -> str:
-    """The EDF for ``facts``'s image, whose squashfs will be at ``image`` on the site. Every
+def text(meta: metadata.ImageMetadata, image: str) -> str:
+    """The EDF for ``meta``'s image, whose squashfs will be at ``image`` on the site. Every
     value is a TOML string (`_string`, `_key`); a comment carries text only through
     `safe_text.comment()`, on one line."""
-    target, created = comment(facts.target), comment(facts.created)
+    target, created = comment(meta.target), comment(meta.created)
     lines = [
         f"# CSCS Container Engine environment for {target}, written by hpcml export ({__version__})",
         f"# from {target}.sif" + (f", built {created}" if created else "") + ".",
@@ -43,32 +43,32 @@ def text(facts: image_facts.ImageFacts, image: str) -> str:
         "",
         "# The image's environment (its %environment); `$$` is a literal `$` to the Container Engine.",
         "[env]",
-        *(f"{_key(name)} = {_string(literal(value))}" for name, value in facts.environment.items()),
+        *(f"{_key(name)} = {_string(literal(value))}" for name, value in meta.environment.items()),
     ]
-    hook = annotations(facts)
+    hook = annotations(meta)
     if hook:
-        lines += ["", _why_annotations(facts), "[annotations]"]
+        lines += ["", _why_annotations(meta), "[annotations]"]
         lines += [
             f"{'.'.join(_key(part) for part in name.split('.'))} = {_string(value)}" for name, value in hook.items()
         ]
     return "\n".join(lines) + "\n"
 
 
-def annotations(facts: image_facts.ImageFacts) -> dict:
+def annotations(meta: metadata.ImageMetadata) -> dict:
     """The AWS OFI NCCL hook's annotations for a CUDA image; none for CPU and ROCm images (a CPU
     image has no NCCL; a ROCm image brings its own aws-ofi-nccl plugin and libfabric, built
     for RCCL, and CSCS's rocm variants are for its own ROCm versions)."""
-    if facts.image_labels.flavour != "cuda":
+    if meta.image_labels.flavour != "cuda":
         return {}
-    major = facts.image_labels.short("cuda.runtime").split(".")[0]
+    major = meta.image_labels.short("cuda.runtime").split(".")[0]
     variant = CUDA_VARIANTS.get(major)
     if variant is None:
         return {f"{HOOK}.enabled": "true", f"{HOOK}.variant": FALLBACK_VARIANT}
     return {"com.hooks.netstack.source": "host", f"{HOOK}.enabled": "true", f"{HOOK}.variant": variant}
 
 
-def _why_annotations(facts) -> str:
-    runtime = comment(facts.image_labels.short("cuda.runtime") or "unknown")
+def _why_annotations(meta) -> str:
+    runtime = comment(meta.image_labels.short("cuda.runtime") or "unknown")
     return (
         f"# NCCL over Slingshot: the AWS OFI NCCL hook, the variant of the image's CUDA ({runtime}).\n"
         "# https://docs.cscs.ch/software/container-engine/resource-hook/#aws-ofi-nccl-hook"

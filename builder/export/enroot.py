@@ -20,17 +20,17 @@ from pathlib import Path
 
 from .. import runner
 from ..errors import ToolError
-from . import facts as image_facts
+from . import metadata
 
 ENVIRONMENT = Path("etc") / "environment"
 PACKING = ("-comp", "gzip", "-Xcompression-level", "1")  # 128 KiB blocks, as Apptainer's
 HEADER = "# The image's environment (Apptainer's /.singularity.d/env/90-environment.sh), for enroot: hpcml export\n"
 
 
-def write(rootfs: Path, facts: image_facts.ImageFacts, out: Path, log: Path):
+def write(rootfs: Path, meta: metadata.ImageMetadata, out: Path, log: Path):
     """``rootfs`` (changed: its /etc/environment) as the squashfs ``out``."""
-    seconds = image_facts.epoch(facts.created)
-    add_environment(rootfs, facts.environment, seconds)
+    seconds = metadata.epoch(meta.created)
+    add_environment(rootfs, meta.environment, seconds)
     argv = ["mksquashfs", str(rootfs), str(out), "-noappend", *PACKING]
     if seconds is not None:
         argv += ["-mkfs-time", str(seconds)]

@@ -10,17 +10,17 @@ the time of the copy and keeps a blob cache under /var/lib/containers when run a
 from pathlib import Path
 
 from .. import runner
-from . import facts as image_facts
+from . import metadata
 
 LAYOUT_FILES = ("oci-layout", "index.json", "blobs")  # an OCI image layout, as the spec lays it out
 RUNSCRIPT = ".singularity.d/runscript"  # what `apptainer run` runs: the definition's %runscript
 
 
-def write(rootfs: Path, facts: image_facts.ImageFacts, work: Path, out: Path, log: Path):
+def write(rootfs: Path, meta: metadata.ImageMetadata, work: Path, out: Path, log: Path):
     """The archive of ``rootfs`` at ``out``; ``work`` holds the layout meanwhile."""
     layout = work / "oci"
-    image = f"{layout}:{facts.target}"  # the tag becomes the archive's ref name: podman loads localhost/<target>
-    created = facts.created
+    image = f"{layout}:{meta.target}"  # the tag becomes the archive's ref name: podman loads localhost/<target>
+    created = meta.created
     dated = ["--history.created", created] if created else []
 
     def umoci(*args, what):
@@ -34,16 +34,16 @@ def write(rootfs: Path, facts: image_facts.ImageFacts, work: Path, out: Path, lo
         image,
         *dated,
         "--history.created_by",
-        f"hpcml export {facts.target} --format oci",
+        f"hpcml export {meta.target} --format oci",
         "--history.comment",
-        f"the root filesystem of {facts.target}.sif",
+        f"the root filesystem of {meta.target}.sif",
         str(rootfs),
         "/",
         what="umoci insert (the root filesystem as one layer)",
     )
-    umoci("config", "--image", image, "--no-history", *config_args(facts, rootfs), what="umoci config")
+    umoci("config", "--image", image, "--no-history", *config_args(meta, rootfs), what="umoci config")
     umoci("gc", "--layout", str(layout), what="umoci gc")  # drops the blobs of the steps before
-    seconds = image_facts.epoch(created) or 0
+    seconds = metadata.epoch(created) or 0
     runner.run_logged(
         [
             "tar",
@@ -64,7 +64,7 @@ def write(rootfs: Path, facts: image_facts.ImageFacts, work: Path, out: Path, lo
     )
 
 
-def config_args(facts: image_facts.ImageFacts, rootfs: Path) -> list:
+def config_args(meta: metadata.ImageMetadata, rootfs: Path) -> list:
     """umoci config's arguments: the image's environment, its runscript as the entrypoint (so
     `podman run IMAGE ARGS` does what `apptainer run IMAGE ARGS` does), its labels as config
     labels, the annotations on the manifest, its build date and architecture."""
@@ -72,15 +72,15 @@ def config_args(facts: image_facts.ImageFacts, rootfs: Path) -> list:
     runscript = rootfs / RUNSCRIPT
     if not runscript.is_symlink() and runscript.is_file():
         args += ["--config.entrypoint", f"/{RUNSCRIPT}"]
-    if facts.created:
-        args += ["--created", facts.created]
-    arch = facts.labels.get(image_facts.BUILD_ARCH)
+    if meta.created:
+        args += ["--created", meta.created]
+    arch = meta.labels.get(metadata.BUILD_ARCH)
     if arch:
         args += ["--architecture", arch]
-    for name, value in facts.environment.items():
+    for name, value in meta.environment.items():
         args += ["--config.env", f"{name}={value}"]
-    for name, value in facts.labels.items():
+    for name, value in meta.labels.items():
         args += ["--config.label", f"{name}={value}"]
-    for name, value in image_facts.annotations(facts).items():
+    for name, value in metadata.annotations(meta).items():
         args += ["--manifest.annotation", f"{name}={value}"]
     return args

@@ -13,8 +13,7 @@ from pathlib import Path
 from ..errors import RecipeError, ToolError
 from ..host.images import built_image, checked_labels, image_lock, ready_apptainer
 from ..invocation import hint
-from . import edf, enroot, oci, sif
-from . import facts as image_facts
+from . import edf, enroot, metadata, oci, sif
 
 # Also the order they are made in: the OCI layer before enroot adds to the unpacked
 # /etc/environment, the squashfs before the EDF that names it.
@@ -65,7 +64,7 @@ def export(tree, request: ExportRequest, progress) -> dict:
             log = images / f"{name}.export.log"
             log.write_text("")
             partition = sif.root_partition(apptainer, built.path)
-            facts = image_facts.read(partition, name)
+            meta = metadata.read(partition, name)
             rootfs = work / "rootfs"
             if any(form in UNPACKED for form in formats):
                 progress.step(
@@ -76,12 +75,12 @@ def export(tree, request: ExportRequest, progress) -> dict:
                 temps[form] = outputs[form].with_name(f".{outputs[form].name}.tmp-{os.getpid()}")
                 progress.step(f"writing {outputs[form]}")
                 if form == "oci":
-                    oci.write(rootfs, facts, work, temps[form], log)
+                    oci.write(rootfs, meta, work, temps[form], log)
                 elif form == "enroot":
-                    enroot.write(rootfs, facts, temps[form], log)
+                    enroot.write(rootfs, meta, temps[form], log)
                 else:
                     image = request.image_path or edf.literal(str(squashfs.resolve()))
-                    temps[form].write_text(edf.text(facts, image))
+                    temps[form].write_text(edf.text(meta, image))
             for form in formats:  # all made: now each replaces the previous one
                 os.chmod(temps[form], 0o644)
                 os.replace(temps[form], outputs[form])

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from builder.errors import RecipeError
 from builder.export import edf, write
-from builder.export.facts import ImageFacts
+from builder.export.metadata import ImageMetadata
 from builder.labels import LABEL_PREFIX, ImageLabels
 
 inputs = st.fixed_dictionaries(
@@ -41,11 +41,11 @@ FIXED = {
 }
 
 
-def facts_of(given) -> ImageFacts:
+def metadata_of(given) -> ImageMetadata:
     recipe = json.dumps({"torch": {"flavour": given["flavour"]}})
     labels = {"org.label-schema.build-date": given["build_date"], f"{LABEL_PREFIX}.recipe": recipe}
     labels[f"{LABEL_PREFIX}.cuda.runtime"] = given["runtime"]
-    return ImageFacts(given["target"], dict(given["environment"]), ImageLabels(labels))
+    return ImageMetadata(given["target"], dict(given["environment"]), ImageLabels(labels))
 
 
 def nested(annotations: dict) -> dict:
@@ -74,12 +74,12 @@ def test_the_edf_gives_each_value_back(given):
             return
     else:
         image = edf.literal(given["image_path"])  # the squashfs's path here, as export writes it
-    facts = facts_of(given)
-    written = edf.text(facts, image)
+    meta = metadata_of(given)
+    written = edf.text(meta, image)
     parsed = tomllib.loads(written)
-    hook = edf.annotations(facts)
+    hook = edf.annotations(meta)
     expected = {"image": image, "workdir": edf.WORKDIR, "mounts": list(edf.MOUNTS)}
-    expected["env"] = {name: edf.literal(value) for name, value in facts.environment.items()}
+    expected["env"] = {name: edf.literal(value) for name, value in meta.environment.items()}
     if hook:
         expected["annotations"] = nested(hook)
     assert parsed == expected  # each value back, nothing added
@@ -91,7 +91,7 @@ def test_the_edf_gives_each_value_back(given):
     comments = 5 + (2 if hook else 0)
     assert sum(line.startswith("#") for line in lines) == comments
     # image, workdir, mounts, [env] and its lines, [annotations] and its lines, 1 or 2 blank lines
-    assert len(lines) == comments + 4 + len(facts.environment) + (len(hook) + 3 if hook else 1)
+    assert len(lines) == comments + 4 + len(meta.environment) + (len(hook) + 3 if hook else 1)
 
 
 # --- the property catches a real slip ----------------------------------------------------------

@@ -13,8 +13,8 @@ from helpers.cli_here import run_here
 from helpers.fake_runner import IMAGE_ANSWERS, FakeRunner
 
 from builder.errors import ToolError
-from builder.export import edf, enroot, facts, write
-from builder.export.facts import ImageFacts
+from builder.export import edf, enroot, metadata, write
+from builder.export.metadata import ImageMetadata
 from builder.labels import LABEL_PREFIX, ImageLabels
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -34,21 +34,21 @@ ID   |GROUP   |LINK    |SIF POSITION (start-end)  |TYPE
 2    |1       |NONE    |32757-35087               |JSON.Generic
 3    |1       |NONE    |36864-1112637440          |FS (Squashfs/*System/amd64)
 """
-# environment before the image's script, the marker, after it (facts.environment's `sh`)
+# environment before the image's script, the marker, after it (metadata.environment's `sh`)
 SH_ENV = "\0".join(
-    ["PATH=" + facts.DEFAULT_PATH, "PWD=/w", "--hpcml-export-after--", "PWD=/w"]
+    ["PATH=" + metadata.DEFAULT_PATH, "PWD=/w", "--hpcml-export-after--", "PWD=/w"]
     + [f"{name}={value}" for name, value in ENVIRONMENT.items()]
 )
 
 
-def cpu_facts(**labels) -> ImageFacts:
-    return ImageFacts("cpu", dict(ENVIRONMENT), ImageLabels({**LABELS, **labels}))
+def cpu_meta(**labels) -> ImageMetadata:
+    return ImageMetadata("cpu", dict(ENVIRONMENT), ImageLabels({**LABELS, **labels}))
 
 
-def cuda_facts(runtime="13.0") -> ImageFacts:
+def cuda_meta(runtime="13.0") -> ImageMetadata:
     recipe = json.dumps({"torch": {"flavour": "cuda"}})
     extra = {f"{LABEL_PREFIX}.recipe": recipe} | ({f"{LABEL_PREFIX}.cuda.runtime": runtime} if runtime else {})
-    return cpu_facts(**extra)
+    return cpu_meta(**extra)
 
 
 def snapshot(root: Path) -> dict:
@@ -94,7 +94,7 @@ CSCS_KEYS = {"base_environment", "image", "workdir", "entrypoint", "writable", "
 
 
 def test_the_edf_of_a_cpu_image_is_toml_with_cscs_keys_and_no_hook():
-    text = edf.text(cpu_facts(), "/scratch/images/cpu.sqsh")
+    text = edf.text(cpu_meta(), "/scratch/images/cpu.sqsh")
     parsed = tomllib.loads(text)
     assert set(parsed) <= CSCS_KEYS
     assert parsed["image"] == "/scratch/images/cpu.sqsh"
@@ -104,29 +104,29 @@ def test_the_edf_of_a_cpu_image_is_toml_with_cscs_keys_and_no_hook():
 
 
 def test_a_cuda_image_asks_for_the_aws_ofi_nccl_hook_of_its_cuda_major():
-    parsed = tomllib.loads(edf.text(cuda_facts("13.0"), "${SCRATCH}/a100-cuda.sqsh"))
+    parsed = tomllib.loads(edf.text(cuda_meta("13.0"), "${SCRATCH}/a100-cuda.sqsh"))
     hooks = parsed["annotations"]["com"]["hooks"]
     assert hooks["aws_ofi_nccl"] == {"enabled": "true", "variant": "cuda13"}
     assert hooks["netstack"] == {"source": "host"}
     assert (
-        tomllib.loads(edf.text(cuda_facts("12.8"), "/x.sqsh"))["annotations"]["com"]["hooks"]["aws_ofi_nccl"]["variant"]
+        tomllib.loads(edf.text(cuda_meta("12.8"), "/x.sqsh"))["annotations"]["com"]["hooks"]["aws_ofi_nccl"]["variant"]
         == "cuda12"
     )
 
 
 def test_a_cuda_image_of_an_unknown_cuda_gets_the_dynamically_linked_variant():
-    hooks = tomllib.loads(edf.text(cuda_facts(""), "/x.sqsh"))["annotations"]["com"]["hooks"]
+    hooks = tomllib.loads(edf.text(cuda_meta(""), "/x.sqsh"))["annotations"]["com"]["hooks"]
     assert hooks == {"aws_ofi_nccl": {"enabled": "true", "variant": "cuda-dl"}}
 
 
 def test_a_rocm_image_gets_no_hook():
-    rocm = cpu_facts(**{f"{LABEL_PREFIX}.recipe": json.dumps({"torch": {"flavour": "rocm"}})})
+    rocm = cpu_meta(**{f"{LABEL_PREFIX}.recipe": json.dumps({"torch": {"flavour": "rocm"}})})
     assert "annotations" not in tomllib.loads(edf.text(rocm, "/x.sqsh"))
 
 
 def test_edf_values_survive_toml_and_the_engines_dollar_expansion():
     odd = 'a "quoted" \\ back\tslash ${HOME} $x é \x01 \x7f'
-    image = ImageFacts("cpu", {"PATH": "/bin", "ODD": odd, "with.dot": "1"}, ImageLabels(LABELS))
+    image = ImageMetadata("cpu", {"PATH": "/bin", "ODD": odd, "with.dot": "1"}, ImageLabels(LABELS))
     env = tomllib.loads(edf.text(image, "/x.sqsh"))["env"]
     assert env["ODD"].replace("$$", "$") == odd and env["with.dot"] == "1"
 
@@ -135,7 +135,7 @@ def test_edf_values_survive_toml_and_the_engines_dollar_expansion():
 
 
 def test_every_label_is_an_annotation_with_the_oci_ones_we_know():
-    annotations = facts.annotations(cpu_facts())
+    annotations = metadata.annotations(cpu_meta())
     assert {key: annotations[key] for key in LABELS} == LABELS
     assert annotations["org.opencontainers.image.title"] == "cpu"
     assert annotations["org.opencontainers.image.version"] == "2.13.0"
@@ -144,8 +144,8 @@ def test_every_label_is_an_annotation_with_the_oci_ones_we_know():
 
 
 def test_an_image_without_a_build_date_or_torch_label_has_no_such_annotation():
-    image = ImageFacts("cpu", dict(ENVIRONMENT), ImageLabels({"org.label-schema.build-date": "yesterday"}))
-    annotations = facts.annotations(image)
+    image = ImageMetadata("cpu", dict(ENVIRONMENT), ImageLabels({"org.label-schema.build-date": "yesterday"}))
+    annotations = metadata.annotations(image)
     assert "org.opencontainers.image.created" not in annotations
     assert "org.opencontainers.image.version" not in annotations
 
@@ -160,21 +160,21 @@ def test_an_image_without_a_build_date_or_torch_label_has_no_such_annotation():
     ],
 )
 def test_apptainers_build_date_as_rfc_3339(label, created):
-    assert facts.build_date(label) == created
+    assert metadata.build_date(label) == created
     if created:
-        assert facts.epoch(created) == int(
+        assert metadata.epoch(created) == int(
             subprocess.run(["date", "-u", "-d", created, "+%s"], capture_output=True, text=True).stdout
         )
 
 
 def test_the_environment_is_what_the_image_script_exports_on_the_default_path():
     script = 'export VIRTUAL_ENV=/opt/venv\nexport PATH="/opt/venv/bin:${PATH}"\nNOT_EXPORTED=1\nexport E="a b"\n'
-    assert facts.environment(script) == {
-        "PATH": "/opt/venv/bin:" + facts.DEFAULT_PATH,
+    assert metadata.environment(script) == {
+        "PATH": "/opt/venv/bin:" + metadata.DEFAULT_PATH,
         "E": "a b",
         "VIRTUAL_ENV": "/opt/venv",
     }
-    assert facts.environment("# nothing\n") == {"PATH": facts.DEFAULT_PATH}
+    assert metadata.environment("# nothing\n") == {"PATH": metadata.DEFAULT_PATH}
 
 
 # --- enroot's /etc/environment -----------------------------------------------------------------
@@ -221,7 +221,7 @@ class FakeTools(FakeRunner):
         if argv[1:2] == ["inspect"]:
             out = IMAGE_ANSWERS[("inspect",)]
         if program == "unsquashfs" and "-cat" in argv:
-            out = json.dumps(LABELS) if argv[-1] == facts.LABELS_FILE else "export A=1\n"
+            out = json.dumps(LABELS) if argv[-1] == metadata.LABELS_FILE else "export A=1\n"
         return subprocess.CompletedProcess(argv, 0, out, "")
 
     def run_logged(self, argv, log_path, **kwargs):

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from conftest import run_builder
 
-from builder.export import facts, sif
+from builder.export import metadata, sif
 
 PODMAN_CONF = '[containers]\ndefault_ulimits = []\n\n[engine]\ncgroup_manager = "cgroupfs"\n'
 SYSTEM_STORE = Path("/var/lib/containers")
@@ -61,7 +61,7 @@ def image_facts(exported, apptainer):
     partition = sif.root_partition(apptainer, exported / "cpu.sif")
     inspected = run([apptainer, "inspect", "--json", "--labels", exported / "cpu.sif"]).stdout
     labels = json.loads(inspected)["data"]["attributes"]["labels"]
-    return partition, labels, facts.read(partition, "cpu").environment
+    return partition, labels, metadata.read(partition, "cpu").environment
 
 
 @pytest.fixture(scope="module")
@@ -103,7 +103,7 @@ def test_the_sifs_labels_file_is_what_apptainer_inspect_shows(cpu_image, apptain
     ask `apptainer inspect`: one object of labels, read by one reader (builder/labels.py)."""
     from builder.host import images
 
-    from_file = facts.read(sif.root_partition(apptainer, cpu_image), "cpu").image_labels
+    from_file = metadata.read(sif.root_partition(apptainer, cpu_image), "cpu").image_labels
     assert from_file == images.read_labels(apptainer, cpu_image) and from_file.short("target") == "cpu"
 
 
@@ -123,7 +123,7 @@ def test_skopeo_shows_the_sifs_labels_environment_and_annotations(exported, imag
     assert config["config"]["Labels"] == labels
     assert config["config"]["Env"] == [f"{name}={value}" for name, value in environment.items()]
     assert environment["PATH"].startswith("/opt/venv/bin:") and environment["VIRTUAL_ENV"] == "/opt/venv"
-    created = facts.build_date(labels[facts.BUILD_DATE])
+    created = metadata.build_date(labels[metadata.BUILD_DATE])
     assert config["created"] == created and config["history"][0]["created"] == created
     manifest = json.loads(run(["skopeo", "inspect", "--raw", archive]).stdout)
     assert manifest["annotations"] == {

@@ -25,7 +25,7 @@ _SPLIT = "--hpcml-export-after--"  # between the environment before and after th
 
 
 @dataclass(frozen=True)
-class ImageFacts:
+class ImageMetadata:
     target: str
     environment: dict  # PATH first, then what the image sets, by name
     image_labels: ImageLabels
@@ -42,9 +42,9 @@ class ImageFacts:
         return build_date(self.labels.get(BUILD_DATE, ""))
 
 
-def read(partition: sif.Partition, target: str) -> ImageFacts:
+def read(partition: sif.Partition, target: str) -> ImageMetadata:
     labels = ImageLabels.from_json_text(sif.read_file(partition, LABELS_FILE), partition.image)
-    return ImageFacts(target, environment(sif.read_file(partition, ENVIRONMENT_FILE)), labels)
+    return ImageMetadata(target, environment(sif.read_file(partition, ENVIRONMENT_FILE)), labels)
 
 
 def environment(script: str) -> dict:
@@ -83,13 +83,13 @@ def epoch(created: str):
     return calendar.timegm(time.strptime(created, "%Y-%m-%dT%H:%M:%SZ")) if created else None
 
 
-def annotations(facts: ImageFacts) -> dict:
+def annotations(meta: ImageMetadata) -> dict:
     """The image's labels as OCI annotations, and the `org.opencontainers.image.*` ones whose
     value the image knows (the OCI image spec's pre-defined annotation keys)."""
     known = {
-        "org.opencontainers.image.title": facts.target,
-        "org.opencontainers.image.version": facts.image_labels.short("version.torch"),
-        "org.opencontainers.image.created": facts.created,
-        "org.opencontainers.image.description": str(facts.image_labels.recipe.get("description", "")),
+        "org.opencontainers.image.title": meta.target,
+        "org.opencontainers.image.version": meta.image_labels.short("version.torch"),
+        "org.opencontainers.image.created": meta.created,
+        "org.opencontainers.image.description": str(meta.image_labels.recipe.get("description", "")),
     }
-    return {**facts.labels, **{key: value for key, value in known.items() if value}}
+    return {**meta.labels, **{key: value for key, value in known.items() if value}}
