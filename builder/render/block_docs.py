@@ -17,30 +17,37 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "blocks.md"
 HEADER = """# Building blocks
 
 Generated from each block's docstring (`builder/render/blocks/<block>.py`) by
-`python -m builder.render.block_docs`; edit the block, not this page. What a block is and how
-a recipe reaches it: [recipes.md](recipes.md); how blocks become a definition:
-[design.md](design.md#data-flow).
+`python -m builder.render.block_docs`; edit the block, not this page. What a block is and how a
+recipe reaches it: [recipes.md](recipes.md); how blocks become a definition:
+[design.md](design.md#data-flow). A target with locks (recipes/locks/<target>/) installs its
+apt and pip packages at the locked versions: [reproducibility.md](reproducibility.md).
 
-In the order they run: the build-host settings and the OS packages open each layer, then the
-base layers' blocks (devel and base images), then the top layer's; a site-image target runs
-`site_image` and the top layer's blocks on the site's own image.
+In the order they run: build_host and os open each layer, then come the base layers' blocks
+(devel and base images), then the top layer's; a site-image target runs `site_image` and the
+top layer's blocks on the site's own image.
 """
 
 
 def in_order() -> list:
     """The block modules, in %post order (blocks/__init__.py), each once."""
-    ordered = [blocks.build_host, blocks.os, *blocks.BASE_BLOCKS, *blocks.TOP_BLOCKS, *blocks.SITE_IMAGE_BLOCKS]
+    ordered = [
+        blocks.build_host,
+        blocks.os_packages,
+        *blocks.BASE_BLOCKS,
+        *blocks.TOP_BLOCKS,
+        *blocks.SITE_IMAGE_BLOCKS,
+    ]
     return list(dict.fromkeys(ordered))
 
 
 def section(module) -> str:
-    name = module.__name__.rsplit(".", 1)[-1]
+    name = blocks.block_name(module)
     summary, _, rest = inspect.getdoc(module).partition("\n")
     return f"## `{name}`\n\n{summary}\n{rest}\n"
 
 
 def render() -> str:
-    contents = "\n".join(f"- [`{m.__name__.rsplit('.', 1)[-1]}`](#{m.__name__.rsplit('.', 1)[-1]})" for m in in_order())
+    contents = "\n".join(f"- [`{blocks.block_name(m)}`](#{blocks.block_name(m)})" for m in in_order())
     return HEADER + "\n" + contents + "\n\n" + "\n".join(section(module) for module in in_order())
 
 

@@ -12,6 +12,7 @@ environment values are shell-quoted (shell.export), comments escaped (safe_text.
 import re
 
 from ..errors import RecipeError, shown
+from ..recipes.target_model import Target
 from ..safe_text import VARIABLE_EXPECTED, VARIABLE_NAME, single_line
 from ..safe_text import field as checked_field
 from ..shell import export
@@ -118,7 +119,7 @@ def docker_env(assignment, where) -> str:
     return f"export {assignment}"
 
 
-def check_target(target, where):
+def check_target(target: Target, where):
     """The target's own values that reach a definition: its description, and the images its
     stages start from."""
     line_value(target.description, "description", where)

@@ -11,7 +11,6 @@ A target renders as three layered files, built in this order, each from the one 
 Each stage gets at most one section of each kind, with an echoed banner per block. A target
 may build on another's devel and base layers (layer_sharing.py). A site-image target is one
 file, <t>.def, whose stages start from the site's own image (a site fact, written as it is).
-
 Every value is checked or quoted as Apptainer reads it back (def_values.py).
 """
 
@@ -19,6 +18,7 @@ import hashlib
 from dataclasses import dataclass, field, replace
 
 from .. import __version__
+from ..recipes.target_model import Target
 from ..reproducible import stage_post
 from ..safe_text import comment
 from ..shell import cmd, export
@@ -64,7 +64,7 @@ class StageText:
             self.args.add(MIRROR_ARG)
 
     @classmethod
-    def debian_root(cls, name, stage, target, **fields):
+    def debian_root(cls, name, stage, target: Target, **fields):
         """A stage that starts from a Debian root made by debootstrap: Apptainer's own
         bootstrap on x86_64, whose architecture is always the host's, so another architecture
         runs debootstrap with --arch itself, on the host, into an empty root (it runs the new
@@ -92,7 +92,7 @@ class StageText:
         self.git_sources += [url for url in part.git_sources if url not in self.git_sources]
 
 
-def lower_layer_parts(target) -> tuple:
+def lower_layer_parts(target: Target) -> tuple:
     """What the devel and base layers are made of: the stages they start from and the parts
     as far as those layers hold them (environment, tests, runscript, labels and help go to
     the image layer), with the GPU arch list left out: torch's wheel is built already, and
@@ -112,7 +112,7 @@ def lower_layer_parts(target) -> tuple:
     )
 
 
-def render_all(target, devel_text=None) -> dict:
+def render_all(target: Target, devel_text=None) -> dict:
     """{layer: LayerPlan} for the three layers of a target. devel_text: the devel layer the
     image layer builds on when it is another target's (layer_sharing). A site-image target
     has one layer, whose two stages start from the site's image."""
@@ -149,13 +149,13 @@ def render_all(target, devel_text=None) -> dict:
     return {layer: _render(target, layer, stages, apt_packages=apt[layer]) for layer in LAYERS}
 
 
-def _apt(target, base_parts, stage) -> tuple:
+def _apt(target: Target, base_parts, stage) -> tuple:
     """The packages the stage's apt-get installs: the recipe's and those its blocks ask for."""
     own = target.os.packages.build if stage == "build" else target.os.packages.final
     return tuple(sorted({*own, *(name for part in base_parts if part.stage == stage for name in part.packages)}))
 
 
-def _image_stages(target, base_parts, top_parts, top_build, image, starts_from):
+def _image_stages(target: Target, base_parts, top_parts, top_build, image, starts_from):
     """Fill the image layer's two stages: the top blocks' build steps on the devel layer (or
     the site's image), their venv swapped whole into the final stage, and the environment,
     %test, runscript, labels and help of every block."""
@@ -182,7 +182,7 @@ def _image_stages(target, base_parts, top_parts, top_build, image, starts_from):
         image.help += [line_value(line, "%help line", where) for line in part.help]
 
 
-def render_extension(target, name, steps, source, context) -> LayerPlan:
+def render_extension(target: Target, name, steps, source, context) -> LayerPlan:
     """The one-stage layer `hpcml extend` builds on the target's image: a Dockerfile's steps
     (dockerfile.DockerSteps) with the image's venv first on PATH, their files taken from the
     folder ``context`` (beside the image), a %test that the stack still imports."""
@@ -214,11 +214,11 @@ def render_extension(target, name, steps, source, context) -> LayerPlan:
     return LayerPlan(layer="image", owner=name, text=text, build_args=tuple(sorted(stage.args)), parents=("base",))
 
 
-def _where(target) -> str:
+def _where(target: Target) -> str:
     return f"target {target.name}"
 
 
-def _render(target, layer, stages, site_image="", apt_packages=()) -> LayerPlan:
+def _render(target: Target, layer, stages, site_image="", apt_packages=()) -> LayerPlan:
     # copies: the devel layer's stages are rendered twice (once for the image layer's kept step)
     forget = layer == "image" and not site_image and target.stage("final").bootstrap == "debootstrap"
     fixed = [replace(s, post=stage_post(s.name, s.post, forget and s.name == "final")) for s in stages[layer]]

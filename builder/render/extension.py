@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import RecipeError
+from ..recipes.target_model import Target
 from . import dockerfile
 from .definition import render_extension
 from .plan import LayerPlan
@@ -35,7 +36,7 @@ def context_name(name) -> str:
     return f"{name}.context"
 
 
-def plan_extension(tree, target, path: Path, name=None) -> Extension:
+def plan_extension(tree, target: Target, path: Path, name=None) -> Extension:
     """The layer's plan; a name that is not new, or a step the layer cannot take, is one line."""
     name = name or f"{target.name}-extended"
     if not NAME_RE.fullmatch(name) or name in tree.targets or name in tree.aliases:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from ..errors import RecipeError
 from ..lockfile import PythonLock, StaleLock
+from ..recipes.target_model import Target
 from ..shell import cmd
 
 HEREDOC_END = "PIP_LOCK"
@@ -49,7 +50,7 @@ class Recorder:
         self.requests = []
 
 
-def lines(target, request: Request, tail: str = "", keep=()) -> list:
+def lines(target: Target, request: Request, tail: str = "", keep=()) -> list:
     """Shell lines that install ``request`` into the active venv; ``tail``: shell words added
     after pip's arguments ('"$@"'); ``keep``: names left out of a locked install because
     the block installs them itself (deepspeed, built from its locked sdist)."""
@@ -59,7 +60,7 @@ def lines(target, request: Request, tail: str = "", keep=()) -> list:
     return [asked + (f" {tail}" if tail else "")]
 
 
-def locked(target, request: Request) -> bool:
+def locked(target: Target, request: Request) -> bool:
     """Whether the target installs ``request`` from its lock (noted for `hpcml lock`)."""
     lock = target.python_lock
     if isinstance(lock, Recorder):
@@ -68,7 +69,7 @@ def locked(target, request: Request) -> bool:
     return lock is not None
 
 
-def locked_lines(target, request: Request, tail: str = "", keep=()) -> list:
+def locked_lines(target: Target, request: Request, tail: str = "", keep=()) -> list:
     """The step's locked distributions, written to a file and installed from it."""
     pins = [pin for pin in locked_step(target, request).pins if pin.name not in keep]
     if not pins:
@@ -84,7 +85,7 @@ def locked_lines(target, request: Request, tail: str = "", keep=()) -> list:
     ]
 
 
-def locked_step(target, request: Request):
+def locked_step(target: Target, request: Request):
     """The lock's step for ``request``; a one-line RecipeError when the lock is stale."""
     lock = target.python_lock
     if isinstance(lock, StaleLock):
@@ -101,7 +102,7 @@ def locked_step(target, request: Request):
     return step
 
 
-def locked_pin(target, request: Request, name: str):
+def locked_pin(target: Target, request: Request, name: str):
     """The lock's pin of ``name`` in the request's step, or None without a lock."""
     lock = target.python_lock
     if lock is None or isinstance(lock, Recorder):

@@ -8,7 +8,7 @@ here; the wrapper looks the variable up when it runs and never evaluates the tex
 SITE_FILE is the file, a line per variable in the order written: its name, the site fact that
 fills it (a string or number, or a tuple for a bash array) and, for a name defined here, its
 meaning. A site fact the wrapper reads is one line here, beside its schema part, its field in
-the site model and the wrapper's use of it; docs/design.md's table of these names is
+the site model and the wrapper's use of it; docs/variables.md's table of these names is
 generated from it (`python -m builder.render.variable_docs`). A name defined here is in no
 image: the runtime never reads a site file.
 
@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from .. import contract
+from ..recipes.site_model import Site
 from ..safe_text import VARIABLE_EXPECTED, VARIABLE_NAME, comment, field, single_line
 from ..shell import quote
 
@@ -37,18 +38,18 @@ class Line:
     note: str = ""  # a comment written above the line, for whoever reads the site file
 
 
-def _pairs(site, pairs) -> tuple:
+def _pairs(site: Site, pairs) -> tuple:
     """NAME=value items of a bash array; a NAME that is not a variable's name is refused."""
     where = _where(site)
     # the wrapper splits each item at its first =
     return tuple(f"{field(name, 'variable', VARIABLE_NAME, VARIABLE_EXPECTED, where)}={value}" for name, value in pairs)
 
 
-def _where(site) -> str:
+def _where(site: Site) -> str:
     return f"site {site.name}"
 
 
-def _facts(site) -> str:
+def _facts(site: Site) -> str:
     return json.dumps(site.smoke_facts.to_json(), sort_keys=True, separators=(",", ":"))
 
 
@@ -107,11 +108,11 @@ SITE_FILE = (
     ),
 )
 
-# name -> meaning of the variables defined here, for the contract's tests and docs/design.md
+# name -> meaning of the variables defined here, for the contract's tests and docs/variables.md
 VARIABLES: dict[str, str] = {line.name: line.meaning for line in SITE_FILE if line.meaning}
 
 
-def render_site(site) -> str:
+def render_site(site: Site) -> str:
     lines = [
         f"# {comment(site.name)}: {comment(site.description)}",
         f"# Generated from recipes/sites/{comment(site.name)}.yaml by python -m builder render; do not edit.",

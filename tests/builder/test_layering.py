@@ -168,3 +168,21 @@ def test_no_module_or_function_in_builder_grows_past_a_page_or_so():
                     too_long.append(f"{path.relative_to(BUILDER)}: {node.name}() {length} lines")
     assert too_long == []
 
+
+def test_run_and_render_name_the_type_of_every_target_and_site_and_never_object():
+    """A newcomer follows a target or a site through the job plan and the blocks by its type
+    (issue 68): every parameter of that name is annotated, and no annotation is `object`."""
+    loose = []
+    for path in sorted([*(BUILDER / "run").rglob("*.py"), *(BUILDER / "render").rglob("*.py")]):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                args = [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs]
+                loose += [
+                    f"{path.relative_to(BUILDER)}: {node.name}({arg.arg})"
+                    for arg in args
+                    if arg.arg in ("target", "site") and arg.annotation is None
+                ]
+            annotation = getattr(node, "annotation", None)
+            if isinstance(annotation, ast.Name) and annotation.id == "object":
+                loose.append(f"{path.relative_to(BUILDER)}:{node.lineno}: object")
+    assert loose == []

@@ -3,7 +3,7 @@ block's reference changes with the block."""
 
 from conftest import ROOT
 
-from builder.render import block_docs
+from builder.render import block_docs, blocks
 
 
 def test_blocks_md_is_generated_from_the_blocks_as_they_are():
@@ -14,6 +14,6 @@ def test_blocks_md_is_generated_from_the_blocks_as_they_are():
 def test_every_block_has_its_section_with_what_it_emits_reads_and_an_example():
     text = block_docs.render()
     for module in block_docs.in_order():
-        name = module.__name__.rsplit(".", 1)[-1]
+        name = blocks.block_name(module)
         section = text.split(f"## `{name}`\n", 1)[1].split("\n## ", 1)[0]
         assert f'Emits: "{name}"' in section and "Reads: " in section and "\n    " in section, name

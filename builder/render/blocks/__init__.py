@@ -5,13 +5,16 @@ the os block, which installs the packages every other block asked for (so it is 
 with their wishes).
 
 Each module is named for the block its Parts carry (``Part.block``, the name in the rendered
-banners `echo '--- devel: torch'` and in tests/golden/blocks/<target>/<block>.txt), and its
+banners `echo '--- devel: torch'` and in tests/golden/blocks/<target>/<block>.txt), but for
+os_packages, whose block is `os` (its BLOCK: a module named os would shadow the standard
+library's); block_name() gives either. Its
 docstring says, as hpccm's building blocks do, what it emits, what it reads from the target
 and its sites, with an example. A Part's stage is build or final; the base layers render
 them as the devel and base images, the top layer as its build and final stages. Helpers that
 emit no Part live beside this package (render/git_sources.py).
 """
 
+from ...recipes.target_model import Target
 from . import (
     build_host,
     cuda_toolkit,
@@ -21,7 +24,7 @@ from . import (
     libfabric,
     mpi,
     nccl,
-    os,
+    os_packages,
     provenance,
     python,
     rccl_ofi,
@@ -38,7 +41,12 @@ TOP_BLOCKS = (provenance, extras, deepspeed, frameworks, runtime)
 SITE_IMAGE_BLOCKS = (site_image, *TOP_BLOCKS)
 
 
-def parts_by_layer(target) -> dict:
+def block_name(module) -> str:
+    """The name of the block a module emits: its BLOCK, else the module's own name."""
+    return getattr(module, "BLOCK", module.__name__.rsplit(".", 1)[-1])
+
+
+def parts_by_layer(target: Target) -> dict:
     """{"base": Parts of the devel and base layers, "top": Parts of the image layer}, each in
     %post order; the build-host settings open both, the os block comes right after them. A
     site-image target's base is the site's image: its "base" is empty."""
@@ -53,4 +61,4 @@ def parts_by_layer(target) -> dict:
     for part in base:
         wanted[part.stage].update(part.packages)
     host = build_host.parts(target)
-    return {"base": host + os.parts(target, wanted) + base, "top": host + top}
+    return {"base": host + os_packages.parts(target, wanted) + base, "top": host + top}

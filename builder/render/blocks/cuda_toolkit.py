@@ -1,25 +1,22 @@
 """The nvcc that compiles DeepSpeed's CUDA ops, from a package index instead of a CUDA base image.
 
-Two routes, chosen per target (recipes/targets/<t>.yaml, `cuda_toolkit`):
+Two routes (the target's `cuda_toolkit`), both in the build stages only; the image runs on
+the CUDA libraries of torch's wheels:
 
-  from: pypi, version: 13.0.3
-      `cuda-toolkit[nvcc,cccl,cudart,profiler]` from PyPI, the release the target's torch pins
-      (profiler: cuda_profiler_api.h, which DeepSpeed's inference kernels include). pip puts
-      it under site-packages/nvidia/cu13 with no lib64 and only versioned libraries
-      (libcudart.so.13, libcurand.so.10), and torch does not look there, so the block links it
-      to CUDA_HOME and adds the unversioned names that `-lcudart` and `-lcurand` look for.
-      CUDA 13 compiles for sm_75 and newer only.
-  from: debian, gcc: "13"
-      Debian's nvidia-cuda-toolkit from non-free (trixie: CUDA 12.4, sm_50 to sm_90, so V100
-      too). Its nvcc accepts gcc 13 at most, while trixie's default is 14, so the ops are
-      compiled with the gcc named here.
-
-Both live in the build stages only; the image runs on the CUDA libraries of torch's wheels.
+- `from: pypi, version: 13.0.3`: `cuda-toolkit[nvcc,cccl,cudart,profiler]` from PyPI, the
+  release the target's torch pins (profiler: cuda_profiler_api.h, which DeepSpeed's inference
+  kernels include). pip puts it in site-packages/nvidia/cu13, where torch does not look, with no
+  lib64 and only versioned libraries (libcudart.so.13, libcurand.so.10): the block links it to
+  CUDA_HOME and adds the unversioned names `-lcudart` and `-lcurand` need. CUDA 13 compiles for
+  sm_75 and newer only.
+- `from: debian, gcc: "13"`: Debian's nvidia-cuda-toolkit from non-free (trixie: CUDA 12.4,
+  sm_50 to sm_90, so V100 too). Its nvcc takes gcc 13 at most, trixie's default is 14, so the
+  ops are compiled with the gcc named here.
 
 Emits: "cuda_toolkit", build only (CUDA images): CUDA_HOME (and CC, CXX) for the later
-compiles and the toolkit's install lines, or its Debian packages for the os block.
-Reads: target.cuda_toolkit (the target's `cuda_toolkit`: from, version, gcc). No site fields;
-whether the toolkit compiles for the sites' archs is the recipe's choice (see above).
+compiles, and the toolkit's install lines or its Debian packages for the os block.
+Reads: target.cuda_toolkit (from, version, gcc). No site fields: whether the toolkit compiles
+for the sites' archs is the recipe's choice.
 
 Example, recipes/targets/v100-cuda.yaml, `cuda_toolkit: {from: debian, gcc: "13"}`, renders
 (containers/v100-cuda.devel.def; nvidia-cuda-toolkit and g++-13 go to the os block):
@@ -31,6 +28,7 @@ Example, recipes/targets/v100-cuda.yaml, `cuda_toolkit: {from: debian, gcc: "13"
     nvcc --version
 """
 
+from ...recipes.target_model import Target
 from ..parts import Part
 from ..pip_install import Request, lines
 
@@ -44,7 +42,7 @@ _FIND_PIP_HOME = (
 )
 
 
-def parts(target):
+def parts(target: Target):
     kit = target.cuda_toolkit
     if kit is None:
         return []

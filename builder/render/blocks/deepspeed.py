@@ -2,24 +2,16 @@
 
 Emits: "deepspeed", build (DS_ACCELERATOR and a DS_BUILD_* switch per listed op; a kept step
 that compiles the wheel from the sdist; its install, the wheel's sha256 recorded in the venv
-for the SBOM, and the master-address fix) and final
-(the ops' own packages, installed here since a top-layer block may not ask the os block;
-DS_ACCELERATOR=cpu for CPU images; the %tests of the fix and of the ROCm record; %help).
-Reads: target.deepspeed (deepspeed.accelerator, deepspeed.skip and fix_master_address, with
-recipes/deepspeed-ops.yaml for the listed ops, their switches and packages, and the
-versions.yaml pin), target.torch.flavour, target.python.venv; target.archs (site.gpu.arch:
-the sm_7x BF16 note; ROCm: the arch the op build is held to) and target.wavefront_size (ROCm:
-each site's `gpu: wavefront_size:`).
+for the SBOM, and the master-address fix) and final (the ops' own packages, installed here as
+a top-layer block may not ask the os block; DS_ACCELERATOR=cpu for CPU images; the %tests of
+the fix and of the ROCm record; %help).
+Reads: target.deepspeed (.accelerator, .skip, .fix_master_address; recipes/deepspeed-ops.yaml
+for the listed ops, their switches and packages; the versions.yaml pin), target.torch.flavour,
+target.python.venv; target.archs (site.gpu.arch: the sm_7x BF16 note; ROCm: the arch the op
+build is held to) and target.wavefront_size (ROCm: each site's `gpu: wavefront_size:`).
 
-Example, recipes/targets/cpu.yaml:
-
-    deepspeed:
-      accelerator: cpu
-      skip:
-        async_io: prebuilt it fails to load (...)
-        deepspeed_ccl_comm: needs Intel oneCCL (CCL_ROOT); ...
-
-renders (containers/cpu.def, shortened):
+Example, recipes/targets/cpu.yaml, `deepspeed: {accelerator: cpu, skip: {async_io: ...,
+deepspeed_ccl_comm: ...}}`, renders (containers/cpu.def, shortened):
 
     echo '--- build: deepspeed'
     export DS_ACCELERATOR=cpu
@@ -28,16 +20,17 @@ renders (containers/cpu.def, shortened):
     export DS_BUILD_CCL_COMM=0
     export DS_BUILD_CPU_ADAGRAD=1
     ...
-    kept=/mnt/kept/deepspeed-wheel-840e81212beeb261
+    kept=/mnt/kept/deepspeed-wheel-...
     ...
-    pip install --no-cache-dir "$ds_tmp"/wheel/deepspeed-*.whl
+    pip install --no-cache-dir --no-deps "$ds_tmp"/wheel/deepspeed-*.whl
 """
 
+from ...recipes.target_model import Target
 from ...shell import cmd, python_check
 from ..cpu_baseline import cpu_stand_in
 from ..parts import CROSS_MOUNT, Kept, Part
 from ..pip_install import Request, locked, locked_lines, locked_pin
-from . import os
+from . import os_packages
 
 # A fixed folder (the compiled ops and the installed wheel's record name it) in the root being
 # built, not in /tmp, which %post may share with the host (Apptainer binds it), where another
@@ -140,19 +133,19 @@ def compile_commands(version, before=(), later=(), sdist=None) -> list:
     ]
 
 
-def _ops_packages(target, stage) -> list:
+def _ops_packages(target: Target, stage) -> list:
     """The lines that install the ops' Debian packages in ``stage``, from its lock if any."""
     packages = target.deepspeed.packages
-    return list(os.install(packages, os.stage_lock(target, stage))) if packages else []
+    return list(os_packages.install(packages, os_packages.stage_lock(target, stage))) if packages else []
 
 
-def _request(target) -> Request:
+def _request(target: Target) -> Request:
     """The deepspeed step; a CUDA-built wheel requires nvidia-ml-py, which a lock made without torch misses."""
     cuda_only = ("nvidia-ml-py",) if target.torch.flavour == "cuda" else ()
     return Request("deepspeed", (f"deepspeed=={target.deepspeed.version}", *cuda_only), ("--no-binary=deepspeed",))
 
 
-def parts(target):
+def parts(target: Target):
     """DeepSpeed's wheel with every promised op compiled in; its own test is the master-address
     fix (the smoke block's %test proves the ops: `python -m smoke deepspeed`)."""
     ds = target.deepspeed
@@ -214,7 +207,7 @@ def parts(target):
     ]
 
 
-def _rocm_steps(target):
+def _rocm_steps(target: Target):
     """On ROCm: the op compile with the arch tools pinned to the target's GPU, and a record of
     what it compiled for, kept with the wheel, installed and checked by %test.
     (compile lines, saved files, restore lines, install lines, test lines)."""
@@ -240,7 +233,7 @@ def _rocm_steps(target):
     return compile_ops, extra, restored, installed, checks
 
 
-def _notes(target) -> list:
+def _notes(target: Target) -> list:
     """%help: what DeepSpeed holds prebuilt, what not and why."""
     ds = target.deepspeed
     notes = [f"DeepSpeed {ds.version}, ops prebuilt (nothing compiles at run time): {', '.join(ds.promised)}."]

@@ -1,51 +1,40 @@
 """The higher-level frameworks users start from: Lightning, Hugging Face transformers,
 accelerate and datasets, at the versions.yaml pins, in the top layer (so adding or bumping
 them rebuilds neither the OS nor torch). Each sets itself up for distributed training from
-the launcher's variables (torchrun's, Slurm's, or launchenv's), so the image needs nothing
-else for them.
+the launcher's variables (torchrun's, Slurm's or launchenv's): the image needs nothing else.
 
-Pins never move: before the install, every package the venv holds (torch, DeepSpeed,
-mpi4py, numpy, pip itself...) is written as `name==version` to a constraints file kept in
-the image (CONSTRAINTS, under the venv beside image.json), and pip installs the frameworks
-with `-c` that file. A framework that needs another version of one of them fails the layer
-with one line that starts with contract.FAILURE_MARKER and names the pins pip refused to
-move (from pip's `--log`); the builder reports that line (layerbuild/layers.py).
+Pins never move: first every package the venv holds (torch, DeepSpeed, mpi4py, numpy, pip...)
+goes as `name==version` into a constraints file kept in the image (CONSTRAINTS, beside
+image.json), and pip installs the frameworks under it (`-c`). If one needs another version of
+such a package, the layer fails with one line that starts with contract.FAILURE_MARKER and names
+the pins pip refused to move (from pip's `--log`), which the builder reports (layerbuild/layers.py).
+A target with a Python lock installs them from it; a site-image target, only those it lacks.
 
 Emits: "frameworks", build (the constraints file, then one pip install under it) and final
-(a %test that each imports at its pin, `pip check`, and that every pin of the constraints
-file still holds; a %help line); nothing when the target goes without.
-Reads: target.python.frameworks (python.frameworks: true by default for GPU targets, false
-for cpu; the versions come from versions.yaml `frameworks`), target.python.venv,
-target.python.mistagged (wheels whose tag pip misreads: `pip check`'s "not supported on this
-platform" line for each is let through, and nothing else). No site fields.
+(a %test that each imports at its pin, `pip check`, and that every pin of the constraints file
+still holds; a %help line); nothing when the target goes without.
+Reads: target.python.frameworks (true by default for GPU targets, false for cpu; the versions
+from versions.yaml `frameworks`), .venv, .mistagged (wheels whose tag pip misreads: `pip check`'s
+"not supported on this platform" line for each is let through, nothing else). No site fields.
 
-Example, recipes/targets/cpu.yaml:
-
-    python:
-      frameworks: true                # off by default for cpu; on here, where the tests run them
-
-renders (containers/cpu.def, shortened; C stands for /opt/venv/share/hpc-ml-runtime/constraints.txt):
+Example, recipes/targets/lumi-rocm.yaml (a GPU target: frameworks on) renders
+(containers/lumi-rocm.def, shortened; C stands for /opt/venv/share/hpc-ml-runtime/constraints.txt):
 
     echo '--- build: frameworks'
     mkdir -p /opt/venv/share/hpc-ml-runtime
     pip list --format=freeze | grep -E '^[A-Za-z0-9._-]+==[^[:space:]]+$' > C
     pip_log="$(mktemp /tmp/hpcml-frameworks-XXXXXX)"
     if ! pip install --no-cache-dir --log "$pip_log" -c C lightning==2.6.6 transformers==5.23.0 ...; then
-        pinned="$(sed -n 's/^.*The user requested (constraint) //p' "$pip_log" | sort -u | tr '\\n' ' ')"
+        ...
         if [ -n "$pinned" ]; then echo "hpcml-error: the frameworks need other versions of ..." >&2; fi
-        rm -f "$pip_log"
-        exit 1
-    fi
-    rm -f "$pip_log"
     ...
     echo '--- test: frameworks'
     python -m smoke.imports lightning==2.6.6 transformers==5.23.0 accelerate==1.15.0 datasets==5.2.0
     pip check
-    python -m smoke.pins /opt/venv/share/hpc-ml-runtime/constraints.txt
+    python -m smoke.pins C
 
-`frameworks: false` leaves the block out. recipes/targets/gh200-cuda.yaml names one
-mis-tagged wheel, and its %test has, in place of the bare `pip check` (M standing for
-'(nvidia-cusparselt-cu13) [^ ]+ is not supported on this platform'):
+recipes/targets/gh200-cuda.yaml names one mis-tagged wheel; in place of the bare `pip check`
+its %test has (M: '(nvidia-cusparselt-cu13) [^ ]+ is not supported on this platform'):
 
     if ! pip_check="$(pip check 2>&1)"; then
         left="$(printf '%s\\n' "$pip_check" | grep -vxE M || true)"
@@ -55,6 +44,7 @@ mis-tagged wheel, and its %test has, in place of the bare `pip check` (M standin
 """
 
 from ... import contract
+from ...recipes.target_model import Target
 from ...shell import cmd
 from ..parts import Part
 from ..pip_install import Request, locked, locked_lines
@@ -68,11 +58,11 @@ _PIN_LINE = "^[A-Za-z0-9._-]+==[^[:space:]]+$"
 _REFUSED = "s/^.*The user requested (constraint) //p"
 
 
-def constraints_path(target) -> str:
+def constraints_path(target: Target) -> str:
     return f"{target.python.venv}/{CONSTRAINTS}"
 
 
-def parts(target):
+def parts(target: Target):
     if not target.python.frameworks:
         return []
     pins = [f"{name}=={version}" for name, version in target.python.frameworks]

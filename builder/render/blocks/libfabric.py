@@ -1,37 +1,29 @@
 """The image's own libfabric with the CXI (Slingshot) provider, and libcxi, that the RCCL
-network plugin (the rccl_ofi block, next) is built against, so that the image needs nothing of
-the host's Slingshot stack but its kernel driver.
+network plugin (the rccl_ofi block, next) is built against: the image needs nothing of the
+host's Slingshot stack but its kernel driver.
 
 Emits: "libfabric", build (a kept step: the four pinned sources fetched and compiled into
 /opt/libfabric, then registered with the loader; its -dev packages for the os block) and final
 (the run-time packages, /opt/libfabric copied from build, registered again). Nothing when the
 plugin uses the distribution's libfabric.
-Reads: target.comm.library (comm.library: rccl), target.comm.plugin (comm.plugin),
-target.comm.libfabric (comm.libfabric: cxi, the versions.yaml sources cassini-headers,
-cxi-driver, libcxi and libfabric). A site whose network.libfabric is `image` needs such a
-target (the recipe tree checks); the block itself reads no site field.
+Reads: target.comm.library (rccl), .plugin, .libfabric (cxi: the versions.yaml sources
+cassini-headers, cxi-driver, libcxi and libfabric). No site fields, but a site whose
+network.libfabric is `image` needs such a target (the recipe tree checks).
 
-Example, recipes/targets/lumi-rocm.yaml:
-
-    comm:
-      library: rccl
-      plugin: aws-ofi-nccl
-      libfabric: cxi
-
-renders (containers/lumi-rocm.devel.def, the kept step shortened; its .base.def has the same
+Example, recipes/targets/lumi-rocm.yaml, `comm: {library: rccl, plugin: aws-ofi-nccl,
+libfabric: cxi}`, renders (containers/lumi-rocm.devel.def, shortened; its .base.def has the
 last two lines):
 
     echo '--- devel: libfabric'
-    kept=/mnt/kept/libfabric-cxi-63ae51ff11e3a5b3
+    kept=/mnt/kept/libfabric-cxi-...
     ...
-        cd "$work"/libfabric
-        ./autogen.sh
         ./configure --prefix=/opt/libfabric --enable-only --enable-shm ... --enable-cxi=/opt/libfabric ...
     ...
     printf '%s\\n' /opt/libfabric/lib > /etc/ld.so.conf.d/hpcml-libfabric.conf
     ldconfig
 """
 
+from ...recipes.target_model import Target
 from ...shell import cmd, register_libraries
 from .. import git_sources
 from ..parts import Kept, Part
@@ -64,14 +56,14 @@ CXI_RUN_PACKAGES = (
 )
 
 
-def parts(target):
+def parts(target: Target):
     # only beneath the RCCL network plugin, which links it (rccl_ofi, the next block)
     if target.comm.library != "rccl" or target.comm.plugin is None or not target.comm.libfabric:
         return []
     return _libfabric_cxi(target.comm.libfabric)
 
 
-def lib_dir(target) -> str:
+def lib_dir(target: Target) -> str:
     """The folder of the libfabric the network plugin loads: the image's own, or the distribution's."""
     return f"{LIBFABRIC_PREFIX}/lib" if target.comm.libfabric else target.multiarch_lib_dir
 

@@ -1,54 +1,42 @@
 """The distribution's MPI (same ABI as the site's) and mpi4py's binary wheel, which loads it.
 
-mpi4py's wheels (4.1 and later) carry one extension per MPI ABI (Open MPI's, MPICH's) and pick
-the one that matches the libmpi the loader finds at import: the image's, or the site's MPI
-that the wrapper binds in for multi-node jobs. Compiling mpi4py from source took five minutes
-of a fresh build and bought nothing the wheel lacks.
-
-An image with its own libfabric (comm.libfabric: cxi) may build MPICH from source on it
-instead (mpi.source names a versions.yaml source): ch4:ofi, so that MPI traffic takes
-Slingshot's CXI provider, as LUMI AI Factory's images do. The distribution's mpich is built
-on UCX, which has no Slingshot transport.
+mpi4py's wheels (4.1 and later) carry one extension per MPI ABI (Open MPI's, MPICH's) and load
+the one matching the libmpi found at import: the image's, or the site's that the wrapper binds
+in for multi-node jobs (compiling mpi4py cost five minutes of a fresh build, for nothing). An
+image with its own libfabric (comm.libfabric: cxi) may build MPICH on it instead (mpi.source):
+ch4:ofi, so that MPI traffic takes Slingshot's CXI provider, as LUMI AI Factory's images do;
+the distribution's mpich is built on UCX, which has no Slingshot transport.
 
 Emits: "mpi", build (the MPI packages for the os block, or a kept step that compiles MPICH
 into /opt/mpich; mpi4py's wheel) and final (the MPI packages or /opt/mpich; a %test that
 mpi4py loads the expected MPI, and for MPICH from source, its version; for MPICH with HIP, its
 GPU settings in %environment and a %test that MPICH reads them back, smoke.mpicvars).
-Reads: target.mpi.abi (mpi.abi: openmpi or mpich, which must be every site's site.mpi.abi,
-its `mpi: abi:`; the recipe tree checks), target.mpi.mpi4py (mpi.mpi4py: true, pinned in
-versions.yaml python_packages; "" for none), target.mpi.source (mpi.source: mpich, a Source
-with its submodules), target.torch.flavour (rocm: MPICH's HIP support, switched on).
+Reads: target.mpi.abi (openmpi or mpich; must be every site's `mpi: abi:`, site.mpi.abi, as the
+recipe tree checks), .mpi4py (true: the versions.yaml python_packages pin; "" for none), .source
+(a versions.yaml source with its submodules; without it, as in cpu.yaml, the distribution's
+package), target.torch.flavour (rocm: MPICH's HIP support, switched on).
 
-Example, recipes/targets/lumi-rocm.yaml (recipes/sites/lumi.yaml has `mpi: {abi: mpich}`):
-
-    mpi:
-      abi: mpich
-      mpi4py: true
-      source: mpich       # versions.yaml sources: MPICH 5.0.1 with its hwloc and json-c
-
-renders (containers/lumi-rocm.devel.def, the kept step shortened; containers/lumi-rocm.def);
-without `source:`, as in recipes/targets/cpu.yaml, the distribution's package instead:
+Example, recipes/targets/lumi-rocm.yaml, `mpi: {abi: mpich, mpi4py: true, source: mpich}` (MPICH
+5.0.1 with its hwloc and json-c; site lumi: `mpi: abi: mpich`), renders
+(containers/lumi-rocm.devel.def, then lumi-rocm.def; shortened):
 
     echo '--- devel: mpi'
     kept=/mnt/kept/mpich-...
     ...
         ./configure --prefix=/opt/mpich ... --with-device=ch4:ofi --with-libfabric=/opt/libfabric ...
     ...
-    printf '%s\\n' /opt/mpich/lib > /etc/ld.so.conf.d/hpcml-mpich.conf
-    ldconfig
     pip install --no-cache-dir --only-binary=mpi4py mpi4py==4.1.2
     ...
     export MPIR_CVAR_ENABLE_GPU=1                 (in %environment, with the two HMEM settings)
     ...
     echo '--- test: mpi'
-    python -c 'import sys
-    ...
-    ' 'MPICH Version:      5.0.1'
+    python -c '...' 'MPICH Version:      5.0.1'
     python -m smoke.mpicvars MPIR_CVAR_ENABLE_GPU=1 MPIR_CVAR_CH4_OFI_ENABLE_HMEM=1 ...
 """
 
 import re
 
+from ...recipes.target_model import Target
 from ...shell import cmd, python_check, register_libraries
 from .. import git_sources
 from ..parts import Kept, Part
@@ -91,7 +79,7 @@ MPICH_GPU_ENV = {
 }
 
 
-def parts(target):
+def parts(target: Target):
     source = target.mpi.source
     post, test = (), ()
     if target.mpi.mpi4py:

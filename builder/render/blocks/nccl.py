@@ -1,19 +1,14 @@
 """NCCL as torch's CUDA wheels bundle it: nothing to install, a check that torch finds it.
 
-The collective library is one of three (the target's comm.library, fixed by the torch
-flavour): gloo (CPU images) needs no block, nccl is this one, rccl is the rccl_ofi block (with
-libfabric below it).
+The target's collective library (comm.library, fixed by the torch flavour) is one of three:
+gloo (CPU images) needs no block, nccl is this one, rccl is the rccl_ofi block (on libfabric).
 
 Emits: "nccl", final only (CUDA images): a %test printing the NCCL version and a %help line.
-Reads: target.comm.library (comm.library). No site fields: the network NCCL uses (InfiniBand
-through the verbs packages of the target's os.packages.final) is the host's.
+Reads: target.comm.library (comm.library). No site fields: NCCL's network (InfiniBand through
+the verbs packages of the target's os.packages.final) is the host's.
 
-Example, recipes/targets/a100-cuda.yaml:
-
-    comm:
-      library: nccl
-
-renders (containers/a100-cuda.def):
+Example, recipes/targets/a100-cuda.yaml, `comm: {library: nccl}`, renders
+(containers/a100-cuda.def):
 
     echo '--- test: nccl'
     python -c 'import torch
@@ -22,6 +17,7 @@ renders (containers/a100-cuda.def):
     '
 """
 
+from ...recipes.target_model import Target
 from ...shell import python_check
 from ..parts import Part
 
@@ -32,7 +28,7 @@ print("NCCL", ".".join(map(str, version)) if isinstance(version, tuple) else ver
 """
 
 
-def parts(target):
+def parts(target: Target):
     if target.comm.library != "nccl":
         return []
     return [

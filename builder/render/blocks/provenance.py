@@ -1,13 +1,12 @@
 """Labels that say where an image came from, with the resolved recipe embedded.
 
 Emits: "provenance", final only (first of the top layer): %labels (builder version, target,
-sites, GPU archs, recipe hash, stage images, pinned versions, promised DeepSpeed ops, the
-resolved recipe as JSON), %post lines that drop the build host's inherited labels and (GPU
+sites, CPU and GPU archs, recipe hash, stage images, pinned versions, promised DeepSpeed ops,
+the resolved recipe as JSON), %post lines that drop the build host's inherited labels and (GPU
 images) add the measured ones (`smoke.labels`), and %help.
-Reads: target.name, description, stages, torch.version and .flavour, deepspeed.version and
-.promised, mpi.mpi4py, python.packages, .build_tools and .venv, comm.plugin, and
-target.resolved (the whole recipe); of each site, site.name and site.gpu.arch (through
-target.archs).
+Reads: target.name, description, stages, arch, torch.version and .flavour, deepspeed.version and
+.promised, mpi.mpi4py, python.packages, .build_tools and .venv, comm.plugin, and target.resolved
+(the whole recipe); of each site, site.name and site.gpu.arch (through target.archs).
 
 Example, recipes/targets/a100-cuda.yaml (`sites: [karolina, jean-zay, mahti]`, all sm_80)
 renders (containers/a100-cuda.def, shortened):
@@ -18,7 +17,7 @@ renders (containers/a100-cuda.def, shortened):
     org.hpc-ml-containers.sites karolina,jean-zay,mahti
     org.hpc-ml-containers.gpu.arch sm_80
     ...
-    org.hpc-ml-containers.version.torch 2.13.0
+    org.hpc-ml-containers.version.torch 2.14.1
 """
 
 import hashlib
@@ -26,6 +25,7 @@ import json
 
 from ... import __version__
 from ...labels import LABEL_PREFIX
+from ...recipes.target_model import Target
 from ...shell import cmd
 from ..parts import Part
 
@@ -49,15 +49,15 @@ def measured_labels(command: str) -> tuple:
     return (f'measured="$({command})"', f"printf '%s\\n' \"$measured\" | tee -a {_LABELS_FILE}")
 
 
-def recipe_json(target) -> str:
+def recipe_json(target: Target) -> str:
     return json.dumps(target.resolved, sort_keys=True, separators=(",", ":"))
 
 
-def recipe_hash(target) -> str:
+def recipe_hash(target: Target) -> str:
     return hashlib.sha256(recipe_json(target).encode()).hexdigest()
 
 
-def parts(target):
+def parts(target: Target):
     labels = [
         ("builder.version", __version__),
         ("target", target.name),

@@ -6,12 +6,8 @@ the %runscript and %help).
 Reads: target.python.venv (python.venv, default /opt/venv); target.python.build_tools
 (setuptools, wheel, ninja at their versions.yaml python_packages pins). No site fields.
 
-Example, recipes/targets/cpu.yaml:
-
-    python:
-      venv: /opt/venv
-
-renders (containers/cpu.devel.def):
+Example, recipes/targets/lumi-rocm.yaml (`python.venv: /opt/venv`) renders
+(containers/lumi-rocm.devel.def):
 
     echo '--- devel: python'
     export VIRTUAL_ENV=/opt/venv
@@ -20,6 +16,7 @@ renders (containers/cpu.devel.def):
     pip install --no-cache-dir setuptools==80.9.0 wheel==0.45.1 ninja==1.13.0
 """
 
+from ...recipes.target_model import Target
 from ...shell import cmd, python_check
 from ..parts import Part
 from ..pip_install import Request, lines
@@ -37,7 +34,7 @@ def venv_env(venv) -> tuple:
     return (("VIRTUAL_ENV", venv), ("PATH", f"{venv}/bin:${{PATH}}"))
 
 
-def parts(target):
+def parts(target: Target):
     venv = target.python.venv
     pins = [f"{name}=={version}" for name, version in target.python.build_tools]
     path = venv_env(venv)

@@ -5,36 +5,27 @@ bundle their own, which does not use the plugin.
 Emits: "rccl_ofi", build (a kept step: the pinned plugin fetched and compiled into
 /opt/aws-ofi-nccl against the libfabric block's libfabric or the distribution's) and final
 (hwloc, the plugin copied from build, the loader's cache, LD_PRELOAD and NCCL_NET_PLUGIN in
-%environment, the netcheck %tests, a %help line). Nothing without a plugin.
-`image_facts()` is the communication stack as the runtime block writes it into image.json,
-for every target (gloo and nccl too).
-Reads: target.comm.library (comm.library: rccl), target.comm.plugin (comm.plugin, a
-versions.yaml source: aws-ofi-nccl, or aws-ofi-nccl-1.18 for the ROCm 6.4 stack),
-target.comm.libfabric (comm.libfabric: cxi, else the distribution's).
-No site fields: the sites' network settings reach the image at run time, through the
-wrapper.
+%environment, the netcheck %tests, a %help line). Nothing without a plugin. `image_facts()`:
+the communication stack of any target (gloo and nccl too), for the runtime block's image.json.
+Reads: target.comm.library (rccl), .plugin (a versions.yaml source: aws-ofi-nccl, or
+aws-ofi-nccl-1.18 for the ROCm 6.4 stack), .libfabric (cxi, else the distribution's). No site
+fields: the sites' network settings reach the image at run time, through the wrapper.
 
-Example, recipes/targets/lumi-rocm.yaml:
-
-    comm:
-      library: rccl
-      plugin: aws-ofi-nccl
-      libfabric: cxi
-
-renders (containers/lumi-rocm.devel.def, the kept step shortened):
+Example, recipes/targets/lumi-rocm.yaml (`comm` as in the libfabric block) renders
+(containers/lumi-rocm.devel.def, shortened, then containers/lumi-rocm.base.def):
 
     echo '--- devel: rccl_ofi'
     ...
         ./configure --prefix=/opt/aws-ofi-nccl --with-libfabric=/opt/libfabric --with-rocm=/opt/rocm ...
-
-and in containers/lumi-rocm.base.def:
-
+    ...
     echo '--- base: rccl_ofi'
     printf '%s\\n' /opt/aws-ofi-nccl/lib /opt/rocm/lib > /etc/ld.so.conf.d/hpcml-rccl.conf
     ldconfig
 """
 
-from ...facts import CommStack
+from hpcml_facts import CommStack
+
+from ...recipes.target_model import Target
 from ...shell import cmd, register_libraries
 from .. import git_sources
 from ..parts import Kept, Part
@@ -47,13 +38,13 @@ ROCM_RCCL = f"{ROCM_PREFIX}lib/librccl.so.1"
 LD_CONF = "/etc/ld.so.conf.d/hpcml-rccl.conf"
 
 
-def parts(target):
+def parts(target: Target):
     if target.comm.library == "rccl" and target.comm.plugin is not None:
         return _rccl_with_plugin(target, target.comm.plugin)
     return []
 
 
-def image_facts(target) -> CommStack:
+def image_facts(target: Target) -> CommStack:
     """The communication stack as image.json records it (the runtime block writes it): the
     library, and where the smoke suite's preflight finds the plugin, the RCCL it must be used
     with and the libfabric it was built against."""
@@ -70,7 +61,7 @@ def image_facts(target) -> CommStack:
     )
 
 
-def _rccl_with_plugin(target, plugin):
+def _rccl_with_plugin(target: Target, plugin):
     build = _plugin_build(target, plugin)
     checks = _plugin_checks(target)
     final = Part(
@@ -106,7 +97,7 @@ def _rccl_with_plugin(target, plugin):
     return [build, final]
 
 
-def _plugin_build(target, plugin) -> Part:
+def _plugin_build(target: Target, plugin) -> Part:
     """aws-ofi-nccl compiled from its pinned commit against the image's libfabric, kept between builds."""
     # the image's own libfabric (the libfabric block, just before), or the distribution's,
     # without CXI
@@ -153,7 +144,7 @@ def _plugin_build(target, plugin) -> Part:
     )
 
 
-def _plugin_checks(target) -> list:
+def _plugin_checks(target: Target) -> list:
     """%test: the plugin loads beside RCCL, torch takes the image's RCCL, and CXI is there."""
     libfabric_lib = libfabric.lib_dir(target)
     checks = [

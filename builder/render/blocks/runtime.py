@@ -1,25 +1,23 @@
 """The runtime package (runtime/: launchenv and the smoke suite) installed into the image's
-venv from its wheel, and image.json, what this image promises (its DeepSpeed ops, its
-communication library), beside it. Site facts (references, networks) are not baked in: the
-wrapper hands them to the smoke suite at run time.
+venv from its wheel, and image.json beside it: what this image promises (its DeepSpeed ops,
+its communication library). Site facts (references, networks) are not baked in: the wrapper
+hands them to the smoke suite at run time.
 
-The definition names the wheel by file and sha256; `python -m builder build` passes its path
-as the build argument RUNTIME_WHEEL (by hand: `--build-arg RUNTIME_WHEEL=containers/<wheel>`
-after `python -m builder render`, which writes it there).
+The definition names the wheel by file and sha256: `python -m builder build` passes its path
+as the build argument RUNTIME_WHEEL (by hand, after `python -m builder render` wrote it there:
+`--build-arg RUNTIME_WHEEL=containers/<wheel>`).
 
-Emits: "runtime", build (the wheel as a %files entry, its sha256 check and install, image.json
-under the venv) and final (the %tests: launchenv, the smoke preflight, a small all-reduce and
-the DeepSpeed check; %help). Last of the top layer.
-Reads: target.name, target.python.venv, target.deepspeed (accelerator, listed and promised
-ops), target.cuda_min_driver (versions.yaml, CUDA images), target.amdgpu_runs and
-.amdgpu_modules (versions.yaml, ROCm images: AMD's driver matrix), the communication stack
-(rccl_ofi.image_facts: target.comm.library, .plugin, .libfabric); of the sites, their GPU
-archs (site.gpu.arch, through target.archs) and wavefront size (site.gpu.wavefront_size,
-through target.wavefront_size). Nothing else of a site: its facts reach the smoke suite at
-run time.
+Emits: "runtime", last of the top layer: build (the wheel as a %files entry, its sha256 check
+and install, image.json under the venv) and final (the %tests: launchenv, the smoke preflight,
+a small all-reduce and the DeepSpeed check; %help).
+Reads: target.name, .python.venv, .deepspeed (accelerator, listed and promised ops),
+.cuda_min_driver (versions.yaml, CUDA images), .amdgpu_runs and .amdgpu_modules (versions.yaml,
+ROCm images: AMD's driver matrix), the communication stack (rccl_ofi.image_facts: .comm.library,
+.plugin, .libfabric); of the sites, only target.archs (site.gpu.arch) and target.wavefront_size
+(site.gpu.wavefront_size).
 
-Example, recipes/targets/lumi-rocm.yaml (`comm: {library: rccl, plugin: aws-ofi-nccl,
-libfabric: cxi}`) renders (containers/lumi-rocm.def, shortened):
+Example, recipes/targets/lumi-rocm.yaml (`comm` as in the libfabric block) renders
+(containers/lumi-rocm.def, shortened):
 
     echo '--- build: runtime'
     echo '<sha256>  /opt/hpcml-runtime/hpc_ml_runtime-0.1.0-py3-none-any.whl' | sha256sum --check --quiet -
@@ -27,15 +25,16 @@ libfabric: cxi}`) renders (containers/lumi-rocm.def, shortened):
     ...
     cat > /opt/venv/share/hpc-ml-runtime/image.json <<'IMAGE_JSON'
     {"comm": {
-      "libfabric_dir": "/opt/libfabric/lib",
       "library": "rccl",
     ...
 """
 
 import json
 
+from hpcml_facts import DeepSpeedPromise, GpuPromise, ImageFacts
+
 from ... import contract
-from ...facts import DeepSpeedPromise, GpuPromise, ImageFacts
+from ...recipes.target_model import Target
 from ...shell import cmd, python_check
 from .. import runtime_wheel
 from ..parts import Part, build_arg
@@ -52,7 +51,7 @@ print("launchenv:", launchenv.__file__)
 """
 
 
-def image_facts(target) -> ImageFacts:
+def image_facts(target: Target) -> ImageFacts:
     # the archs of its sites' GPUs, which torch must carry and the ops were compiled for
     gpu = GpuPromise(
         tuple(target.archs),
@@ -71,7 +70,7 @@ def image_facts(target) -> ImageFacts:
     )
 
 
-def parts(target):
+def parts(target: Target):
     wheel = runtime_wheel.current()
     staged = f"{STAGING}/{wheel.name}"
     facts = _two_levels(image_facts(target).to_json())

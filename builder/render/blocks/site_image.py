@@ -1,11 +1,11 @@
 """What a site-image target's base already holds, read instead of installed.
 
 A site-image target (`site_image: true`) starts both stages of its one layer from the site's
-own image (the site file's `site_image.path`, LUMI AI Factory's on LUMI). Its torch, its
-collective library and its MPI are the base's: this block never installs them. It reads them
-where the ops will compile (a wrong torch stops the build there, in one marked line), puts
-what they are in the image's labels, and checks them again in %test. pip's build tools that
-DeepSpeed needs go in only when the base lacks them, at versions.yaml's pins.
+own image (the site file's `site_image.path`, LUMI AI Factory's on LUMI). Its torch, collective
+library and MPI are the base's, never installed: the block reads them where the ops compile (a
+wrong torch stops the build there, in one marked line), labels the image with them and checks
+them again in %test. pip's build tools for DeepSpeed go in only where the base lacks them, at
+versions.yaml's pins.
 
 Emits: "site_image", build (the venv on PATH, the GPU arch variable, the check of the base,
 the build tools it lacks) and final (the venv on PATH in %environment, after a copy of the
@@ -16,20 +16,20 @@ target.python.build_tools, target.archs (the arch variable, as the torch block s
 Example, recipes/targets/lumi-laif.yaml (`site_image: true`, `torch: {flavour: rocm}`;
 recipes/sites/lumi.yaml names the image) renders (containers/lumi-laif.def, shortened):
 
-    Bootstrap: localimage
-    From: /appl/local/laifs/containers/.../lumi-multitorch-full-u24r72f21m50t211-20260929_104918.sif
+    From: /appl/local/laifs/containers/.../lumi-multitorch-full-u24r70f21m50t210-20260807_115122.sif
     ...
     echo '--- build: site_image'
     export VIRTUAL_ENV=/opt/venv
     export PATH="/opt/venv/bin:${PATH}"
     export PYTORCH_ROCM_ARCH=gfx90a
-    PYTHONPATH=/opt/hpcml-runtime/hpc_ml_runtime-0.1.0-py3-none-any.whl \\
-        python -m smoke.baseimage rocm org.hpc-ml-containers 'hpcml-error: '
+    PYTHONPATH=/opt/hpcml-runtime/hpc_ml_runtime-0.1.0-py3-none-any.whl python -m smoke.baseimage rocm ...
+    ...
     pip show ninja >/dev/null 2>&1 || pip install --no-cache-dir ninja==1.13.0
 """
 
 from ... import contract
 from ...labels import LABEL_PREFIX
+from ...recipes.target_model import Target
 from ...shell import cmd
 from .. import runtime_wheel
 from ..parts import Part
@@ -44,7 +44,7 @@ _BASE_ENV = "/.singularity.d/env/90-environment.sh"
 _KEPT_ENV = "/.singularity.d/env/89-site-image-environment.sh"
 
 
-def parts(target):
+def parts(target: Target):
     image = target.site_image
     if image is None:
         return []

@@ -1,24 +1,17 @@
 """PyTorch from its wheel index, built for the archs of the target's sites.
 
-Emits: "torch", build (the pip install, from the index the target names when it names one,
-with the arch variable set for the later compiles, then the check below in the same layer, so
-a wrong torch fails the layer that installed it) and final (the arch variable in
-%environment, the same %test of the version, flavour and collectives).
-Reads: target.torch.version (torch.version, else versions.yaml's torch pin),
-target.torch.flavour (torch.flavour: cpu, cuda or rocm), target.torch.index (the
-versions.yaml torch_index entry torch.index names, else the one named as the flavour);
-target.archs, every site's site.gpu.arch (its `gpu: arch:`), as TORCH_CUDA_ARCH_LIST or
-PYTORCH_ROCM_ARCH.
+Emits: "torch", build (the pip install, from the target's index where it names one, with the
+arch variable set for the later compiles, then a check of the version, flavour and
+collectives, so a wrong torch fails the layer that installed it) and final (the arch variable
+in %environment, the same check as %test).
+Reads: target.torch.version (torch.version, else versions.yaml's torch pin), .flavour (cpu,
+cuda or rocm), .index (the versions.yaml torch_index entry torch.index names, else the
+flavour's); target.archs, every site's `gpu: arch:` (site.gpu.arch), as TORCH_CUDA_ARCH_LIST
+or PYTORCH_ROCM_ARCH.
 
-Example, recipes/targets/lumi-rocm.yaml (sites: [lumi]; recipes/sites/lumi.yaml has
-`gpu: {arch: [gfx90a]}`):
-
-    torch:
-      flavour: rocm
-      version: 2.10.0
-      index: rocm7.0
-
-renders (containers/lumi-rocm.devel.def, the case line and the check shortened):
+Example, recipes/targets/lumi-rocm.yaml, `torch: {flavour: rocm, version: 2.10.0, index:
+rocm7.0}`, for its site lumi (`gpu: arch: [gfx90a]`), renders (containers/lumi-rocm.devel.def,
+shortened):
 
     echo '--- devel: torch'
     export PYTORCH_ROCM_ARCH=gfx90a
@@ -29,6 +22,7 @@ renders (containers/lumi-rocm.devel.def, the case line and the check shortened):
 """
 
 from ... import contract
+from ...recipes.target_model import Target
 from ...shell import cmd, python_check
 from ..parts import Part
 from ..pip_install import Request, lines
@@ -60,7 +54,7 @@ print("torch", built, "gloo: yes", "nccl:", dist.is_nccl_available())
 """.replace("MARKER", contract.FAILURE_MARKER)
 
 
-def arch_env(target):
+def arch_env(target: Target):
     """The variable that tells torch (and DeepSpeed's op builds) which GPU archs to compile."""
     if target.torch.flavour == "cuda":
         # sm_80 -> 8.0, sm_100 -> 10.0
@@ -81,7 +75,7 @@ def extra_index(url) -> list:
     ]
 
 
-def parts(target):
+def parts(target: Target):
     request = Request("torch", (f"torch=={target.torch.version}",), index=target.torch.index or "")
     # An extra index: the wheel's local tag (+cpu, +cu128, +rocm6.4) outranks the plain
     # release on the default index, and dependencies still come from the default index.

@@ -108,7 +108,7 @@ def test_only_the_final_stage_gets_runtime_pieces(tree):
                 ), (name, part.block)
 
 
-BLOCK_MODULES = [blocks.build_host, blocks.os, *blocks.BASE_BLOCKS, *blocks.TOP_BLOCKS]
+BLOCK_MODULES = [blocks.build_host, blocks.os_packages, *blocks.BASE_BLOCKS, *blocks.TOP_BLOCKS]
 
 
 def test_each_block_file_is_named_for_the_block_it_emits(tree):
@@ -116,17 +116,17 @@ def test_each_block_file_is_named_for_the_block_it_emits(tree):
     for name in TARGETS:
         target = tree.target(name)
         for module in BLOCK_MODULES:
-            args = (target, {"build": {"ca-certificates"}, "final": set()}) if module is blocks.os else (target,)
-            emitted.setdefault(module.__name__.rsplit(".", 1)[-1], set()).update(
-                part.block for part in module.parts(*args)
+            args = (
+                (target, {"build": {"ca-certificates"}, "final": set()}) if module is blocks.os_packages else (target,)
             )
+            emitted.setdefault(blocks.block_name(module), set()).update(part.block for part in module.parts(*args))
     assert {file: names for file, names in emitted.items() if names != {file}} == {}
 
 
 def test_each_block_documents_what_it_emits_and_reads_with_an_example():
     for module in BLOCK_MODULES:
         doc = module.__doc__ or ""
-        name = module.__name__.rsplit(".", 1)[-1]
+        name = blocks.block_name(module)
         assert f'Emits: "{name}"' in doc, f"{name}: no 'Emits: \"{name}\", <stages>' in its docstring"
         assert "Reads: " in doc, f"{name}: no 'Reads: ' (target and site fields) in its docstring"
         assert "Example" in doc and "\n    " in doc, f"{name}: no indented example in its docstring"

@@ -1,48 +1,43 @@
 """Install the union of the Debian/Ubuntu packages that every block asked for, in one go.
 
-Emits: "os", build and final (each only when it has packages to install), right after
-build_host, in the base layers only: apt's archive areas, then one apt-get install.
-Reads: the packages the base-layer blocks asked for (``wanted``: their Part.packages plus
-target.os.packages.build and .final, the target's os.packages.build and .final);
-target.os.components (os.components: Debian archive areas beyond main); the stage's Debian
-lock (target.debian_locks, recipes/locks/<target>/debian-<stage>.txt) where it has one.
-No site fields. `install()` is also what the deepspeed block installs its ops' packages with,
-in the top layer.
+Emits: "os", build and final (each only when it has packages), right after build_host, in the
+base layers only: apt's archive areas, then one apt-get install. `install()` is also how the
+deepspeed block installs its ops' packages, in the top layer.
+Reads: the base-layer blocks' Part.packages plus target.os.packages.build and .final;
+target.os.components (Debian archive areas beyond main); the stage's Debian lock
+(target.debian_locks, recipes/locks/<target>/debian-<stage>.txt) if any. No site fields.
 
-With a lock, apt installs exactly it: each asked package at its locked version
-(``name=version``), its dependencies held at theirs by an apt preferences file that lives
-only as long as the install, and then every package the root holds is checked against the
-lock; one that is not in it, or of another version, stops the build. (A stage whose recipe
-asks for a package its lock lacks installs it unpinned here; the build refuses the stale lock
-before it starts.)
+With a lock, apt adds the pockets it names (updates, security; mirrors given at build time)
+and installs exactly the lock: each asked package at its locked version, its dependencies held at
+theirs by an apt preferences file kept for the install only; then any package not in the lock,
+or of another version, stops the build. (An asked package the lock lacks goes in unpinned
+here; the build refuses such a stale lock before it starts.)
 
-Example, recipes/targets/v100-cuda.yaml:
-
-    os:
-      components: [main, contrib, non-free]     # nvidia-cuda-toolkit is in non-free
-
-renders (containers/v100-cuda.devel.def, lines shortened):
+Example, recipes/targets/v100-cuda.yaml, `os: {components: [main, contrib, non-free]}`
+(nvidia-cuda-toolkit is in non-free), renders (containers/v100-cuda.devel.def, shortened):
 
     echo '--- devel: os'
     export DEBIAN_FRONTEND=noninteractive
+    printf 'deb %s %s main\\n' '{{ MIRROR }}' trixie-updates '{{ SECURITY_MIRROR }}' trixie-security >> ...
     if [ -f /etc/apt/sources.list ]; then sed -i -E 's/^(deb .*) main$/\\1 main contrib non-free/' ...
-    if [ -f /etc/apt/sources.list.d/debian.sources ]; then sed -i -E ...
-    apt-get update
-    apt-get install -y --no-install-recommends ca-certificates g++ g++-13 make nvidia-cuda-toolkit ...
-    apt-get clean
-    rm -rf /var/lib/apt/lists/*
+    ...
+    apt-get install -y --no-install-recommends ca-certificates=20250419+deb13u1 ... make=4.4.1-2 ...
+    ...
 """
 
 from ...lockfile import POCKET_ARCHIVES
+from ...recipes.target_model import Target
 from ...shell import cmd, quote
 from ..parts import Part, build_arg
 from ..plan import MIRROR_ARG, SECURITY_MIRROR_ARG
 
 # apt takes the locked version of every package it installs while this file exists
+# the block's name: the module is not named os, which is the standard library's
+BLOCK = "os"
 PREFERENCES = "/etc/apt/preferences.d/hpcml-lock"
 
 
-def parts(target, wanted):
+def parts(target: Target, wanted):
     out = []
     for stage in ("build", "final"):
         packages = sorted(wanted[stage])
@@ -52,7 +47,7 @@ def parts(target, wanted):
         lines, args = pockets(lock)
         out.append(
             Part(
-                block="os",
+                block=BLOCK,
                 stage=stage,
                 build_env=(("DEBIAN_FRONTEND", "noninteractive"),),
                 post=lines + areas(target.os.components) + install(packages, lock),
@@ -87,7 +82,7 @@ def areas(components) -> tuple:
     )
 
 
-def stage_lock(target, stage):
+def stage_lock(target: Target, stage):
     """The DebianLock of ``stage`` (build or final), or None."""
     return next((lock for lock in target.debian_locks if lock.stage == stage), None)
 
