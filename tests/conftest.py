@@ -25,7 +25,7 @@ TARGETS = sorted(path.stem for path in (RECIPES / "targets").glob("*.yaml") if "
 # What a test needs, read from the fixtures it uses (directly or through others): `make unit`
 # runs the tests that need none of these. `tools`: the real tools rather than our code with a
 # fake runner (pip and uv installing into fresh venvs, every documented command in a fresh
-# shell), which `make test` runs and `make unit` leaves out to stay fast (docs/design.md#tests).
+# shell), which `make test` runs and `make unit` leaves out to stay fast (docs/testing.md#layout-and-markers).
 NEEDS = {
     "image": {"cpu_image", "apptainer"},
     "cluster": {"slurm", "two_nodes", "twin", "site_file"},

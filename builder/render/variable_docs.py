@@ -1,4 +1,4 @@
-"""docs/design.md's table of the variables each site file carries, generated from
+"""docs/variables.md's table of the variables each site file carries, generated from
 render/sitefile.py's SITE_FILE (name and meaning, in the order the file writes them), so that
 a new site fact the wrapper reads is written once, in sitefile.py.
 
@@ -14,7 +14,7 @@ from ..errors import ToolError
 from ..fileio import write_atomic
 from . import sitefile
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "design.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "variables.md"
 MARKER = "<!-- the table below: python -m builder.render.variable_docs, from render/sitefile.py -->"
 
 

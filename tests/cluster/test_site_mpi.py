@@ -14,7 +14,7 @@ stand-in image that holds exactly it (tests/helpers/trixie_mpi_image.py):
 Each run is the script `jobscript` writes, submitted unchanged on the site's twin, on one node
 and on two: every rank reports the image's Open MPI, a correct all-reduce sum across all
 ranks, and launchenv's ranks equal to MPI's. Why each site launches as it does, with sources:
-the site files' comments and docs/jobscripts.md ("Host and image MPI").
+the site files' comments and docs/jobscripts-sites.md ("Host and image MPI").
 """
 
 import json
