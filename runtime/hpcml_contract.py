@@ -4,12 +4,12 @@ defined once with what it means.
 
 This file ships in every image (the runtime wheel), so a name added here changes every image;
 a variable only the builder, the wrapper or the tests read belongs to builder/contract.py,
-which loads this file and adds its own. tests/builder/test_contract.py checks that this file
-holds exactly the names runtime/ reads, and that the wrapper and docs/design.md agree with
+which imports this file and adds its own. tests/builder/test_contract.py checks that this file
+holds exactly the names runtime/ reads, and that the wrapper and docs/variables.md agree with
 both registries. Standard library only.
 """
 
-VARIABLES: dict[str, str] = {}  # name -> meaning, in docs/design.md's order
+VARIABLES: dict[str, str] = {}  # name -> meaning, in docs/variables.md's order
 FILES: dict[str, str] = {}  # file name -> meaning
 
 
