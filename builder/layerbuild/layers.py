@@ -21,20 +21,10 @@ from ..render import runtime_wheel
 from ..render.layer_sharing import plan_layers
 from ..render.parts import CROSS_DIR, CROSS_MOUNT, HOST_MOUNT
 from ..render.plan import LAYERS, MIRROR_ARG, SECURITY_MIRROR_ARG, in_order
-from . import from_bundle, host_settings, sources, store
+from . import build_log, from_bundle, host_settings, sources, store
 
 UNCOMPRESSED = "-noI -noD -noF -noX"  # no compression of inodes, data, fragments, xattrs
 WORK_PREFIX = "hpcml-build-"  # a build's work folder under the build space's tmp
-STEP_MARKERS = (
-    "--- devel: ",
-    "--- base: ",
-    "--- build: ",
-    "--- final: ",
-    "--- test: ",
-    "INFO:    Creating SIF",
-    "INFO:    Running testscript",
-    "INFO:    Starting build",
-)
 
 
 @dataclass(frozen=True)
@@ -56,6 +46,7 @@ class LayerBuild:
     path: str = None  # PATH for Apptainer when the builder's own debootstrap goes first on it
     bundle: object = None  # from_bundle.Bundle the layer takes every file from, or None
     apt_mirrors: tuple = ()  # (mirror, security mirror) of this build for a Debian root's apt
+    fakeroot: bool = True  # False under proot (host.build_route): SingularityCE's unprivileged build
 
     @property
     def packed(self) -> bool:
@@ -71,7 +62,7 @@ def build(tree, name, *, images: Path, force=None, progress, space_check=True, b
     bundle: a source bundle's folder to take every file from, with no network (from_bundle)."""
     forced = {None: (), "top": ("image",), "all": LAYERS}[force]
     target = tree.target(name)
-    build_route.check(target.sites[0])  # no way to run Apptainer here: one line, nothing written
+    route = build_route.check(target.sites[0], target)  # no way to build it here: one line, nothing written
     name = target.name  # an alias builds its target's image
     plans = plan_layers(tree, name)  # devel and base may be another target's, built and locked as its
     if target.site_image:  # before anything is asked or written: the site's image is here
@@ -100,6 +91,7 @@ def build(tree, name, *, images: Path, force=None, progress, space_check=True, b
         if space_check:
             _check_space(tree, name, plans, paths, steps, where)
         apptainer, label = find_apptainer(target.sites[0], progress, images)
+        label += ", under proot" if route.name == "proot" else ""
         if "devel" in plans and plans["devel"].owner != name:
             progress.step(
                 f"{name} builds on the devel and base layers of {plans['devel'].owner} "
@@ -116,7 +108,18 @@ def build(tree, name, *, images: Path, force=None, progress, space_check=True, b
             log = images / f"{plan.owner}.{layer}.build.log"
             progress.step(f"building the {layer} layer {sif} with {label} (log: {log})")
             host_side = (*_host_side(target, plan, cross, label, progress), bundle, _apt_mirrors(host_args))
-            job = LayerBuild(plan, apptainer, sif, keys[layer], args, log, force != "all", where, *host_side)
+            job = LayerBuild(
+                plan,
+                apptainer,
+                sif,
+                keys[layer],
+                args,
+                log,
+                force != "all",
+                where,
+                *host_side,
+                fakeroot=route.name != "proot",
+            )
             build_layer(job, progress)
             store.keep(plan, keys[layer], sif, progress)
         megabytes = paths["image"].stat().st_size / 1e6
@@ -220,7 +223,7 @@ def _argv(job, args, host, tmp_sif, definition) -> list:
     argv = [job.apptainer, "build"]
     if not job.packed and takes_squashfs_args(job.apptainer):
         argv += ["--mksquashfs-args", UNCOMPRESSED]
-    if hostinfo.needs_fakeroot():
+    if job.fakeroot and hostinfo.needs_fakeroot():
         argv.append("--fakeroot")
     for arg, value in sorted(args.items()):
         argv += ["--build-arg", f"{arg}={value}"]
@@ -256,7 +259,7 @@ def _run_apptainer(job, argv, work, tmp_sif, where, progress):
             what="apptainer build",
             note="; the previous image, if any, is unchanged",
             cleanup=[tmp_sif, work],
-            on_line=_progress_lines(progress),
+            on_line=build_log.progress_lines(progress),
         )
     except ToolError as error:
         last = runner.tail(job.log, 40)
@@ -266,18 +269,10 @@ def _run_apptainer(job, argv, work, tmp_sif, where, progress):
                 f"apptainer build {space.ran_out(*full)}; the previous image, if any, "
                 f"is unchanged and the partial files are removed; log: {job.log}"
             ) from error
-        reason = failure_line(last)
+        reason = build_log.failure_line(last)
         if reason is None:
             raise
         raise ToolError(f"{reason}; the previous image, if any, is unchanged; log: {job.log}") from error
-
-
-def failure_line(log_text: str):
-    """The reason a block's lines gave for failing the build, for users: the last line that
-    starts with contract.FAILURE_MARKER, less the marker (sh -x's "+ echo ..." of it does
-    not start with it); None when there is none."""
-    marked = [line for line in log_text.splitlines() if line.startswith(contract.FAILURE_MARKER)]
-    return marked[-1][len(contract.FAILURE_MARKER) :].strip() if marked else None
 
 
 def _remove_stale_temps(images, where, name):
@@ -286,12 +281,3 @@ def _remove_stale_temps(images, where, name):
         stale.unlink(missing_ok=True)
     for stale in where.tmp.glob(f"{WORK_PREFIX}{name}-*"):
         shutil.rmtree(stale, ignore_errors=True)
-
-
-def _progress_lines(progress):
-    def on_line(line):
-        text = line.strip()
-        if text.startswith(STEP_MARKERS):
-            progress.step(text.replace("INFO:    ", "").rstrip("."))
-
-    return on_line

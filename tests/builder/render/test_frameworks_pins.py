@@ -1,7 +1,7 @@
 """The frameworks block's pins, with the real pip and no image: the very lines the block
 renders run under sh in a fresh venv, on tiny wheels written here, pip never reaching an index
 (PIP_NO_INDEX, PIP_FIND_LINKS). A framework that needs another version of a package the layers
-below pinned fails in one marked line, which the layer build reports (layers.failure_line),
+below pinned fails in one marked line, which the layer build reports (build_log.failure_line),
 and moves nothing; one content with the pins installs, and the image's %test lines pass, until a pin moves.
 About a second each; the venv's packages are copied from one venv made per run."""
 
@@ -18,7 +18,7 @@ import pytest
 from conftest import RECIPES, ROOT, run_lock
 
 from builder import contract
-from builder.layerbuild.layers import failure_line
+from builder.layerbuild.build_log import failure_line
 from builder.recipes.tree import RecipeTree
 from builder.render.blocks import frameworks
 

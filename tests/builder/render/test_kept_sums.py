@@ -5,7 +5,7 @@ stops the build with one marked line (contract.FAILURE_MARKER) that names it and
 
 import subprocess
 
-from builder.layerbuild.layers import failure_line
+from builder.layerbuild.build_log import failure_line
 from builder.render import parts
 from builder.render.definition import _kept_step
 from builder.render.parts import KEPT_SUMS, Kept

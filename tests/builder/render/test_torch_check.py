@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from builder import contract
-from builder.layerbuild.layers import failure_line
+from builder.layerbuild.build_log import failure_line
 from builder.render.blocks import torch as torch_block
 
 # A stand-in torch: its version and which GPU toolkit it was "built with".
