@@ -1,9 +1,11 @@
 """Which way this host lets `build` run Apptainer, told before a build writes anything
 (issue 51). Sites differ: root on a workstation or CI runner; `--fakeroot` on a login node,
-with user namespaces (Jean Zay's prepost nodes) or without them, where Apptainer's fakeroot
-runs alone and package scripts that call useradd fail (Roihu: CSC's containers overview, as
-recipes/sites/roihu.yaml cites it); neither on LUMI, where SingularityCE's proot route or
-cotainr is what is left.
+with user namespaces (Jean Zay's prepost nodes) or, where a setuid Apptainer maps a subuid
+range, without them (Roihu: CSC's containers overview, as recipes/sites/roihu.yaml cites it);
+neither on LUMI, where SingularityCE (3.11 and later) builds without privilege when `proot`
+is on PATH (CSC's guide to containers on LUMI: `module load LUMI systools`). That proot route
+builds only from an image (`Bootstrap: localimage`), so it takes the targets on a site's own
+image (lumi-laif); a Debian root needs root or --fakeroot.
 
 `facts()` reads the host; `decide(facts)` is pure, so each case is tested without the host.
 
@@ -13,6 +15,7 @@ setuid=False, fakeroot_command=False)) -> Route("fakeroot", "user namespace with
 
 import os
 import pwd
+import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,9 +26,13 @@ from . import toolbox
 from .images import installed_apptainer
 
 PROOT_NOTE = (
-    "on LUMI, SingularityCE's unprivileged build with proot (module load systools) or cotainr; "
-    "unverified here: docs/lumi.md#lumi-on-the-sites-own-image"
+    "where SingularityCE 3.11+ is the runtime, proot on PATH lets it build a target on a site's image "
+    "without privilege (on LUMI: module load LUMI systools); cotainr is the other way: "
+    "docs/lumi.md#lumi-on-the-sites-own-image"
 )
+# SingularityCE's `--version`: "singularity-ce version 4.1.3-jammy"; proot builds from 3.11
+SINGULARITYCE_VERSION = re.compile(r"singularity-ce version (\d+)\.(\d+)")
+PROOT_BUILDS_FROM = (3, 11)
 
 
 @dataclass(frozen=True)
@@ -38,11 +45,13 @@ class Facts:
     fakeroot_command: bool  # `fakeroot` on PATH: Apptainer's fallback for a one-ID namespace
     toolbox_reason: str | None = None  # why no toolbox can be provisioned (None: one can)
     toolbox_ready: bool = False  # one was provisioned before
+    proot: str | None = None  # proot on PATH
+    proot_builds: bool = False  # the runtime builds under proot when unprivileged (SingularityCE 3.11+)
 
 
 @dataclass(frozen=True)
 class Route:
-    name: str | None  # "root", "toolbox", "fakeroot"; None: no build can run here
+    name: str | None  # "root", "toolbox", "fakeroot", "proot"; None: no build can run here
     detail: str  # how, for doctor's row
     blocker: str | None = None  # one line: what is missing and what the site must provide
 
@@ -67,6 +76,15 @@ def decide(facts: Facts) -> Route:
     if facts.userns:
         helper = " and the fakeroot command" if facts.fakeroot_command else " (no fakeroot command: some may fail)"
         return Route("fakeroot", f"{facts.runtime} --fakeroot: a one-ID user namespace{helper}; no /etc/subuid range")
+    if facts.proot_builds and facts.proot:
+        return Route("proot", f"{facts.runtime} under {facts.proot}, no privilege: targets on a site's image only")
+    if facts.proot_builds:
+        return Route(
+            None,
+            f"{facts.runtime}, no user namespaces, no proot",
+            "this host lets you build no image yet: SingularityCE builds without privilege when proot is on "
+            "PATH; load it (on LUMI: module load LUMI systools) and retry",
+        )
     return Route(
         None,
         f"{facts.runtime}, no user namespaces",
@@ -88,14 +106,24 @@ def facts(site=None) -> Facts:
         fakeroot_command=shutil.which("fakeroot") is not None,
         toolbox_reason=toolbox.can_provision(),
         toolbox_ready=toolbox.is_ready(),
+        proot=shutil.which("proot"),
+        proot_builds=builds_under_proot(runtime),
     )
 
 
-def check(site=None) -> Route:
-    """The route, or one line (exit status 2) before anything is written when there is none."""
+def check(site=None, target=None) -> Route:
+    """The route, or one line (exit status 2) before anything is written when there is none,
+    or when ``target`` (a name, with ``site_image`` its recipe's) cannot take it."""
     route = decide(facts(site))
     if route.name is None:
         raise SetupError(route.blocker)
+    if route.name == "proot" and target is not None and not target.site_image:
+        raise SetupError(
+            f"{target.name}: this host builds only under proot (no user namespaces, no fakeroot), which "
+            "builds from an image: a target on a site's own image (site_image in its recipe, as lumi-laif) "
+            f"builds here; {target.name} starts from a Debian root, which needs root or --fakeroot; build "
+            "it on another host and copy the image"
+        )
     return route
 
 
@@ -131,6 +159,18 @@ def _number(path) -> int:
         return int(Path(path).read_text().strip())
     except (OSError, ValueError):
         return 0
+
+
+def builds_under_proot(runtime) -> bool:
+    """SingularityCE 3.11 and later build as an ordinary user under proot; Apptainer does not."""
+    if runtime is None:
+        return False
+    try:
+        said = runner.run([runtime, "--version"], check=False, timeout=60).stdout
+    except ToolError:
+        return False
+    found = SINGULARITYCE_VERSION.search(said or "")
+    return bool(found) and tuple(map(int, found.groups())) >= PROOT_BUILDS_FROM
 
 
 def _setuid_starter(runtime) -> bool:

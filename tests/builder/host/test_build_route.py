@@ -1,5 +1,7 @@
 """host.build_route: which way a host lets `build` run Apptainer, each case from its facts,
-and a build refused in one line, before anything is written, where there is none (issue 51)."""
+and a build refused in one line, before anything is written, where there is none (issue 51);
+SingularityCE's proot route for the targets on a site's image (issue 67: LUMI's way; no
+SingularityCE runs here, so its build under proot is a fact read from its version)."""
 
 import dataclasses
 import subprocess
@@ -7,7 +9,7 @@ import subprocess
 import pytest
 from conftest import RECIPES, run_builder
 
-from builder.errors import SetupError
+from builder.errors import RecipeError, SetupError
 from builder.host import build_route
 from builder.host.build_route import Facts
 from builder.host.progress import Progress
@@ -54,7 +56,7 @@ def test_no_namespaces_and_no_setuid_is_one_line_naming_what_the_site_must_allow
     assert route.name is None and "\n" not in route.blocker
     assert route.blocker.startswith("this host lets you build no image: Apptainer's --fakeroot needs")
     assert "user.max_user_namespaces" in route.blocker and "setuid Apptainer" in route.blocker
-    assert "proot" in route.blocker and "cotainr" in route.blocker and "unverified" in route.blocker
+    assert "proot" in route.blocker and "cotainr" in route.blocker and "SingularityCE 3.11+" in route.blocker
 
 
 def test_no_apptainer_for_a_user_says_to_load_the_sites_module():
@@ -67,11 +69,12 @@ def test_no_apptainer_for_a_user_says_to_load_the_sites_module():
 
 
 def test_a_build_without_a_route_stops_before_anything_is_written(tmp_path, monkeypatch):
+    tree = RecipeTree(RECIPES)  # read first: reading recipes keeps its schema checks in the cache
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.setattr(build_route, "facts", lambda site=None: dataclasses.replace(USER, userns=False))
     images = tmp_path / "images"
     with pytest.raises(SetupError) as error:
-        layers.build(RecipeTree(RECIPES), "cpu", images=images, progress=Progress(), space_check=False)
+        layers.build(tree, "cpu", images=images, progress=Progress(), space_check=False)
     assert error.value.exit_status == 2 and "lets you build no image" in str(error.value)
     assert not images.exists() and not (tmp_path / "cache").exists()
 
@@ -103,3 +106,84 @@ def test_a_setuid_starter_is_found_where_source_and_distribution_installs_put_it
         assert not build_route._setuid_starter(str(command))  # not setuid
         (tmp_path / prefix / starter).chmod(0o4755)  # root owns it: the tests run as root
         assert build_route._setuid_starter(str(command))
+
+
+LUMI_LOGIN = dataclasses.replace(
+    USER, runtime="/usr/bin/singularity", userns=False, subids=False, proot="/appl/bin/proot", proot_builds=True
+)
+
+
+def test_singularityce_with_proot_builds_without_privilege_what_starts_from_an_image():
+    route = build_route.decide(LUMI_LOGIN)
+    assert route.name == "proot"
+    assert route.detail == "/usr/bin/singularity under /appl/bin/proot, no privilege: targets on a site's image only"
+    # fakeroot still goes first where the host offers it
+    assert build_route.decide(dataclasses.replace(LUMI_LOGIN, userns=True)).name == "fakeroot"
+
+
+def test_singularityce_without_proot_says_to_load_it():
+    route = build_route.decide(dataclasses.replace(LUMI_LOGIN, proot=None))
+    assert route.name is None and "\n" not in route.blocker
+    assert route.blocker.endswith("proot is on PATH; load it (on LUMI: module load LUMI systools) and retry")
+
+
+def test_apptainer_with_proot_on_path_still_has_no_route():
+    """Apptainer does not build under proot: proot on PATH changes nothing for it."""
+    route = build_route.decide(dataclasses.replace(LUMI_LOGIN, runtime="/usr/bin/apptainer", proot_builds=False))
+    assert route.name is None and route.blocker.startswith("this host lets you build no image: Apptainer's")
+
+
+@pytest.mark.parametrize(
+    "said, builds",
+    [
+        ("singularity-ce version 4.1.3-jammy", True),
+        ("singularity-ce version 3.11.0", True),
+        ("singularity-ce version 3.10.5", False),
+        ("apptainer version 1.4.5", False),
+        ("singularity version 3.8.7", False),  # the older Singularity, before the CE/Apptainer split
+    ],
+)
+def test_a_proot_capable_runtime_is_told_by_its_version(tmp_path, said, builds):
+    runtime = tmp_path / "singularity"
+    runtime.write_text(f"#!/bin/sh\necho '{said}'\n")
+    runtime.chmod(0o755)
+    assert build_route.builds_under_proot(str(runtime)) is builds
+    assert build_route.builds_under_proot(None) is False
+
+
+def test_under_proot_a_debian_rooted_target_is_refused_in_one_line_and_nothing_is_written(tmp_path, monkeypatch):
+    tree = RecipeTree(RECIPES)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr(build_route, "facts", lambda site=None: LUMI_LOGIN)
+    images = tmp_path / "images"
+    with pytest.raises(SetupError) as error:
+        layers.build(tree, "lumi-rocm", images=images, progress=Progress(), space_check=False)
+    assert error.value.exit_status == 2 and "\n" not in str(error.value)
+    assert str(error.value).startswith("lumi-rocm: this host builds only under proot")
+    assert "lumi-laif" in str(error.value) and "needs root or --fakeroot" in str(error.value)
+    assert not images.exists() and not (tmp_path / "cache").exists()
+
+
+def test_under_proot_a_target_on_the_sites_image_gets_past_the_route(tmp_path, monkeypatch):
+    """lumi-laif passes the route check and stops at the next one: LUMI's image is not here."""
+    monkeypatch.setattr(build_route, "facts", lambda site=None: LUMI_LOGIN)
+    with pytest.raises(RecipeError) as error:
+        layers.build(RecipeTree(RECIPES), "lumi-laif", images=tmp_path / "images", progress=Progress())
+    assert "site_image.path" in str(error.value) and "no such file here" in str(error.value)
+    assert not (tmp_path / "images").exists()
+
+
+def test_the_proot_route_builds_without_fakeroot(tmp_path, monkeypatch):
+    """SingularityCE takes the proot route only when --fakeroot is not given."""
+    from builder.render.layer_sharing import plan_layers
+
+    monkeypatch.setattr(layers.hostinfo, "needs_fakeroot", lambda: True)
+    monkeypatch.setattr(layers, "takes_squashfs_args", lambda apptainer: False)
+    plan = plan_layers(RecipeTree(RECIPES), "lumi-laif")["image"]
+    job = layers.LayerBuild(plan, "singularity", tmp_path / "x.sif", "key", {}, tmp_path / "log")
+    argv = layers._argv(job, {}, tmp_path / "host", tmp_path / ".x.sif.tmp", tmp_path / "x.def")
+    assert "--fakeroot" in argv
+    argv = layers._argv(
+        dataclasses.replace(job, fakeroot=False), {}, tmp_path / "host", tmp_path / ".x.sif.tmp", tmp_path / "x.def"
+    )
+    assert "--fakeroot" not in argv and argv[:2] == ["singularity", "build"]
