@@ -74,13 +74,14 @@ def missing_tools(which=None) -> list:
     return [" or ".join(names) for names in NEEDED if not any(which(name) for name in names)]
 
 
-def search_path(definition: str, progress, env_path=None) -> str | None:
+def search_path(definition: str, progress, env_path=None, mirror=None) -> str | None:
     """The PATH for an `apptainer build` of ``definition``: None when it needs no debootstrap
-    or the host has one; else the kit's bin folder first (fetched once)."""
+    or the host has one; else the kit's bin folder first (fetched once, from ``mirror``: the
+    build's, a source bundle's when it builds from one)."""
     env_path = os.environ.get("PATH", "") if env_path is None else env_path
     if not needed_by(definition) or host_debootstrap(env_path):
         return None
-    return f"{kit_bin(progress)}{os.pathsep}{env_path}"
+    return f"{kit_bin(progress, mirror)}{os.pathsep}{env_path}"
 
 
 def host_debootstrap(env_path=None):

@@ -24,6 +24,7 @@ from ..render.plan import LAYERS, MIRROR_ARG, SECURITY_MIRROR_ARG, in_order
 from . import build_log, from_bundle, host_settings, sources, store
 
 UNCOMPRESSED = "-noI -noD -noF -noX"  # no compression of inodes, data, fragments, xattrs
+UNDER = {"proot": ", under proot"}  # how a build's steps name the route where it is not Apptainer's own
 WORK_PREFIX = "hpcml-build-"  # a build's work folder under the build space's tmp
 
 
@@ -91,7 +92,6 @@ def build(tree, name, *, images: Path, force=None, progress, space_check=True, b
         if space_check:
             _check_space(tree, name, plans, paths, steps, where)
         apptainer, label = find_apptainer(target.sites[0], progress, images)
-        label += ", under proot" if route.name == "proot" else ""
         if "devel" in plans and plans["devel"].owner != name:
             progress.step(
                 f"{name} builds on the devel and base layers of {plans['devel'].owner} "
@@ -106,20 +106,9 @@ def build(tree, name, *, images: Path, force=None, progress, space_check=True, b
             args = {arg: paths[parent].name for arg, parent in plan.parent_args().items()}
             args.update(store.used_args(plan, host_args))
             log = images / f"{plan.owner}.{layer}.build.log"
-            progress.step(f"building the {layer} layer {sif} with {label} (log: {log})")
-            host_side = (*_host_side(target, plan, cross, label, progress), bundle, _apt_mirrors(host_args))
-            job = LayerBuild(
-                plan,
-                apptainer,
-                sif,
-                keys[layer],
-                args,
-                log,
-                force != "all",
-                where,
-                *host_side,
-                fakeroot=route.name != "proot",
-            )
+            progress.step(f"building the {layer} layer {sif} with {label}{UNDER.get(route.name, '')} (log: {log})")
+            host = _host_fields(target, plan, cross, label, progress, host_args, bundle, route)
+            job = LayerBuild(plan, apptainer, sif, keys[layer], args, log, force != "all", where, **host)
             build_layer(job, progress)
             store.keep(plan, keys[layer], sif, progress)
         megabytes = paths["image"].stat().st_size / 1e6
@@ -135,13 +124,22 @@ def _up_to_date(target, image, key, progress):
     return image
 
 
-def _host_side(target, plan, cross, label, progress) -> tuple:
-    """(emulated, cross, path), LayerBuild's fields before the bundle and the apt mirrors:
-    whether it builds under QEMU, the x86-64 compilers its DeepSpeed step takes (None: its
-    own), Apptainer's PATH with the builder's debootstrap first (or None)."""
+def _host_fields(target, plan, cross, label, progress, host_args, bundle, route) -> dict:
+    """LayerBuild's fields from this host and this build: whether it builds under QEMU, the
+    x86-64 compilers its DeepSpeed step takes (None: its own), Apptainer's PATH with the
+    builder's debootstrap first (or None; fetched from the build's mirror, so from the bundle
+    when it builds from one), the bundle, the apt mirrors, and whether to pass --fakeroot."""
     emulated = target.arch != emulation.host_arch()
-    path = None if label == "toolbox" else debootstrap_kit.search_path(plan.text, progress)
-    return emulated, cross if emulated and CROSS_MOUNT in plan.text else None, path
+    mirror = host_args.get(MIRROR_ARG)
+    path = None if label == "toolbox" else debootstrap_kit.search_path(plan.text, progress, mirror=mirror)
+    return {
+        "emulated": emulated,
+        "cross": cross if emulated and CROSS_MOUNT in plan.text else None,
+        "path": path,
+        "bundle": bundle,
+        "apt_mirrors": _apt_mirrors(host_args),
+        "fakeroot": route.name != "proot",
+    }
 
 
 def _host_args(plans) -> dict:

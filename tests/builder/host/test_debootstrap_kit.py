@@ -156,6 +156,19 @@ def test_the_path_puts_the_kit_first_only_where_the_host_has_no_debootstrap(mirr
     assert debootstrap_kit.search_path(devel, Progress(), "/usr/bin:/bin") is None
 
 
+def test_a_build_from_a_bundle_takes_the_kit_from_the_bundle_not_the_hosts_mirror(mirror, tmp_path, monkeypatch):
+    """The layer build passes its own mirror (a bundle's server, offline) down to the kit."""
+    served = tmp_path / "bundle-debian"
+    shutil.copytree(tmp_path / "mirror", served)
+    shutil.rmtree(tmp_path / "mirror")  # the host's mirror answers nothing now
+    monkeypatch.setattr(hostinfo, "debian_mirror", lambda: pytest.fail("asked the host's mirror"))
+    monkeypatch.setattr(debootstrap_kit, "host_debootstrap", lambda env_path=None: None)
+    devel = (RECIPES.parent / "containers" / "cpu.devel.def").read_text()
+    path = debootstrap_kit.search_path(devel, Progress(), "/usr/bin:/bin", mirror=f"file://{served}")
+    assert path.startswith(f"{debootstrap_kit.home() / 'bin'}:")
+    assert (debootstrap_kit.home() / "usr" / "sbin" / "debootstrap").is_file()
+
+
 def test_the_pinned_packages_are_what_the_debian_mirror_serves(tmp_path, monkeypatch):
     """The real pins, fetched from the host's mirror: their sha256 and contents hold. (The
     whole route, debootstrap under Apptainer's --fakeroot, is tests/images/test_kit_under_apptainer.py.)"""
