@@ -21,8 +21,15 @@ $(VENV)/.installed: pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null || { echo \
 		"error: $(PYTHON) is not Python 3.11 or newer; load a newer one (module load python) and pass it: make PYTHON=python3.11" >&2; exit 2; }
 	$(PYTHON) -m venv $(VENV)
+# BUNDLE=DIR: no network; the builder's own distributions from a source bundle, each by its sha256
+ifdef BUNDLE
+	$(VENV)/bin/pip install --quiet --no-index --find-links $(BUNDLE)/tools/python --require-hashes \
+		-r $(BUNDLE)/tools/requirements.txt
+	$(VENV)/bin/pip install --quiet --no-index --no-deps --no-build-isolation -e .
+else
 	$(VENV)/bin/pip install --quiet --upgrade pip
 	$(VENV)/bin/pip install --quiet -e '.[test]'
+endif
 	touch $@
 
 setup: $(VENV)/.installed

@@ -5,9 +5,11 @@ the check a build from it starts with.
       SHA256SUMS                  every file below, as `sha256sum -c` reads it
       locks/cpu/...               the locks it was made from
       debian/dists/bookworm/...   Debian's signed InRelease and indexes, as the mirror served them
-      debian/pool/main/...        each locked .deb of every stage (the updates pocket's too)
+      debian/pool/main/...        each locked .deb of every stage (the updates pocket's too), and
+                                  the builder's own debootstrap (debootstrap_kit), for a host with none
       debian-security/...         the security pocket's InRelease, indexes and locked .debs
       python/                     each file of the Python lock (pip's find-links, no index)
+      tools/                      the builder's own distributions, to install it offline (tools_part)
 
 Made again into the same folder, it fetches only what is missing or changed.
 
@@ -19,11 +21,11 @@ import time
 from pathlib import Path
 
 from ..errors import RecipeError, ToolError
-from ..fileio import sha256_file
-from ..host import hostinfo
+from ..fileio import sha256_file, write_atomic
+from ..host import debootstrap_kit, hostinfo
 from ..lockfile import PythonLock
 from ..render.layer_sharing import plan_layers
-from . import debian_part, fetched, manifest, python_part
+from . import debian_part, fetched, manifest, python_part, tools_part
 
 LOCKS = "locks"
 
@@ -42,6 +44,7 @@ def make(tree, name, out: Path, progress, down=()) -> dict:
         debs = debian_part.fetch_debs(debian, mirrors, out)
         files.update(debs)
         progress.step(f"Debian: {len(debs)} .deb files, each with its index's sha256, the lock's where it locks it")
+        files.update(_debootstrap_kit(out, mirrors["debian"]))
     for lock in python:
         wanted = python_part.files(lock, down)
         progress.step(f"Python: {len(wanted)} files of {lock.path}")
@@ -50,11 +53,32 @@ def make(tree, name, out: Path, progress, down=()) -> dict:
             fetched_now += fetched.fetch(url, out / path, sha256) == "fetched"
             files[path] = sha256
         progress.step(f"Python: {fetched_now} fetched, {len(wanted) - fetched_now} there already")
+    files.update(_tools(out, progress, down))
     manifest.write(out, files)
     checked(tree, name, out)
     size = manifest.size(out, files)
     progress.step(f"{out}: {len(files)} files, {size / 1e6:.0f} MB, checked, in {time.monotonic() - start:.0f} s")
     return files
+
+
+def _debootstrap_kit(out: Path, mirror: str) -> dict:
+    """The two .debs of the builder's own debootstrap (host/debootstrap_kit), at their pool
+    paths: a host without debootstrap fetches them from the bundle as from a mirror."""
+    for path, sha256 in debootstrap_kit.PACKAGES.values():
+        fetched.fetch(f"{mirror.rstrip('/')}/{path}", out / "debian" / path, sha256)
+    return {f"debian/{path}": sha256 for path, sha256 in debootstrap_kit.PACKAGES.values()}
+
+
+def _tools(out: Path, progress, down) -> dict:
+    """The builder's own distributions (tools_part), for installing it where nothing answers."""
+    wanted = tools_part.files(down)
+    for path, (url, sha256, _) in sorted(wanted.items()):
+        fetched.fetch(url, out / path, sha256)
+    write_atomic(out / tools_part.REQUIREMENTS, tools_part.requirements(wanted))
+    progress.step(f"the builder's own: {len(wanted)} files of {len({w[2] for w in wanted.values()})} distributions")
+    return {tools_part.REQUIREMENTS: sha256_file(out / tools_part.REQUIREMENTS)} | {
+        path: sha256 for path, (_, sha256, _) in wanted.items()
+    }
 
 
 def pip_indexes(tree, name) -> list:
@@ -82,6 +106,8 @@ def checked(tree, name, bundle: Path) -> dict:
     debian_part.check_against_locks(debian, bundle, files)
     for lock in python:
         python_part.check_against_lock(lock, files)
+    if tools_part.REQUIREMENTS in files:  # bundles made before the tools part have none
+        tools_part.check(files, (bundle / tools_part.REQUIREMENTS).read_text())
     return files
 
 

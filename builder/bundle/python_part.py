@@ -41,7 +41,7 @@ def files(lock, down=()) -> dict:
         for served in uv.files(package):
             sha256 = served.get("hashes", {}).get("sha256")
             if sha256 in pin.hashes:
-                found[sha256] = (f"{FOLDER}/{_file_name(served)}", served["url"])
+                found[sha256] = (f"{FOLDER}/{file_name(served)}", served["url"])
     for pin in pins.values():
         for sha256 in pin.hashes:
             if sha256 not in found:
@@ -71,7 +71,8 @@ def indexes(lock) -> list:
     return list(dict.fromkeys(url for step in lock.steps for url in step.extra_indexes()))
 
 
-def _file_name(served) -> str:
+def file_name(served) -> str:
+    """The file's own name, as the source serves it (never a path)."""
     name = served.get("name") or PurePosixPath(unquote(urlsplit(served["url"]).path)).name
     if not name or "/" in name or name.startswith("."):
         raise ToolError(f"{served.get('url')}: cannot tell the file's name")
