@@ -23,18 +23,16 @@ def files(lock, down=()) -> dict:
     pins = {pin.name: pin for step in lock.steps for pin in step.pins}
     words = {word for step in lock.steps for word in step.asked.split()}
     options = sorted(w for w in words if w.startswith(("--only-binary=", "--no-binary=")))
-    packages, error = uv.compile_pylock(
-        [f"{pin.name}=={pin.version}" for pin in pins.values()],
+    pinned = {pin.name: pin.version for pin in pins.values()}
+    packages = served_files(
+        pinned,
         lock.python,
         lock.platform,
+        f"the files of {lock.path}",
         indexes=indexes(lock),
         down=down,
         options=options,
-        no_deps=True,
     )
-    if packages is None:
-        reason = " ".join(line.strip() for line in error.strip().splitlines()[-2:])
-        raise ToolError(f"could not ask the pip sources for the files of {lock.path}: {reason}")
     found = {}
     for package in packages:
         pin = pins[normal_name(package["name"])]
@@ -50,6 +48,18 @@ def files(lock, down=()) -> dict:
                     f"({lock.path}); bundle where the sources that made the lock answer"
                 )
     return {path: (url, sha256) for sha256, (path, url) in found.items()}
+
+
+def served_files(pinned: dict, python: str, platform: str, what: str, **sources) -> list:
+    """uv's packages (pylock.toml's) serving exactly ``pinned`` ({name: version}) for the
+    Python and platform, asked of the pip sources as the build's pip would ask them;
+    ``what`` names them in the one line that says no source answered."""
+    requirements = [f"{name}=={version}" for name, version in pinned.items()]
+    packages, error = uv.compile_pylock(requirements, python, platform, no_deps=True, **sources)
+    if packages is None:
+        reason = " ".join(line.strip() for line in error.strip().splitlines()[-2:])
+        raise ToolError(f"could not ask the pip sources for {what}: {reason}")
+    return packages
 
 
 def check_against_lock(lock, listed: dict) -> None:

@@ -24,7 +24,7 @@ from packaging.requirements import Requirement
 from ..errors import ToolError
 from ..host import uv
 from ..lockfile import normal_name
-from .python_part import file_name
+from .python_part import file_name, served_files
 
 FOLDER = "tools/python"
 REQUIREMENTS = "tools/requirements.txt"
@@ -72,16 +72,7 @@ def files(down=()) -> dict:
     """{path in the bundle: (url, sha256, normal name)} for each file of each pin, as the pip
     sources serve them for this Python and platform; one line names a pin no source serves."""
     wanted = pins()
-    packages, error = uv.compile_pylock(
-        [f"{name}=={version}" for name, version in wanted.items()],
-        python_version(),
-        target_platform(),
-        down=down,
-        no_deps=True,
-    )
-    if packages is None:
-        reason = " ".join(line.strip() for line in error.strip().splitlines()[-2:])
-        raise ToolError(f"could not ask the pip sources for the builder's own distributions: {reason}")
+    packages = served_files(wanted, python_version(), target_platform(), "the builder's own distributions", down=down)
     found = {}
     for package in packages:
         for served in uv.files(package):
