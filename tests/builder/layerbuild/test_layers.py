@@ -36,7 +36,8 @@ def fake(monkeypatch, tmp_path):
     monkeypatch.setattr(hostinfo, "security_mirror", lambda: SECURITY)
     monkeypatch.setattr(hostinfo, "needs_fakeroot", lambda: False)
     monkeypatch.setattr(debootstrap_kit, "host_debootstrap", lambda env_path=None: "/usr/sbin/debootstrap")
-    monkeypatch.setattr(build_route, "check", lambda site=None, target=None: build_route.Route("root", "as root"))  # test_build_route.py tests it
+    # test_build_route.py tests the route
+    monkeypatch.setattr(build_route, "check", lambda site=None, target=None: build_route.Route("root", "as root"))
     monkeypatch.setattr(indexes, "why_down", lambda url, cafile=None: None)  # asks no index
     # the fake image holds one distribution, not its lock's (tests/builder/sbom tests that check)
     monkeypatch.setattr(lock_check, "differences", lambda sbom, lock: [])
