@@ -1,7 +1,7 @@
 """The builder's wheel carries the records it shares with the images at its top level.
 
-builder/contract.py and builder/facts.py import `hpcml_contract` and `hpcml_facts` by those
-names, as the smoke suite does inside an image. An editable install finds them in runtime/
+builder/contract.py and the builder's users of the image records import `hpcml_contract` and
+`hpcml_facts` by those names, as the smoke suite does inside an image. An editable install finds them in runtime/
 (dev-mode-dirs in pyproject.toml); a wheel copies them here. Not in force-include: hatchling
 copies those into editable installs too, where they would hide the checkout's own.
 """

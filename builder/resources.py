@@ -8,9 +8,6 @@ and `recipes/`; `pip install .` copies them into the package as `builder/_data/`
 
 from pathlib import Path
 
-import hpcml_contract
-import hpcml_facts
-
 from .errors import ToolError
 
 _PACKAGE = Path(__file__).resolve().parent
@@ -45,6 +42,9 @@ def runtime_files() -> dict[str, Path]:
     """Every file of the runtime package's project, by its path in it (the runtime wheel's
     build copies them). An installed builder keeps the two records it shares with the images
     at the top level, where it imports them (hatch_build.py), not in _data/runtime/."""
+    import hpcml_contract  # imported here: only a build of the wheel asks where they are
+    import hpcml_facts
+
     source = runtime_source()
     files = {
         path.relative_to(source).as_posix(): path
