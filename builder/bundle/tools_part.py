@@ -12,7 +12,7 @@ and for any glibc from 2.28 on (RHEL 8 and later, SLES 15 SP3 and later, Debian 
 of the same CPU architecture.
 
 Example: files(down=()) -> {"tools/python/pyyaml-6.0.3-cp311-...whl": ("https://.../pyyaml-...whl", "1d3c...",
-"pyyaml")}
+"pyyaml==6.0.3")}
 """
 
 import platform
@@ -69,7 +69,7 @@ def target_platform() -> str:
 
 
 def files(down=()) -> dict:
-    """{path in the bundle: (url, sha256, normal name)} for each file of each pin, as the pip
+    """{path in the bundle: (url, sha256, "name==version")} for each file of each pin, as the pip
     sources serve them for this Python and platform; one line names a pin no source serves."""
     wanted = pins()
     packages = served_files(wanted, python_version(), target_platform(), "the builder's own distributions", down=down)
@@ -78,8 +78,9 @@ def files(down=()) -> dict:
         for served in uv.files(package):
             sha256 = served.get("hashes", {}).get("sha256")
             if sha256:
-                found[f"{FOLDER}/{file_name(served)}"] = (served["url"], sha256, normal_name(package["name"]))
-    missing = sorted(set(wanted) - {name for _, _, name in found.values()})
+                name = normal_name(package["name"])
+                found[f"{FOLDER}/{file_name(served)}"] = (served["url"], sha256, f"{name}=={wanted[name]}")
+    missing = sorted(set(wanted) - {pin.split("==")[0] for _, _, pin in found.values()})
     if missing:
         raise ToolError(f"{missing[0]} {wanted[missing[0]]}: no pip source serves a file of it for the bundle's tools")
     return found
@@ -87,17 +88,16 @@ def files(down=()) -> dict:
 
 def requirements(listed: dict) -> str:
     """tools/requirements.txt for ``listed`` (what files() returned), in pip's format."""
-    wanted, by_name = pins(), {}
-    for _, sha256, name in listed.values():
-        by_name.setdefault(name, []).append(sha256)
+    by_pin = {}
+    for _, sha256, pin in listed.values():
+        by_pin.setdefault(pin, []).append(sha256)
     lines = [
         "# The builder's own Python distributions, written by `hpcml bundle`; install them with",
         f"# pip install --no-index --find-links tools/python --require-hashes -r {REQUIREMENTS}",
         f"# python: {python_version()}, {target_platform()}",
     ]
-    for name in sorted(by_name):
-        hashes = " ".join(f"--hash=sha256:{sha256}" for sha256 in sorted(by_name[name]))
-        lines.append(f"{name}=={wanted[name]} {hashes}")
+    for pin in sorted(by_pin, key=lambda pin: pin.split("==")[0]):
+        lines.append(" ".join([pin, *(f"--hash=sha256:{sha256}" for sha256 in sorted(by_pin[pin]))]))
     return "\n".join(lines) + "\n"
 
 

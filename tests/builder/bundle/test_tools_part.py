@@ -33,7 +33,7 @@ def _listed(pins):
         f"tools/python/{name}-{version}.whl": (
             "https://pypi.invalid/x",
             hashlib.sha256(name.encode()).hexdigest(),
-            name,
+            f"{name}=={version}",
         )
         for name, version in pins.items()
     }
