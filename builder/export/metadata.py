@@ -12,9 +12,9 @@ from pathlib import Path
 
 from .. import runner
 from ..errors import ToolError
+from ..host import sif
 from ..labels import BUILD_DATE, LABELS_FILE, ImageLabels
 from ..labels import build_date as label_time
-from . import sif
 
 ENVIRONMENT_FILE = ".singularity.d/env/90-environment.sh"
 # The PATH docker and podman give a container whose image sets none: the base that the

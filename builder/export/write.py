@@ -11,9 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import RecipeError, ToolError
+from ..host import sif
 from ..host.images import built_image, checked_labels, image_lock, ready_apptainer
 from ..invocation import hint
-from . import edf, enroot, metadata, oci, sif
+from . import edf, enroot, metadata, oci
 
 # Also the order they are made in: the OCI layer before enroot adds to the unpacked
 # /etc/environment, the squashfs before the EDF that names it.

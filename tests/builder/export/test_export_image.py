@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 from conftest import run_builder
 
-from builder.export import metadata, sif
+from builder.export import metadata
+from builder.host import sif
 
 PODMAN_CONF = '[containers]\ndefault_ulimits = []\n\n[engine]\ncgroup_manager = "cgroupfs"\n'
 SYSTEM_STORE = Path("/var/lib/containers")
