@@ -1,4 +1,5 @@
-"""Atomic writes: a reader sees the old file or the new one, never half of either."""
+"""Atomic writes (a reader sees the old file or the new one, never half of either), and the
+removal of a folder tree an unpacked image left."""
 
 import hashlib
 import os
@@ -66,3 +67,16 @@ def copy_hashed(source, dest) -> str:
         out.flush()
         os.fsync(out.fileno())
     return digest.hexdigest()
+
+
+def remove_tree(folder: Path):
+    """Remove ``folder``, also where an unpacked image left directories its owner may not
+    write (a 555 folder stops rmtree for anyone but root)."""
+    if not folder.exists():
+        return
+    for parent, dirs, _ in os.walk(folder):
+        for name in dirs:
+            path = os.path.join(parent, name)
+            if not os.path.islink(path):
+                os.chmod(path, os.lstat(path).st_mode | 0o700)
+    shutil.rmtree(folder, ignore_errors=True)

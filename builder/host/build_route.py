@@ -3,9 +3,12 @@
 with user namespaces (Jean Zay's prepost nodes) or, where a setuid Apptainer maps a subuid
 range, without them (Roihu: CSC's containers overview, as recipes/sites/roihu.yaml cites it);
 neither on LUMI, where SingularityCE (3.11 and later) builds without privilege when `proot`
-is on PATH (CSC's guide to containers on LUMI: `module load LUMI systools`). That proot route
-builds only from an image (`Bootstrap: localimage`), so it takes the targets on a site's own
-image (lumi-laif); a Debian root needs root or --fakeroot.
+is on PATH (CSC's guide to containers on LUMI: `module load LUMI systools`). With Apptainer
+there, or any runtime, and a proot that translates statx (5.2 and later), the builder runs
+the definition's steps itself under proot in an unpacked image (`unpacked`, as cotainr
+does; layerbuild/unpacked.py). Both build only from an image (`Bootstrap: localimage`), so
+they take the targets on a site's own image (lumi-laif); a Debian root needs root or
+--fakeroot.
 
 `facts()` reads the host; `decide(facts)` is pure, so each case is tested without the host.
 
@@ -17,6 +20,8 @@ import os
 import pwd
 import re
 import shutil
+import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,6 +38,8 @@ PROOT_NOTE = (
 # SingularityCE's `--version`: "singularity-ce version 4.1.3-jammy"; proot builds from 3.11
 SINGULARITYCE_VERSION = re.compile(r"singularity-ce version (\d+)\.(\d+)")
 PROOT_BUILDS_FROM = (3, 11)
+NO_SECCOMP = "PROOT_NO_SECCOMP"  # proot's own switch: trace every call, not a seccomp-chosen few
+STATX_PROBE = "/hpcml-statx-probe"  # no host has it: only proot's bind shows it
 
 
 @dataclass(frozen=True)
@@ -47,11 +54,12 @@ class Facts:
     toolbox_ready: bool = False  # one was provisioned before
     proot: str | None = None  # proot on PATH
     proot_builds: bool = False  # the runtime builds under proot when unprivileged (SingularityCE 3.11+)
+    proot_statx: bool = False  # proot translates statx's path (5.2+): an image's ls and cp see its files
 
 
 @dataclass(frozen=True)
 class Route:
-    name: str | None  # "root", "toolbox", "fakeroot", "proot"; None: no build can run here
+    name: str | None  # "root", "toolbox", "fakeroot", "proot", "unpacked"; None: no build can run here
     detail: str  # how, for doctor's row
     blocker: str | None = None  # one line: what is missing and what the site must provide
 
@@ -78,6 +86,19 @@ def decide(facts: Facts) -> Route:
         return Route("fakeroot", f"{facts.runtime} --fakeroot: a one-ID user namespace{helper}; no /etc/subuid range")
     if facts.proot_builds and facts.proot:
         return Route("proot", f"{facts.runtime} under {facts.proot}, no privilege: targets on a site's image only")
+    if facts.proot and facts.proot_statx:
+        return Route(
+            "unpacked",
+            f"no privilege: the builder unpacks the site's image into your folder and runs the steps under "
+            f"{facts.proot}, packing with {facts.runtime}; targets on a site's image only",
+        )
+    if facts.proot:
+        return Route(
+            None,
+            f"{facts.runtime}, no user namespaces, {facts.proot} too old",
+            f"this host lets you build no image yet: {facts.proot} does not translate statx (proot before 5.2), "
+            "so the image's own ls and cp would see this host's files; put proot 5.2 or newer first on PATH",
+        )
     if facts.proot_builds:
         return Route(
             None,
@@ -108,6 +129,7 @@ def facts(site=None) -> Facts:
         toolbox_ready=toolbox.is_ready(),
         proot=shutil.which("proot"),
         proot_builds=builds_under_proot(runtime),
+        proot_statx=translates_statx(shutil.which("proot")),
     )
 
 
@@ -117,7 +139,7 @@ def check(site=None, target=None) -> Route:
     route = decide(facts(site))
     if route.name is None:
         raise SetupError(route.blocker)
-    if route.name == "proot" and target is not None and not target.site_image:
+    if route.name in ("proot", "unpacked") and target is not None and not target.site_image:
         raise SetupError(
             f"{target.name}: this host builds only under proot (no user namespaces, no fakeroot), which "
             "builds from an image: a target on a site's own image (site_image in its recipe, as lumi-laif) "
@@ -171,6 +193,33 @@ def builds_under_proot(runtime) -> bool:
         return False
     found = SINGULARITYCE_VERSION.search(said or "")
     return bool(found) and tuple(map(int, found.groups())) >= PROOT_BUILDS_FROM
+
+
+def translates_statx(proot) -> bool:
+    """Whether ``proot`` maps the path of a statx call (proot 5.2 and later; with its seccomp
+    acceleration off where that skips calls, proot_settings)."""
+    return proot_settings(proot) is not None
+
+
+def proot_settings(proot):
+    """The environment under which ``proot`` translates statx: {} as it is, or its seccomp
+    acceleration off (Debian's proot 5.4 on a 6.x kernel then misses even openat); None when
+    neither does (proot 5.1). Probed with a folder bound at a path this host lacks: a file in
+    it must be found by statx, called through libc in this Python."""
+    if proot is None:
+        return None
+    with tempfile.TemporaryDirectory(prefix="hpcml-proot-") as folder:
+        (Path(folder) / "probe").touch()
+        probe = "import ctypes; libc = ctypes.CDLL(None); buffer = ctypes.create_string_buffer(512); "
+        probe += f"raise SystemExit(libc.statx(-100, b'{STATX_PROBE}/probe', 0, 0x7ff, buffer))"
+        argv = [proot, "-b", f"{folder}:{STATX_PROBE}", sys.executable, "-I", "-c", probe]
+        for settings in ({}, {NO_SECCOMP: "1"}):
+            try:
+                if runner.run(argv, check=False, timeout=60, env=dict(os.environ, **settings)).returncode == 0:
+                    return settings
+            except ToolError:
+                pass
+    return None
 
 
 def _setuid_starter(runtime) -> bool:

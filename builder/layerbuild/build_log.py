@@ -9,6 +9,7 @@ STEP_MARKERS = (
     "--- build: ",
     "--- final: ",
     "--- test: ",
+    "--- unprivileged: ",  # layerbuild/unpacked.py's own steps
     "INFO:    Creating SIF",
     "INFO:    Running testscript",
     "INFO:    Starting build",

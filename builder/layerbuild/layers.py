@@ -13,7 +13,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import contract, reproducible, runner, sbom
+from .. import contract, fileio, reproducible, runner, sbom
 from ..errors import ToolError
 from ..host import build_route, cache, debootstrap_kit, emulation, hostinfo, sidecar, space
 from ..host.images import find_apptainer, image_lock, takes_squashfs_args
@@ -21,10 +21,11 @@ from ..render import runtime_wheel
 from ..render.layer_sharing import plan_layers
 from ..render.parts import CROSS_DIR, CROSS_MOUNT, HOST_MOUNT
 from ..render.plan import LAYERS, MIRROR_ARG, SECURITY_MIRROR_ARG, in_order
-from . import build_log, from_bundle, host_settings, sources, store
+from . import build_log, from_bundle, host_settings, sources, store, unpacked
 
 UNCOMPRESSED = "-noI -noD -noF -noX"  # no compression of inodes, data, fragments, xattrs
-UNDER = {"proot": ", under proot"}  # how a build's steps name the route where it is not Apptainer's own
+# how a build's steps name the route where it is not Apptainer's own
+UNDER = {"proot": ", under proot", "unpacked": " and proot, without privilege (the builder runs the steps)"}
 WORK_PREFIX = "hpcml-build-"  # a build's work folder under the build space's tmp
 
 
@@ -47,7 +48,7 @@ class LayerBuild:
     path: str = None  # PATH for Apptainer when the builder's own debootstrap goes first on it
     bundle: object = None  # from_bundle.Bundle the layer takes every file from, or None
     apt_mirrors: tuple = ()  # (mirror, security mirror) of this build for a Debian root's apt
-    fakeroot: bool = True  # False under proot (host.build_route): SingularityCE's unprivileged build
+    route: str = None  # host.build_route's: "proot" drops --fakeroot, "unpacked" runs the steps itself
 
     @property
     def packed(self) -> bool:
@@ -75,7 +76,7 @@ def build(tree, name, *, images: Path, force=None, progress, space_check=True, b
     down = [] if bundle else host_settings.indexes_down([url for plan in plans.values() for url in plan.pip_indexes])
     keys = store.layer_keys(plans, from_bundle.key_args(bundle, host_args), down)
     if not forced and sidecar.is_current(paths["image"], keys["image"]):
-        return _up_to_date(target, paths["image"], keys["image"], progress)
+        return _up_to_date(target, paths["image"], keys["image"], progress, route)
     # before anything is written or pulled: what the layers to build fetch answers
     order = in_order(plans)
     planned = [layer for layer in order if store.step(plans[layer], forced, paths[layer], keys[layer]) == "build"]
@@ -111,24 +112,29 @@ def build(tree, name, *, images: Path, force=None, progress, space_check=True, b
             job = LayerBuild(plan, apptainer, sif, keys[layer], args, log, force != "all", where, **host)
             build_layer(job, progress)
             store.keep(plan, keys[layer], sif, progress)
-        megabytes = paths["image"].stat().st_size / 1e6
-        progress.step(f"built {paths['image']} ({megabytes:.0f} MB); its %test passed")
-        sbom.ensure(target, paths["image"], keys["image"], progress, apptainer)  # under the lock: this image's
+        progress.step(f"built {paths['image']} ({paths['image'].stat().st_size / 1e6:.0f} MB); its %test passed")
+        sbom.ensure(target, paths["image"], keys["image"], progress, apptainer, _prober(route))  # under the lock
     return paths["image"]
 
 
-def _up_to_date(target, image, key, progress):
+def _up_to_date(target, image, key, progress, route):
     cache.store(target.name, "image", key, image)
     print(f"{image} is up to date")
-    sbom.ensure(target, image, key, progress)  # one made before SBOMs gets one
+    sbom.ensure(target, image, key, progress, proot=_prober(route))  # one made before SBOMs gets one
     return image
+
+
+def _prober(route):
+    """The proot the SBOM's probe runs under where Apptainer can run no image (the unpacked
+    route: no user namespace); None elsewhere."""
+    return shutil.which("proot") if route.name == "unpacked" else None
 
 
 def _host_fields(target, plan, cross, label, progress, host_args, bundle, route) -> dict:
     """LayerBuild's fields from this host and this build: whether it builds under QEMU, the
     x86-64 compilers its DeepSpeed step takes (None: its own), Apptainer's PATH with the
     builder's debootstrap first (or None; fetched from the build's mirror, so from the bundle
-    when it builds from one), the bundle, the apt mirrors, and whether to pass --fakeroot."""
+    when it builds from one), the bundle, the apt mirrors, and the build route."""
     emulated = target.arch != emulation.host_arch()
     mirror = host_args.get(MIRROR_ARG)
     path = None if label == "toolbox" else debootstrap_kit.search_path(plan.text, progress, mirror=mirror)
@@ -138,7 +144,7 @@ def _host_fields(target, plan, cross, label, progress, host_args, bundle, route)
         "path": path,
         "bundle": bundle,
         "apt_mirrors": _apt_mirrors(host_args),
-        "fakeroot": route.name != "proot",
+        "route": route.name,
     }
 
 
@@ -205,12 +211,15 @@ def build_layer(job: LayerBuild, progress):
         host_settings.write(host, job.plan.pip_indexes, progress, offline=bool(job.bundle), apt_mirrors=job.apt_mirrors)
         site_image = store.site_image_facts(job.plan.site_image) if job.plan.site_image else None
         kept = store.provide_kept(host, job.plan.kept, job.reuse_kept, site_image)
-        _run_apptainer(job, _argv(job, args, host, tmp_sif, definition), work, tmp_sif, where, progress)
+        if job.route == "unpacked":
+            unpacked.run_layer(job, args, _binds(job, host), work / "unpacked", tmp_sif, progress)
+        else:
+            _run_apptainer(job, _argv(job, args, host, tmp_sif, definition), work, tmp_sif, where, progress)
         os.replace(tmp_sif, job.sif)
     finally:
         store.store_kept(host, kept, job.plan.owner, site_image)
         tmp_sif.unlink(missing_ok=True)
-        shutil.rmtree(work, ignore_errors=True)
+        fileio.remove_tree(work)  # an unpacked image's 555 folders too
         if where.tmp == job.sif.parent.resolve() / space.DEFAULT_TMP:
             with contextlib.suppress(OSError):  # ours, and empty unless another build runs
                 where.tmp.rmdir()
@@ -221,18 +230,26 @@ def _argv(job, args, host, tmp_sif, definition) -> list:
     argv = [job.apptainer, "build"]
     if not job.packed and takes_squashfs_args(job.apptainer):
         argv += ["--mksquashfs-args", UNCOMPRESSED]
-    if job.fakeroot and hostinfo.needs_fakeroot():
+    if job.route != "proot" and hostinfo.needs_fakeroot():
         argv.append("--fakeroot")
     for arg, value in sorted(args.items()):
         argv += ["--build-arg", f"{arg}={value}"]
-    argv += ["--bind", f"{host}:{HOST_MOUNT}"]
-    if job.cross:  # on its mount point in the host folder
+    for source, inside in _binds(job, host):
+        argv += ["--bind", f"{source}:{inside}" + (":ro" if inside != HOST_MOUNT else "")]
+    return argv + [str(tmp_sif.absolute()), str(definition)]
+
+
+def _binds(job, host) -> list:
+    """(host folder, its path in the image) of what %post sees: the host settings, the cross
+    compilers and the bundle's Python files (on their mount points in the host folder)."""
+    binds = [(host, HOST_MOUNT)]
+    if job.cross:
         (host / CROSS_DIR).mkdir(exist_ok=True)
-        argv += ["--bind", f"{job.cross}:{CROSS_MOUNT}:ro"]
+        binds.append((job.cross, CROSS_MOUNT))
     if job.bundle:
         (host / from_bundle.PYTHON_DIR).mkdir(exist_ok=True)
-        argv += ["--bind", f"{job.bundle.python}:{from_bundle.PYTHON_MOUNT}:ro"]
-    return argv + [str(tmp_sif.absolute()), str(definition)]
+        binds.append((job.bundle.python, from_bundle.PYTHON_MOUNT))
+    return binds
 
 
 def _run_apptainer(job, argv, work, tmp_sif, where, progress):

@@ -39,9 +39,10 @@ def recorded_key(sbom: Path):
     return next((p.get("value") for p in properties if p.get("name") == KEY_PROPERTY), None)
 
 
-def ensure(target, image: Path, key: str, progress=None, apptainer=None) -> Path:
+def ensure(target, image: Path, key: str, progress=None, apptainer=None, proot=None) -> Path:
     """The image's SBOM, made (atomically) unless the one beside it was made for this key;
-    apptainer: the command that reads the image (default: the one installed, or the toolbox)."""
+    apptainer: the command that reads the image (default: the one installed, or the toolbox);
+    proot: read it unpacked, under this proot, where Apptainer can make no user namespace."""
     sbom = path_for(image)
     if recorded_key(sbom) == key:
         return _holds_its_lock(target, image, sbom)
@@ -49,8 +50,10 @@ def ensure(target, image: Path, key: str, progress=None, apptainer=None) -> Path
 
     apptainer = apptainer or ready_apptainer(target.sites[0])
     labels = read_labels(apptainer, image).stripped
-    contents = inventory.read(apptainer, image, target.python.venv)
-    with rootfs.unpacked(apptainer, image) as root:
+    venv = target.python.venv
+    contents = None if proot else inventory.read(apptainer, image, venv)
+    with rootfs.unpacked(apptainer, image, unprivileged=proot is not None) as root:
+        contents = contents or inventory.read_unpacked(proot, root, venv, image)
         files = rootfs.digest(rootfs.listing(root))  # the CPU image: 10 s
         record = rootfs.file_text(root, wheel_record(target.python.venv))
     contents = dataclasses.replace(contents, wheels=inventory.built_wheels(record))

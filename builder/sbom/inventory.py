@@ -13,6 +13,7 @@ sha256 in the image, read from the unpacked root file system (built_wheels).
 """
 
 import json
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +39,19 @@ class Inventory:
 
 def read(apptainer, image: Path, venv: str) -> Inventory:
     result = runner.run([apptainer, "exec", str(image), f"{venv}/bin/python", *PROBE], check=False, timeout=300)
+    return _answer(result, image)
+
+
+def read_unpacked(proot, root: Path, venv: str, image: Path) -> Inventory:
+    """The same probe in the image unpacked at ``root``, under proot: where Apptainer can
+    make no user namespace to run it (the unprivileged build's host)."""
+    argv = [proot, "-r", str(root), "-w", "/", "-b", "/proc", "-b", "/dev", "/usr/bin/env", "-i"]
+    argv += ["PATH=/usr/local/bin:/usr/bin:/bin", "LC_ALL=C.UTF-8", f"{venv}/bin/python", *PROBE]
+    env = dict(os.environ, PROOT_NO_SECCOMP="1")  # slower, and right with every proot (build_route)
+    return _answer(runner.run(argv, check=False, timeout=300, env=env), image)
+
+
+def _answer(result, image: Path) -> Inventory:
     if "No module named smoke.contents" in result.stderr:
         raise ToolError(f"{image} has no smoke.contents (its runtime wheel is older than the SBOM's probe): rebuild it")
     if result.returncode != 0:

@@ -16,36 +16,41 @@ builder.reproducible declares are left out, so two images that match give the sa
 import contextlib
 import hashlib
 import os
-import shutil
 import stat
 import tempfile
 from pathlib import Path
 
-from .. import reproducible, runner
+from .. import fileio, reproducible, runner
 from ..errors import ToolError
+from ..host import sif
 
 UNPACK_TIMEOUT_S = 1800
 
 
-def unpack(apptainer, image: Path, into: Path) -> Path:
-    """The image's root file system as a folder (Apptainer's sandbox), ``into`` replaced."""
-    shutil.rmtree(into, ignore_errors=True)
+def unpack(apptainer, image: Path, into: Path, unprivileged=False) -> Path:
+    """The image's root file system as a folder (Apptainer's sandbox), ``into`` replaced;
+    unprivileged: by unsquashfs at the root partition's offset, where Apptainer can make no
+    user namespace (the files then belong to the user: the listing has no owners anyway)."""
+    fileio.remove_tree(into)
     try:
-        runner.run([apptainer, "build", "--force", "--sandbox", str(into), str(image)], timeout=UNPACK_TIMEOUT_S)
+        if unprivileged:
+            sif.unpack(sif.root_partition(apptainer, image), into, into.parent / "unsquashfs.log")
+        else:
+            runner.run([apptainer, "build", "--force", "--sandbox", str(into), str(image)], timeout=UNPACK_TIMEOUT_S)
     except ToolError as error:
         raise ToolError(f"could not unpack {image}: {error}") from None
     return into
 
 
 @contextlib.contextmanager
-def unpacked(apptainer, image: Path, near: Path = None):
+def unpacked(apptainer, image: Path, near: Path = None, unprivileged=False):
     """``image``'s root file system, unpacked for the while in the folder ``near`` (default:
     the image's own; a published image's may not be writable)."""
     work = Path(tempfile.mkdtemp(prefix=".hpcml-rootfs-", dir=(near or image).resolve().parent))
     try:
-        yield unpack(apptainer, image, work / "root")
+        yield unpack(apptainer, image, work / "root", unprivileged)
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        fileio.remove_tree(work)
 
 
 def image_listing(apptainer, image: Path, near: Path = None) -> list:

@@ -1,7 +1,9 @@
 """host.build_route: which way a host lets `build` run Apptainer, each case from its facts,
 and a build refused in one line, before anything is written, where there is none (issue 51);
 SingularityCE's proot route for the targets on a site's image (issue 67: LUMI's way; no
-SingularityCE runs here, so its build under proot is a fact read from its version)."""
+SingularityCE runs here, so its build under proot is a fact read from its version), and the
+builder's own steps under proot where the runtime is Apptainer (`unpacked`), with the probe
+that proot translates statx."""
 
 import dataclasses
 import subprocess
@@ -127,10 +129,38 @@ def test_singularityce_without_proot_says_to_load_it():
     assert route.blocker.endswith("proot is on PATH; load it (on LUMI: module load LUMI systools) and retry")
 
 
-def test_apptainer_with_proot_on_path_still_has_no_route():
-    """Apptainer does not build under proot: proot on PATH changes nothing for it."""
-    route = build_route.decide(dataclasses.replace(LUMI_LOGIN, runtime="/usr/bin/apptainer", proot_builds=False))
-    assert route.name is None and route.blocker.startswith("this host lets you build no image: Apptainer's")
+def test_apptainer_with_a_statx_proot_runs_the_steps_itself_and_an_older_proot_is_one_line():
+    apptainer = dataclasses.replace(LUMI_LOGIN, runtime="/usr/bin/apptainer", proot_builds=False)
+    route = build_route.decide(dataclasses.replace(apptainer, proot_statx=True))
+    assert route.name == "unpacked" and route.blocker is None
+    assert "unpacks the site's image into your folder" in route.detail and "/appl/bin/proot" in route.detail
+    old = build_route.decide(apptainer)
+    assert old.name is None and "\n" not in old.blocker
+    assert "does not translate statx (proot before 5.2)" in old.blocker and "proot 5.2 or newer" in old.blocker
+    bare = build_route.decide(dataclasses.replace(apptainer, proot=None))
+    assert bare.name is None and bare.blocker.startswith("this host lets you build no image: Apptainer's")
+
+
+def _fake_proot(path, binds: bool):
+    """A proot stand-in: its -b binds made real by a mount namespace (the tests run as root),
+    or ignored (as proot 5.1 leaves statx's path untranslated)."""
+    mount = 'mkdir "${bind#*:}" && mount --bind "${bind%%:*}" "${bind#*:}"' if binds else "true"
+    unmount = 'umount "${bind#*:}"; rmdir "${bind#*:}"' if binds else "true"  # the mount point too
+    path.write_text(
+        "#!/bin/bash\n"
+        f'if [ -z "${{INSIDE:-}}" ]; then exec env INSIDE=1 unshare -m --propagation private "$0" "$@"; fi\n'
+        f'bind="$2"; shift 2; {mount}; "$@"; status=$?; {unmount}; exit $status\n'
+    )
+    path.chmod(0o755)
+    return str(path)
+
+
+def test_the_statx_probe_tells_a_proot_that_maps_the_path_from_one_that_does_not(tmp_path):
+    assert build_route.proot_settings(None) is None
+    assert build_route.proot_settings(_fake_proot(tmp_path / "good", binds=True)) == {}
+    assert build_route.proot_settings(_fake_proot(tmp_path / "old", binds=False)) is None
+    assert not build_route.translates_statx(_fake_proot(tmp_path / "old2", binds=False))
+    assert not (build_route.Path("/") / build_route.STATX_PROBE.lstrip("/")).exists()
 
 
 @pytest.mark.parametrize(
@@ -184,6 +214,6 @@ def test_the_proot_route_builds_without_fakeroot(tmp_path, monkeypatch):
     argv = layers._argv(job, {}, tmp_path / "host", tmp_path / ".x.sif.tmp", tmp_path / "x.def")
     assert "--fakeroot" in argv
     argv = layers._argv(
-        dataclasses.replace(job, fakeroot=False), {}, tmp_path / "host", tmp_path / ".x.sif.tmp", tmp_path / "x.def"
+        dataclasses.replace(job, route="proot"), {}, tmp_path / "host", tmp_path / ".x.sif.tmp", tmp_path / "x.def"
     )
     assert "--fakeroot" not in argv and argv[:2] == ["singularity", "build"]

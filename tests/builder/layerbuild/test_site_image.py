@@ -8,45 +8,18 @@ unproven here; docs/lumi.md says so."""
 
 import json
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 from conftest import RECIPES, run_builder
+from helpers.standin import stand_in_recipes
 
 from builder.layerbuild import store
 from builder.recipes.tree import RecipeTree
 from builder.render.layer_sharing import plan_layers
 
 LABEL = "org.hpc-ml-containers.version.torch"
-
-
-def stand_in_recipes(folder: Path, image: Path) -> Path:
-    """A copy of the recipes with a site `standin` whose own image is ``image``, and a target
-    `standin-image` built on it."""
-    recipes = folder / "recipes"
-    shutil.copytree(RECIPES, recipes)
-    site = (RECIPES / "sites" / "local.yaml").read_text()
-    site += f"site_image:\n  path: {image}\n  module_use: [{folder / 'modules'}]\n  module_load: [standin-bindings]\n"
-    (recipes / "sites" / "standin.yaml").write_text(site)
-    (recipes / "targets" / "standin-image.yaml").write_text(
-        "description: the site-image route on a stand-in base\n"
-        "sites: [standin]\n"
-        "site_image: true\n"
-        "python: {frameworks: true}\n"
-        "torch: {flavour: cpu}\n"
-        "deepspeed:\n"
-        "  accelerator: cpu\n"
-        "  skip:\n"
-        "    async_io: as the cpu target\n"
-        "    deepspeed_ccl_comm: as the cpu target\n"
-        "    cpu_adagrad: not used by the smoke suite; compiling it would only make the test slower\n"
-        "    cpu_lion: not used by the smoke suite; compiling it would only make the test slower\n"
-        "comm: {library: gloo}\n"
-        "mpi: {abi: openmpi, mpi4py: false}\n"
-    )
-    return recipes
 
 
 def test_lumi_laif_is_one_layer_on_lumis_image():

@@ -11,13 +11,14 @@ import sys
 
 import pytest
 from conftest import ROOT, recipe_tree
-from helpers.fake_runner import FakeRunner
+from helpers.fake_runner import IMAGE_ANSWERS, FakeRunner
 
 from builder import sbom
 from builder.errors import ToolError
 from builder.sbom import document, inventory
 
 TREE = recipe_tree()
+IMAGE_ANSWER = IMAGE_ANSWERS[("exec",)]  # what the probe prints in a minimal image
 RUNTIME = ROOT / "runtime"
 LABELS = {
     "version.torch": "2.13.0",
@@ -122,3 +123,17 @@ def test_the_probe_reads_this_hosts_dpkg_and_python_as_it_reads_an_image():
     assert debs["bash"] == dpkg.stdout
     dists = {name.lower(): version for name, version in found["dists"]}
     assert dists["pytest"] == pytest.__version__
+
+
+def test_where_apptainer_runs_no_image_the_probe_runs_in_the_unpacked_root_under_proot(tmp_path):
+    """The unprivileged build's host (no user namespace): the same probe, by the image's own
+    venv, under proot in the root unsquashfs unpacked; proot's seccomp shortcut off."""
+    proot = tmp_path / "proot"
+    answer = IMAGE_ANSWER.replace("'", "'\\''")
+    proot.write_text(f"#!/bin/sh\nprintf '%s\\n' \"$*\" \"$PROOT_NO_SECCOMP\" > {tmp_path}/argv\necho '{answer}'\n")
+    proot.chmod(0o755)
+    found = inventory.read_unpacked(str(proot), tmp_path / "root", "/opt/venv", tmp_path / "x.sif")
+    assert found.debs == (("bash", "5.2.15-2+b7", "amd64"),) and found.dists == (("torch", "2.13.0+cpu"),)
+    argv, no_seccomp = (tmp_path / "argv").read_text().splitlines()
+    assert argv.startswith(f"-r {tmp_path / 'root'} -w / ") and no_seccomp == "1"
+    assert argv.endswith("/opt/venv/bin/python -I -m smoke.contents")
