@@ -2,15 +2,22 @@
 no sudo, the system-wide Apptainer of helpers/site_login.py, no apt-get and no debootstrap on
 its PATH, a fresh clone. The image it builds holds what the root-built one holds, package for
 package. A cold build in the user's own cache (about 15 minutes here), so `make test-full`
-runs it, not `make test`."""
+runs it, not `make test`.
+
+And LUMI as it is (issue 67): a user with user namespaces turned off and no subuid range
+builds the site-image target on the stand-in base (the `unpacked` route: the builder's own
+steps under proot), and its SBOM lists what the root-built one lists."""
 
 import json
+import os
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, run_builder
 from helpers import site_login
+from helpers.standin import stand_in_recipes
 
 from builder.host import debootstrap_kit, hostinfo
 
@@ -49,6 +56,62 @@ def test_an_ordinary_user_builds_the_cpu_image_with_the_sites_apptainer_and_no_d
         assert "/usr/bin/apptainer --fakeroot: user namespace with this user's /etc/subuid range" in done.stdout
         built, reference = packages(images / "cpu.sbom.json"), packages(cpu_image.with_name("cpu.sbom.json"))
         assert built == reference, (sorted(built - reference), sorted(reference - built))
+        assert len(built) > 200
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+UNPRIVILEGED = """set -eu
+[ "$(id -u)" != 0 ]
+if unshare -U true 2>/dev/null; then echo "user namespaces are on" >&2; exit 3; fi
+if grep -q "^$USER:" /etc/subuid /etc/subgid; then echo "$USER has a subuid range" >&2; exit 3; fi
+git clone -q "$HOME/hpc-ml-containers.git" hpc
+cd hpc
+make setup
+.venv/bin/python -m builder doctor | grep '^build route'
+.venv/bin/python -m builder build standin-image --recipes "$RECIPES" --images "$HOME/images"
+"""
+# Seen at the same path inside the login node (its /tmp is this host's), and the same from
+# run to run: the root-built reference's layer key names its base's path
+STANDIN = Path("/tmp/hpcml-test-standin")
+
+
+@pytest.mark.full
+def test_a_user_without_user_namespaces_or_a_subuid_range_builds_on_the_sites_image(cpu_image):
+    box = site_login.ready()
+    shutil.rmtree(STANDIN, ignore_errors=True)
+    STANDIN.mkdir(mode=0o755)
+    base = STANDIN / "standin.sif"
+    os.link(cpu_image.parent / "cpu.devel.sif", base)  # its path, size and time: the key
+    recipes = stand_in_recipes(STANDIN, base)
+    reference = run_builder("build", "standin-image", "--recipes", recipes, "--images", STANDIN / "root", timeout=3600)
+    assert reference.returncode == 0, reference.stderr[-3000:]
+    home = site_login.user_home(site_login.LUMI_UID)
+    try:
+        repo = home / "hpc-ml-containers.git"
+        subprocess.run(["git", "clone", "-q", "--bare", str(ROOT), str(repo)], check=True, timeout=300)
+        subprocess.run(["chown", "-R", f"{site_login.LUMI_UID}:{site_login.LUMI_UID}", str(repo)], check=True)
+        done = site_login.run_as_user(
+            box,
+            home,
+            UNPRIVILEGED,
+            env={"RECIPES": str(recipes)},
+            binds=[STANDIN, *hostinfo.pip_settings()["find_links"]],
+            user=site_login.LUMI_USER,
+            no_userns=True,
+        )
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-4000:]
+        assert "no privilege: the builder unpacks the site's image into your folder" in done.stdout
+        assert "without privilege (the builder runs the steps)" in done.stderr and "its %test passed" in done.stderr
+        image = home / "images" / "standin-image.sif"
+        assert image.stat().st_uid == site_login.LUMI_UID
+        log = (home / "images" / "standin-image.image.build.log").read_text()
+        assert "--- unprivileged: unpacking" in log and "--- test: runtime" in log
+        built, root_built = (
+            packages(image.with_name("standin-image.sbom.json")),
+            packages(STANDIN / "root" / "standin-image.sbom.json"),
+        )
+        assert built == root_built, (sorted(built - root_built), sorted(root_built - built))
         assert len(built) > 200
     finally:
         shutil.rmtree(home, ignore_errors=True)
