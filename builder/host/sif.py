@@ -2,7 +2,9 @@
 `FS (Squashfs/*System/...)`. unsquashfs reads it in place at its offset, so nothing copies the
 image first: one file (`read_file`) or all of them (`unpack`)."""
 
+import os
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,6 +15,10 @@ LIST_TIMEOUT_S = 120
 # `1 |1 |NONE |32176-32757 |Def.FILE`: id, group, link, start-end, type
 _OBJECT = re.compile(r"^\s*\d+\s*\|[^|]*\|[^|]*\|\s*(\d+)-(\d+)\s*\|\s*(.+?)\s*$")
 _ROOT_TYPE = "FS (Squashfs/*System/"  # the primary system partition, as Apptainer mounts it
+_PERMISSION_BITS = (0o400, 0o200, 0o100, 0o040, 0o020, 0o010, 0o004, 0o002, 0o001)  # rwxrwxrwx
+_SPECIAL_BITS = ((3, 0o4000), (6, 0o2000), (9, 0o1000))  # setuid, setgid, sticky: where ls shows them
+# `-rwsr-xr-x 0/0    68248 2025-12-14 14:00 squashfs-root/usr/bin/passwd`: mode, owner, path
+_LISTED = re.compile(r"^(\S{10}) +(\d+)/(\d+) +\S+ +\S+ +\S+ squashfs-root(/.*)?$")
 
 
 @dataclass(frozen=True)
@@ -46,13 +52,41 @@ def read_file(partition: Partition, path: str) -> str:
 
 
 def unpack(partition: Partition, dest: Path, log: Path):
-    """Every file of the partition under ``dest`` (which must not exist), with its owner,
-    mode, times and extended attributes: that needs root."""
+    """Every file of the partition under ``dest`` (which must not exist), with its mode,
+    times and extended attributes, and as root its owner. An ordinary user's unsquashfs
+    writes files through its umask and drops setuid and setgid bits: put back here (the
+    user owns each file, so chmod may set them), so the modes are the image's for anyone."""
     runner.run_logged(
         _unsquashfs(partition, "-no-progress", "-quiet", "-d", str(dest), str(partition.image)),
         log,
         what=f"unpacking the root filesystem of {partition.image}",
     )
+    if os.geteuid() != 0:
+        for path, (mode, _, _) in listing(partition).items():
+            where = dest / path.lstrip("/")
+            if where.is_symlink() or not where.exists():
+                continue
+            if stat.S_IMODE(where.lstat().st_mode) != mode:
+                where.chmod(mode)
+
+
+def listing(partition: Partition) -> dict:
+    """{"/usr/bin/passwd": (0o4755, 0, 0), ...}: each path's mode, owner and group in the image
+    (links left out), from `unsquashfs -lln`; a name with a line break in it is skipped."""
+    listed = runner.run(_unsquashfs(partition, "-lln", str(partition.image)), timeout=600).stdout
+    found = {}
+    for line in listed.splitlines():
+        entry = _LISTED.match(line)
+        if entry and entry[1][0] != "l":
+            found[entry[4] or "/"] = (_mode_bits(entry[1]), int(entry[2]), int(entry[3]))
+    return found
+
+
+def _mode_bits(symbolic: str) -> int:
+    """ "-rwsr-xr-x" -> 0o4755; "drwxrwsr-x" -> 0o2775; "drwxrwxrwt" -> 0o1777 (S and T: the
+    special bit without execute)."""
+    bits = sum(value for letter, value in zip(symbolic[1:], _PERMISSION_BITS) if letter in "rwxst")
+    return bits | sum(special for index, special in _SPECIAL_BITS if symbolic[index] in "sStT")
 
 
 def _unsquashfs(partition: Partition, *args) -> list:

@@ -87,7 +87,8 @@ def build(steps: Steps, text: str, work: Path, out: Path):
     work.mkdir(parents=True, exist_ok=True)
     for number, stage in enumerate(def_reader.stages(text)):
         root = work / f"stage-{number}"
-        opened = _unpack(steps, _image(stage, steps.images), root)
+        partition = sif.root_partition(steps.apptainer, _image(stage, steps.images))
+        opened = _unpack(steps, partition, root)
         for source in stage.from_stages():
             if source not in roots:
                 raise ToolError(f"the definition's %files from {source}: no earlier stage is named {source}")
@@ -101,7 +102,7 @@ def build(steps: Steps, text: str, work: Path, out: Path):
         if stage.script("test").strip():
             _test(steps, root, work)
         roots[stage.name or str(number)] = root
-    _pack(steps, root, opened, text, work, out)
+    _pack(steps, root, (opened, sif.listing(partition)), text, work, out)
 
 
 def _image(stage, images: Path) -> Path:
@@ -113,10 +114,10 @@ def _image(stage, images: Path) -> Path:
     return images / stage.header.get("from", "")  # an absolute From: stays as it is
 
 
-def _unpack(steps, image: Path, root: Path) -> list:
+def _unpack(steps, partition, root: Path) -> list:
     """The image's files under ``root``; the modes opened for the user (sandbox_files)."""
-    _say(steps, f"unpacking {image} into a folder of yours (unsquashfs, no namespace)")
-    sif.unpack(sif.root_partition(steps.apptainer, image), root, steps.log)
+    _say(steps, f"unpacking {partition.image} into a folder of yours (unsquashfs, no namespace)")
+    sif.unpack(partition, root, steps.log)
     return sandbox_files.opened(root)  # a 555 folder of the image would stop %post and its removal
 
 
@@ -178,14 +179,22 @@ def _proot(steps, root: Path, binds, env: dict, command: str, what: str):
     runner.run_logged(argv, steps.log, env=env, what=f"{what} under proot", on_line=steps.on_line, timeout=TIMEOUT_S)
 
 
-def _pack(steps, root: Path, opened: list, text: str, work: Path, out: Path):
+def _pack(steps, root: Path, base: tuple, text: str, work: Path, out: Path):
+    """The SIF of ``root``: its squashfs made under `proot -0` (every file the user owns is
+    root's, as Apptainer's unprivileged mksquashfs does), the owners the base image gave
+    other than root put back by a pseudo file; ``base``: (opened modes, the base's listing)."""
     _say(steps, "packing the image: mksquashfs, then the SIF's definition, metadata and root partition")
+    opened, listing = base
     arch = sandbox_files.architecture(root)
     inspected = runner.run([steps.apptainer, "inspect", "--all", str(root)], timeout=300).stdout
     sandbox_files.restored(opened)  # the image's own modes, where the steps left the paths
     squashfs, definition, metadata = work / "root.squashfs", work / "Singularity", work / "inspect-metadata.json"
-    mksquashfs = ["mksquashfs", str(root), str(squashfs), "-noappend", "-comp", "gzip", "-all-root", "-no-progress"]
-    runner.run_logged(mksquashfs, steps.log, what="mksquashfs of the image", timeout=TIMEOUT_S)
+    owners = work / "owners.pseudo"
+    owners.write_text(sandbox_files.owner_lines(root, listing))
+    mksquashfs = [steps.proot, "-0", "mksquashfs", str(root), str(squashfs), "-noappend", "-comp", "gzip"]
+    mksquashfs += ["-no-progress", "-pf", str(owners)]
+    env = dict(os.environ, **steps.proot_env, MALLOC_MMAP_MAX_="0", MALLOC_ARENA_MAX="1000000")  # as Apptainer's
+    runner.run_logged(mksquashfs, steps.log, env=env, what="mksquashfs of the image", timeout=TIMEOUT_S)
     definition.write_text(text)
     metadata.write_text(json.dumps(json.loads(inspected), separators=(",", ":")))
     out.unlink(missing_ok=True)

@@ -38,6 +38,9 @@ true
 org.example.target demo
 """
 LISTING = "1 |1 |NONE |32176-32757 |Def.FILE\n3 |1 |NONE |4096-8192 |FS (Squashfs/*System/amd64)\n"
+OWNERS = (
+    "drwxr-xr-x 0/0 3 2026-01-01 00:00 squashfs-root/opt\ndrwxrwsr-x 0/50 3 2026-01-01 00:00 squashfs-root/opt/venv\n"
+)
 
 
 class Fakes:
@@ -48,14 +51,15 @@ class Fakes:
 
     def run(self, argv, **kwargs):
         self.commands.append(list(map(str, argv)))
-        asked = argv[2] if argv[1] == "sif" else argv[1]
-        answer = {"list": LISTING, "inspect": json.dumps({"data": {"attributes": {}}})}.get(asked, "")
+        asked = argv[2] if argv[1] == "sif" else argv[1] if argv[0] == "apptainer" else argv[0]
+        answers = {"list": LISTING, "inspect": json.dumps({"data": {"attributes": {}}}), "unsquashfs": OWNERS}
+        answer = answers.get(asked, "")
         return subprocess.CompletedProcess(argv, 0, answer, "")
 
     def run_logged(self, argv, log, env=None, **kwargs):
         argv = list(map(str, argv))
         self.commands.append([*argv])
-        if argv[0] == "unsquashfs":  # an image: a shell, a venv
+        if argv[0] == "unsquashfs" and "-d" in argv:  # an image: a shell, a venv
             root = Path(argv[argv.index("-d") + 1])
             (root / "bin").mkdir(parents=True)
             (root / "bin" / "sh").write_bytes(b"\x7fELF" + bytes(14) + b"\x3e\x00" + bytes(44))
@@ -85,10 +89,13 @@ def test_two_stages_from_an_image_then_a_sif_of_three_objects(tmp_path, monkeypa
     assert programs == [
         "apptainer sif list", "unsquashfs", "cp", "/opt/proot",  # build: image, %files, %post
         "apptainer sif list", "unsquashfs", "cp", "/opt/proot",  # final: image, %files from build, %test
-        "apptainer inspect --all", "mksquashfs", "apptainer sif new", "apptainer sif add", "apptainer sif add",
-        "apptainer sif add",
+        "unsquashfs", "apptainer inspect --all", "/opt/proot",  # the base's owners, metadata, mksquashfs
+        "apptainer sif new", "apptainer sif add", "apptainer sif add", "apptainer sif add",
     ]  # fmt: skip
-    post, test = (c for c in fakes.commands if c[0] == "/opt/proot")
+    post, test, pack = (c for c in fakes.commands if c[0] == "/opt/proot")
+    assert pack[:3] == ["/opt/proot", "-0", "mksquashfs"] and "-all-root" not in pack
+    pseudo = Path(pack[pack.index("-pf") + 1])  # the owner other than root, given back
+    assert pseudo.read_text() == '"opt/venv" m 755 0 50\n'
     assert post[:3] == ["/opt/proot", "-0", "--kill-on-exit"] and "/srv/host:/mnt" in post
     assert post[-1] == "env:1" and "APPTAINER_LABELS=/.build.labels" in post
     assert any(arg.endswith(":/tmp") for arg in test) and "PYTHONDONTWRITEBYTECODE=1" in test
