@@ -16,6 +16,7 @@ Example: decide(Facts(root=False, runtime="/usr/bin/apptainer", userns=True, sub
 setuid=False, fakeroot_command=False)) -> Route("fakeroot", "user namespace with ...", None)
 """
 
+import functools
 import os
 import pwd
 import re
@@ -118,10 +119,11 @@ def decide(facts: Facts) -> Route:
 def facts(site=None) -> Facts:
     runtime = installed_apptainer(site)
     user = _user_names()
+    userns = _can_unshare()
     return Facts(
         root=os.geteuid() == 0,
         runtime=runtime,
-        userns=_can_unshare(),
+        userns=userns,
         subids=all(_has_range(Path(f"/etc/sub{kind}"), user) for kind in ("uid", "gid")),
         setuid=_setuid_starter(runtime),
         fakeroot_command=shutil.which("fakeroot") is not None,
@@ -129,7 +131,8 @@ def facts(site=None) -> Facts:
         toolbox_ready=toolbox.is_ready(),
         proot=shutil.which("proot"),
         proot_builds=builds_under_proot(runtime),
-        proot_statx=translates_statx(shutil.which("proot")),
+        # probed only where the route may be taken: root and user namespaces need no proot
+        proot_statx=os.geteuid() != 0 and not userns and translates_statx(shutil.which("proot")),
     )
 
 
@@ -201,6 +204,7 @@ def translates_statx(proot) -> bool:
     return proot_settings(proot) is not None
 
 
+@functools.lru_cache(maxsize=8)  # asked by the route, the build and the SBOM: probed once
 def proot_settings(proot):
     """The environment under which ``proot`` translates statx: {} as it is, or its seccomp
     acceleration off (Debian's proot 5.4 on a 6.x kernel then misses even openat); None when
