@@ -7,9 +7,9 @@ pins each by the sha256 of its file. On a host with no network, beside a checkou
     .venv/bin/pip install --no-index --find-links BUNDLE/tools/python --require-hashes -r BUNDLE/tools/requirements.txt
     .venv/bin/pip install --no-index --no-deps --no-build-isolation -e .
 
-The files are for the Python version that made the bundle (`# python:` in the requirements)
-and for any glibc from 2.28 on (RHEL 8 and later, SLES 15 SP3 and later, Debian 11 and later)
-of the same CPU architecture.
+The files are for Python 3.11 to 3.14 and the one that made the bundle (`# python:` in the
+requirements), and for any glibc from 2.28 on (RHEL 8 and later, SLES 15 SP3 and later,
+Debian 11 and later) of the same CPU architecture.
 
 Example: files(down=()) -> {"tools/python/pyyaml-6.0.3-cp311-...whl": ("https://.../pyyaml-...whl", "1d3c...",
 "pyyaml==6.0.3")}
@@ -30,6 +30,8 @@ FOLDER = "tools/python"
 REQUIREMENTS = "tools/requirements.txt"
 BUILDER = "hpc-ml-containers"
 GLIBC_FLOOR = "manylinux_2_28"  # the oldest glibc a site's login node is likely to have
+# from requires-python's floor up: a site's login node has its own Python (trixie's is 3.13)
+PYTHONS = ("3.11", "3.12", "3.13", "3.14")
 
 
 def pins(distribution: str = BUILDER) -> dict:
@@ -68,18 +70,25 @@ def target_platform() -> str:
     return f"{platform.machine()}-{GLIBC_FLOOR}"
 
 
+def pythons() -> tuple:
+    """The Python versions the tools serve: PYTHONS and the one running here."""
+    return tuple(sorted({*PYTHONS, python_version()}, key=lambda v: tuple(map(int, v.split(".")))))
+
+
 def files(down=()) -> dict:
     """{path in the bundle: (url, sha256, "name==version")} for each file of each pin, as the pip
-    sources serve them for this Python and platform; one line names a pin no source serves."""
+    sources serve them for each of pythons() and the platform; one line names a pin no source
+    serves."""
     wanted = pins()
-    packages = served_files(wanted, python_version(), target_platform(), "the builder's own distributions", down=down)
     found = {}
-    for package in packages:
-        for served in uv.files(package):
-            sha256 = served.get("hashes", {}).get("sha256")
-            if sha256:
-                name = normal_name(package["name"])
-                found[f"{FOLDER}/{file_name(served)}"] = (served["url"], sha256, f"{name}=={wanted[name]}")
+    for python in pythons():
+        packages = served_files(wanted, python, target_platform(), "the builder's own distributions", down=down)
+        for package in packages:
+            for served in uv.files(package):
+                sha256 = served.get("hashes", {}).get("sha256")
+                if sha256:
+                    name = normal_name(package["name"])
+                    found[f"{FOLDER}/{file_name(served)}"] = (served["url"], sha256, f"{name}=={wanted[name]}")
     missing = sorted(set(wanted) - {pin.split("==")[0] for _, _, pin in found.values()})
     if missing:
         raise ToolError(f"{missing[0]} {wanted[missing[0]]}: no pip source serves a file of it for the bundle's tools")
@@ -94,7 +103,7 @@ def requirements(listed: dict) -> str:
     lines = [
         "# The builder's own Python distributions, written by `hpcml bundle`; install them with",
         f"# pip install --no-index --find-links tools/python --require-hashes -r {REQUIREMENTS}",
-        f"# python: {python_version()}, {target_platform()}",
+        f"# python: {' '.join(pythons())}, {target_platform()}",
     ]
     for pin in sorted(by_pin, key=lambda pin: pin.split("==")[0]):
         lines.append(" ".join([pin, *(f"--hash=sha256:{sha256}" for sha256 in sorted(by_pin[pin]))]))
