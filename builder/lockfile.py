@@ -235,9 +235,13 @@ def debian_path_of(recipes, target: str, stage: str) -> Path:
 
 def load_debian(recipes, target: str, stage: str):
     """The stage's Debian lock, or None when the target has none."""
-    path = debian_path_of(recipes, target, stage)
+    return read_debian(debian_path_of(recipes, target, stage), stage)
+
+
+def read_debian(path: Path, stage: str):
+    """The Debian lock in the file at ``path`` (of ``stage``), or None when there is none."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
         return None
     header, asked, pockets, packages = None, (), (), []

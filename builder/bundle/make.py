@@ -7,6 +7,8 @@ the check a build from it starts with.
       debian/dists/bookworm/...   Debian's signed InRelease and indexes, as the mirror served them
       debian/pool/main/...        each locked .deb of every stage (the updates pocket's too), and
                                   the builder's own debootstrap (debootstrap_kit), for a host with none
+      debian/dists/trixie/...     with toolbox/: the Apptainer toolbox's root, for a host with no
+                                  Apptainer (toolbox_part), its .debs in debian/pool/ too
       debian-security/...         the security pocket's InRelease, indexes and locked .debs
       python/                     each file of the Python lock (pip's find-links, no index)
       tools/                      the builder's own distributions, to install it offline (tools_part)
@@ -25,7 +27,7 @@ from ..fileio import sha256_file, write_atomic
 from ..host import debootstrap_kit, hostinfo
 from ..lockfile import PythonLock
 from ..render.layer_sharing import plan_layers
-from . import debian_part, fetched, manifest, python_part, tools_part
+from . import debian_part, fetched, manifest, python_part, toolbox_part, tools_part
 
 LOCKS = "locks"
 
@@ -45,6 +47,7 @@ def make(tree, name, out: Path, progress, down=()) -> dict:
         files.update(debs)
         progress.step(f"Debian: {len(debs)} .deb files, each with its index's sha256, the lock's where it locks it")
         files.update(_debootstrap_kit(out, mirrors["debian"]))
+        files.update(toolbox_part.make(out, mirrors["debian"], progress))
     for lock in python:
         wanted = python_part.files(lock, down)
         progress.step(f"Python: {len(wanted)} files of {lock.path}")
@@ -108,6 +111,7 @@ def checked(tree, name, bundle: Path) -> dict:
         python_part.check_against_lock(lock, files)
     if tools_part.REQUIREMENTS in files:  # bundles made before the tools part have none
         tools_part.check(files, (bundle / tools_part.REQUIREMENTS).read_text())
+    toolbox_part.check(bundle, files)
     return files
 
 

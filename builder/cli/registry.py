@@ -6,7 +6,8 @@ from .command import Command
 from .image_commands import Build, Bundle, Diff, Export, Extend, Sign, Smoke
 from .rebuild_command import Rebuild
 from .recipe_commands import Check, List, Lock, Render, Show
-from .site_commands import Default, Doctor, Jobscript, Publish, Toolbox, Verify
+from .site_commands import Default, Doctor, Jobscript, Publish, Verify
+from .toolbox_command import Toolbox
 
 COMMANDS: tuple[Command, ...] = (
     List(),

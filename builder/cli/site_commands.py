@@ -1,4 +1,4 @@
-"""The commands about a site: jobscript, publish, verify, default, doctor, toolbox."""
+"""The commands about a site: jobscript, publish, verify, default, doctor."""
 
 import os
 import sys
@@ -268,29 +268,3 @@ class Doctor(Command):
         named = args.recipes_from in ("--recipes", contract.RECIPES)
         tree = load_tree(args.recipes) if named or Path(args.recipes).is_dir() else None
         report(tree, Path(args.images), f"{args.recipes} ({args.recipes_from})")
-
-
-class Toolbox(Command):
-    name = "toolbox"
-    help = "the Apptainer toolbox for hosts without Apptainer"
-    example = "{prog} toolbox status"
-
-    def add_arguments(self, parser):
-        parser.add_argument("action", choices=["status", "provision", "remove"])
-
-    def run(self, args):
-        from ..host import emulation, toolbox
-        from ..host.cache import cache_dir
-        from ..host.progress import Progress
-        from ..recipes.target_model import DEBIAN_ARCH
-
-        if args.action == "remove":
-            toolbox.remove()
-            print(f"removed {toolbox.home()}")
-        elif args.action == "provision":
-            toolbox.provision(Progress(), cache_dir())
-        else:
-            print(f"{toolbox.home()}: {toolbox.version() if toolbox.is_ready() else 'not provisioned'}")
-            # images of the other architecture build with the host kernel's emulator, not the toolbox's
-            for arch in sorted(set(DEBIAN_ARCH) - {emulation.host_arch()}):
-                print(f"emulation {arch}: {emulation.state(arch)[1]}")

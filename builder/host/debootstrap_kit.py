@@ -107,7 +107,7 @@ def kit_bin(progress, mirror=None) -> Path:
     shutil.rmtree(staging, ignore_errors=True)
     try:
         for name, (path, sha256) in PACKAGES.items():
-            unpack(_fetch(f"{mirror}/{path}", sha256, name), staging)
+            unpack(fetch_pinned(f"{mirror}/{path}", sha256, name), staging)
         _write_command(staging)
         shutil.rmtree(box, ignore_errors=True)
         staging.rename(box)
@@ -122,7 +122,8 @@ def _write_command(box: Path):
         command.chmod(0o755)
 
 
-def _fetch(url, sha256, name) -> bytes:
+def fetch_pinned(url, sha256, name, pinned_in=__name__) -> bytes:
+    """The bytes at ``url``, whose sha256 must be ``sha256`` (pinned in module ``pinned_in``)."""
     cafile = hostinfo.pip_settings()["cert"] if url.startswith("https:") else None
     try:
         with open_url(url, timeout=TIMEOUT_S, cafile=cafile) as response:
@@ -131,7 +132,7 @@ def _fetch(url, sha256, name) -> bytes:
         raise ToolError(f"cannot fetch {name} from {url}: {error}") from None
     got = hashlib.sha256(data).hexdigest()
     if got != sha256:
-        raise ToolError(f"{url}: sha256 {got}, expected {sha256} (pinned in builder/host/debootstrap_kit.py)")
+        raise ToolError(f"{url}: sha256 {got}, expected {sha256} (pinned in {pinned_in.replace('.', '/')}.py)")
     return data
 
 
@@ -149,6 +150,27 @@ def unpack(deb: bytes, dest: Path):
         # the pinned sha256 vouches for the contents; the data filter (3.11.4+) guards the paths too
         safe = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
         archive.extractall(dest, members=chosen, **safe)
+
+
+def control(deb: bytes) -> dict:
+    """The fields of a .deb's control file ({"Package": "apptainer", "Depends": "...", ...})."""
+    import tarfile
+
+    members = dict(_ar_members(deb))
+    packed = next((body for name, body in members.items() if name.startswith("control.tar")), None)
+    if packed is None:
+        raise ToolError(f"not a Debian package: no control.tar among {sorted(members)}")
+    with tarfile.open(fileobj=io.BytesIO(packed), mode="r:*") as archive:
+        member = next((m for m in archive.getmembers() if m.name.removeprefix("./") == "control"), None)
+        text = archive.extractfile(member).read().decode("utf-8", "replace") if member else ""
+    fields, last = {}, None
+    for line in text.splitlines():
+        if line[:1] in (" ", "\t") and last:
+            fields[last] += "\n" + line
+        elif ":" in line:
+            last, _, value = line.partition(":")
+            fields[last] = value.strip()
+    return fields
 
 
 def _ar_members(data: bytes):

@@ -46,12 +46,13 @@ def takes_squashfs_args(apptainer) -> bool:
     return "--mksquashfs-args" in result.stdout
 
 
-def find_apptainer(site, progress, log_dir):
-    """(path, label): an installed Apptainer, or else a toolbox under the user's cache."""
+def find_apptainer(site, progress, log_dir, mirror=None):
+    """(path, label): an installed Apptainer, or else a toolbox under the user's cache (made
+    from ``mirror`` when there is none yet; default: the host's Debian mirror)."""
     found = installed_apptainer(site)
     if found:
         return found, found
-    return str(toolbox.ensure(progress, log_dir)), "toolbox"
+    return str(toolbox.ensure(progress, log_dir, mirror)), "toolbox"
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,7 @@
 """An Apptainer for hosts that have none: a Debian trixie root under the user's cache with
-Apptainer from sid, entered through a mount namespace (see builder/host/toolbox-enter.sh).
+Apptainer from sid (its .deb taken from the archive's pool by its pinned sha256), entered
+through a mount namespace (see builder/host/toolbox-enter.sh). Made from the host's Debian
+mirror, or from a source bundle's copy (bundle/toolbox_part.py) where no network answers.
 
 Provisioned once, reused, rebuilt when broken, removed with `python -m builder toolbox remove`.
 """
@@ -19,7 +21,6 @@ from . import debootstrap_kit, hostinfo
 from .cache import cache_dir
 
 SUITE = "trixie"  # Apptainer needs glibc >= 2.38; bookworm has 2.36
-APPTAINER_SUITE = "sid"  # the only suite with an apptainer package
 # The toolbox's Apptainer, pinned by version and by the sha256 of its .deb for each host
 # architecture (checked 2026-12-02 against the mirror's dists/sid/main/binary-*/Packages):
 # it is no part of an image, but it is what writes the image's files, so a new Apptainer in
@@ -30,6 +31,9 @@ APPTAINER_SHA256 = {
     "aarch64": "77c6645e6a51630fd9ce61faab09e415b02d0073bd62e1e029ca21e2a422aff6",
 }
 STAMP = "READY"
+DEBIAN_ARCH = {"x86_64": "amd64", "aarch64": "arm64"}
+INCLUDED = ("ca-certificates",)  # debootstrap's --include
+INSTALLED = ("debootstrap", "squashfs-tools")  # beside Apptainer, from the suite
 
 
 def home() -> Path:
@@ -102,8 +106,9 @@ def configure(root: Path):
         capabilities.write_text(wanted)
 
 
-def ensure(progress, log_dir: Path) -> Path:
-    """The toolbox's apptainer command, provisioning or repairing the toolbox first."""
+def ensure(progress, log_dir: Path, mirror=None) -> Path:
+    """The toolbox's apptainer command, provisioning or repairing the toolbox first, from
+    ``mirror`` (default: the host's Debian mirror; a source bundle's, served, in a build from one)."""
     if is_ready():
         try:
             _install_scripts(home())  # keep the entry scripts in step with the builder
@@ -118,17 +123,17 @@ def ensure(progress, log_dir: Path) -> Path:
             f"no apptainer or singularity on PATH and {reason}; install Apptainer "
             "(https://apptainer.org/docs/admin/main/installation.html) and retry"
         )
-    provision(progress, log_dir)
+    provision(progress, log_dir, mirror)
     return command()
 
 
-def provision(progress, log_dir: Path):
+def provision(progress, log_dir: Path, mirror=None):
     box = home()
     for stale in box.parent.glob("toolbox.tmp-*"):  # left by a killed provision
         _remove_tree(stale)
     staging = box.with_name(f"toolbox.tmp-{os.getpid()}")
     try:
-        _provision_into(staging, progress, log_dir)
+        _provision_into(staging, progress, log_dir, mirror)
     except BaseException:
         _remove_tree(staging)
         raise
@@ -140,9 +145,9 @@ def provision(progress, log_dir: Path):
     progress.step(f"toolbox ready: {version()}")
 
 
-def _provision_into(staging, progress, log_dir):
+def _provision_into(staging, progress, log_dir, mirror=None):
     root = staging / "root"
-    mirror = hostinfo.debian_mirror()
+    mirror = (mirror or hostinfo.debian_mirror()).rstrip("/")
     log_dir.mkdir(parents=True, exist_ok=True)
     log = log_dir / "toolbox.log"
     log.write_text("")
@@ -150,33 +155,18 @@ def _provision_into(staging, progress, log_dir):
     debootstrap = debootstrap_kit.host_debootstrap() or str(debootstrap_kit.kit_bin(progress, mirror) / "debootstrap")
     progress.step(f"toolbox: debootstrap {SUITE} (log: {log})")
     runner.run_logged(
-        [debootstrap, "--variant=minbase", "--include=ca-certificates", SUITE, str(root), mirror],
+        [debootstrap, "--variant=minbase", f"--include={','.join(INCLUDED)}", SUITE, str(root), mirror],
         log,
         what="debootstrap",
     )
     _install_scripts(staging)
     enter = str(staging / "bin" / "enter")
-    sid_list = root / "etc" / "apt" / "sources.list.d" / "apptainer-sid.list"
-    progress.step(f"toolbox: downloading apptainer from {APPTAINER_SUITE}")
-    sid_list.write_text(f"deb {mirror} {APPTAINER_SUITE} main\n")
-    # mirrors' sid Release files may be past their Valid-Until date; the archive keys
-    # still sign them, so only the date check is relaxed, and only for this step
-    runner.run_logged(
-        [enter, "/usr/bin/apt-get", "-o", "Acquire::Check-Valid-Until=false", "update"], log, what="apt-get update"
-    )
-    try:
-        runner.run_logged(
-            [enter, "/bin/sh", "-c", f"cd /var/cache/apt/archives && apt-get download apptainer={APPTAINER_VERSION}"],
-            log,
-            what=f"apt-get download apptainer={APPTAINER_VERSION}",
-        )
-    except ToolError as error:
-        raise ToolError(
-            f"{error}; the toolbox's Apptainer is pinned to {APPTAINER_VERSION} (builder/host/toolbox.py): "
-            f"if {mirror} no longer has it in {APPTAINER_SUITE}, set {contract.MIRROR} to a snapshot archive that does"
-        ) from None
-    check_apptainer_deb(root / "var" / "cache" / "apt" / "archives", platform.machine())
-    sid_list.unlink()
+    machine = platform.machine()
+    progress.step(f"toolbox: fetching apptainer {APPTAINER_VERSION} (sha256-pinned)")
+    deb = _apptainer_deb(mirror, machine)
+    archives = root / "var" / "cache" / "apt" / "archives"
+    (archives / Path(apptainer_pool_path(machine)).name).write_bytes(deb)
+    check_apptainer_deb(archives, machine)
     progress.step("toolbox: installing apptainer")
     runner.run_logged([enter, "/usr/bin/apt-get", "update"], log, what="apt-get update")
     runner.run_logged(
@@ -185,7 +175,7 @@ def _provision_into(staging, progress, log_dir):
             "/bin/sh",
             "-c",
             "DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "
-            "/var/cache/apt/archives/apptainer_*.deb debootstrap squashfs-tools "
+            f"/var/cache/apt/archives/apptainer_*.deb {' '.join(INSTALLED)} "
             "&& apt-get clean",
         ],
         log,
@@ -196,6 +186,28 @@ def _provision_into(staging, progress, log_dir):
     for name in ("subuid", "subgid"):
         (root / "etc" / name).write_text("root:100000:65536\n")
     (staging / STAMP).write_text(f"suite {SUITE}\n")
+
+
+def apptainer_pool_path(machine: str) -> str:
+    """Where Debian's archive keeps the pinned Apptainer for host architecture ``machine``."""
+    arch = DEBIAN_ARCH.get(machine)
+    if arch is None:
+        raise ToolError(f"the toolbox's Apptainer has no pinned sha256 for {machine} (builder/host/toolbox.py)")
+    return f"pool/main/a/apptainer/apptainer_{APPTAINER_VERSION}_{arch}.deb"
+
+
+def _apptainer_deb(mirror: str, machine: str) -> bytes:
+    """The pinned .deb from ``mirror``'s pool (sid's, which the archive shares with every suite),
+    checked against its pin: no index is read, so sid's need not be current or signed now."""
+    url = f"{mirror}/{apptainer_pool_path(machine)}"
+    try:
+        return debootstrap_kit.fetch_pinned(url, APPTAINER_SHA256[machine], "apptainer", pinned_in=__name__)
+    except ToolError as error:
+        raise ToolError(
+            f"{error}; the toolbox's Apptainer is pinned to {APPTAINER_VERSION} (builder/host/toolbox.py): "
+            f"if {mirror} no longer has it, set {contract.MIRROR} to a snapshot archive that does, "
+            "or build from a source bundle that holds it (hpcml bundle)"
+        ) from None
 
 
 def check_apptainer_deb(archives: Path, arch: str) -> None:

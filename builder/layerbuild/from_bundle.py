@@ -5,7 +5,8 @@ The layers' Debian mirror is the bundle's debian/ folder, served on loopback whi
 layers build: debootstrap on the host and apt in %post both reach it, and check Debian's
 signature as they would online. pip's only source is the bundle's python/ folder, bound
 read-only into the build (no index at all). The layer keys name the bundle, not the server's
-port, so a second build from a bundle finds its layers current.
+port, so a second build from a bundle finds its layers current. A host with no Apptainer
+makes its toolbox from the bundle's copy too (bundle/toolbox_part.py).
 
 Example:
     bundle = opened(tree, "cpu", "bundles/cpu")     # None without --bundle
@@ -14,10 +15,13 @@ Example:
 """
 
 import contextlib
+import platform
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..bundle import make, python_part, serve
+from ..bundle import make, python_part, serve, toolbox_part
+from ..errors import ToolError
+from ..host import images, toolbox
 from ..render.parts import HOST_MOUNT
 from ..render.plan import MIRROR_ARG, SECURITY_MIRROR_ARG
 
@@ -62,6 +66,21 @@ def build_args(bundle, host_args: dict):
         return
     with serve.serving(bundle.folder, bundle.files, root=bundle.folder) as url:
         yield {**host_args, **{arg: f"{url}/{top}" for arg, top in MIRROR_ARCHIVES.items() if arg in host_args}}
+
+
+def find_apptainer(bundle, host_args: dict, site, progress, log_dir):
+    """(path, label) of the Apptainer the build runs: the host's, or the toolbox, made from the
+    bundle's copy (served as its debian/ mirror) in a build from a bundle that holds one. A
+    bundle with none is refused in one line where the host has neither Apptainer nor a toolbox."""
+    mirror = None
+    if bundle is not None and toolbox_part.holds(bundle.files):
+        mirror = host_args[MIRROR_ARG]
+    elif bundle is not None and not (images.installed_apptainer(site) or toolbox.is_ready()):
+        raise ToolError(
+            f"{bundle.folder}: holds no Apptainer toolbox for {platform.machine()}, and this host has no "
+            "Apptainer; install Apptainer, or make the bundle again with this builder on such a host"
+        )
+    return images.find_apptainer(site, progress, log_dir, mirror)
 
 
 def settings_lines() -> list:

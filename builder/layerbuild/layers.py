@@ -16,7 +16,7 @@ from pathlib import Path
 from .. import contract, fileio, reproducible, runner, sbom
 from ..errors import ToolError
 from ..host import build_route, cache, debootstrap_kit, emulation, hostinfo, sidecar, space
-from ..host.images import find_apptainer, image_lock, takes_squashfs_args
+from ..host.images import image_lock, takes_squashfs_args
 from ..render import runtime_wheel
 from ..render.layer_sharing import plan_layers
 from ..render.parts import CROSS_DIR, CROSS_MOUNT, HOST_MOUNT
@@ -92,7 +92,7 @@ def build(tree, name, *, images: Path, force=None, progress, space_check=True, b
         steps = {layer: store.step(plans[layer], forced, paths[layer], keys[layer]) for layer in order}
         if space_check:
             _check_space(tree, name, plans, paths, steps, where)
-        apptainer, label = find_apptainer(target.sites[0], progress, images)
+        apptainer, label = from_bundle.find_apptainer(bundle, host_args, target.sites[0], progress, images)
         if "devel" in plans and plans["devel"].owner != name:
             progress.step(
                 f"{name} builds on the devel and base layers of {plans['devel'].owner} "

@@ -93,7 +93,7 @@ def test_a_second_use_fetches_nothing_and_brings_an_old_command_up_to_date(mirro
     debootstrap_kit.kit_bin(Progress(), mirror)
     command = debootstrap_kit.home() / "bin" / "debootstrap"
     command.write_text("#!/bin/sh\n# an older builder's\n")
-    monkeypatch.setattr(debootstrap_kit, "_fetch", lambda *args: pytest.fail("fetched again"))
+    monkeypatch.setattr(debootstrap_kit, "fetch_pinned", lambda *args: pytest.fail("fetched again"))
     assert debootstrap_kit.kit_bin(Progress(), mirror) == debootstrap_kit.home() / "bin"
     assert command.read_text() == debootstrap_kit.WRAPPER and command.stat().st_mode & 0o777 == 0o755
 

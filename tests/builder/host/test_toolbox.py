@@ -1,13 +1,17 @@
 """The Apptainer toolbox: provisioned for real into a private cache, repaired when broken,
 removed with one command; a clear message where it cannot be made."""
 
+import hashlib
 import os
+import platform
+from pathlib import Path
 
 import pytest
 from conftest import run_builder
 
+from builder import runner
 from builder.errors import ToolError
-from builder.host import toolbox
+from builder.host import debootstrap_kit, toolbox
 from builder.host.progress import Progress
 
 
@@ -79,3 +83,35 @@ def test_the_downloaded_apptainer_must_be_the_pinned_one(tmp_path):
 def test_each_host_architecture_has_a_pinned_sha256():
     assert set(toolbox.APPTAINER_SHA256) == {"x86_64", "aarch64"}
     assert all(len(sha) == 64 and int(sha, 16) >= 0 for sha in toolbox.APPTAINER_SHA256.values())
+
+
+def test_provisioning_takes_the_root_and_the_pinned_apptainer_from_the_given_mirror(tmp_path, monkeypatch):
+    """What a build from a bundle gives: its loopback mirror, for debootstrap and the .deb alike."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    deb, runs, fetched = b"an apptainer .deb", [], []
+    monkeypatch.setitem(toolbox.APPTAINER_SHA256, "x86_64", hashlib.sha256(deb).hexdigest())
+    monkeypatch.setattr(platform, "machine", lambda: "x86_64")
+    monkeypatch.setattr(debootstrap_kit, "host_debootstrap", lambda: "/usr/sbin/debootstrap")
+    monkeypatch.setattr(
+        debootstrap_kit, "fetch_pinned", lambda url, sha256, name, pinned_in: fetched.append(url) or deb
+    )
+
+    def run_logged(argv, log, what):
+        runs.append(argv)
+        if what == "debootstrap":  # the root debootstrap makes, as far as the steps after it look
+            root = Path(argv[-2])
+            (root / "var/cache/apt/archives").mkdir(parents=True)
+            (root / "etc/apptainer").mkdir(parents=True)
+            (root / "etc/apptainer/apptainer.conf").write_text("root default capabilities = full\n")
+
+    monkeypatch.setattr(runner, "run_logged", run_logged)
+    monkeypatch.setattr(toolbox, "version", lambda: "apptainer version 1.4.5-2")
+    toolbox.provision(Progress(), tmp_path, "http://127.0.0.1:40001/debian/")
+    assert runs[0][-3] == "trixie" and runs[0][-1] == "http://127.0.0.1:40001/debian"
+    assert runs[0][:3] == ["/usr/sbin/debootstrap", "--variant=minbase", "--include=ca-certificates"]
+    pool = f"pool/main/a/apptainer/apptainer_{toolbox.APPTAINER_VERSION}_amd64.deb"
+    assert fetched == [f"http://127.0.0.1:40001/debian/{pool}"]
+    installed = runs[-1][-1]
+    assert "apptainer_*.deb debootstrap squashfs-tools" in installed and "--no-install-recommends" in installed
+    assert (toolbox.home() / "root/var/cache/apt/archives" / Path(pool).name).read_bytes() == deb
+    assert toolbox.home().joinpath(toolbox.STAMP).is_file()

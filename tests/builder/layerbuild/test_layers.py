@@ -3,6 +3,7 @@ which layers are built, in what order, with what arguments, and which are skippe
 builds are in test_build.py."""
 
 import io
+import platform
 import re
 import urllib.request
 from pathlib import Path
@@ -12,6 +13,7 @@ from conftest import RECIPES, recipe_tree
 from helpers.fake_runner import FakeRunner
 
 from builder import contract, runner
+from builder.bundle import toolbox_part
 from builder.errors import ToolError
 from builder.host import build_route, cross_tools, debootstrap_kit, emulation, hostinfo
 from builder.host.progress import Progress
@@ -31,7 +33,11 @@ REAL_RUN_LOGGED = runner.run_logged  # before the fake runner's fixture swaps it
 @pytest.fixture
 def fake(monkeypatch, tmp_path):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    monkeypatch.setattr(layers, "find_apptainer", lambda site, progress, images: ("apptainer", "apptainer (fake)"))
+    monkeypatch.setattr(
+        layers.from_bundle.images,
+        "find_apptainer",
+        lambda site, progress, images, mirror=None: ("apptainer", "apptainer (fake)"),
+    )
     monkeypatch.setattr(hostinfo, "debian_mirror", lambda: MIRROR)
     monkeypatch.setattr(hostinfo, "security_mirror", lambda: SECURITY)
     monkeypatch.setattr(hostinfo, "needs_fakeroot", lambda: False)
@@ -223,7 +229,11 @@ def test_a_failed_layer_build_reports_the_marked_line_alone(fake, monkeypatch, t
     apptainer = tmp_path / "apptainer"
     apptainer.write_text(f"#!/bin/sh\ncat <<'EOF'\n{log_text}EOF\nexit 255\n")
     apptainer.chmod(0o755)
-    monkeypatch.setattr(layers, "find_apptainer", lambda site, progress, images: (str(apptainer), "apptainer (fake)"))
+    monkeypatch.setattr(
+        layers.from_bundle.images,
+        "find_apptainer",
+        lambda site, progress, images, mirror=None: (str(apptainer), "apptainer (fake)"),
+    )
     monkeypatch.setattr(runner, "run_logged", REAL_RUN_LOGGED)
     images = tmp_path / "images"
     with pytest.raises(ToolError) as caught:
@@ -356,7 +366,11 @@ def test_a_host_without_debootstrap_gets_the_builders_own_first_on_path_where_a_
 
 
 def test_the_toolbox_brings_its_own_debootstrap_so_the_kit_is_not_fetched(fake, monkeypatch, tmp_path):
-    monkeypatch.setattr(layers, "find_apptainer", lambda site, progress, images: ("apptainer", "toolbox"))
+    monkeypatch.setattr(
+        layers.from_bundle.images,
+        "find_apptainer",
+        lambda site, progress, images, mirror=None: ("apptainer", "toolbox"),
+    )
     monkeypatch.setattr(debootstrap_kit, "host_debootstrap", lambda env_path=None: None)
     monkeypatch.setattr(debootstrap_kit, "kit_bin", lambda progress, mirror=None: pytest.fail("fetched the kit"))
     monkeypatch.setenv("PATH", "/usr/bin:/bin")
@@ -387,6 +401,7 @@ def test_a_build_from_a_bundle_asks_no_source_and_takes_every_file_from_it(fake,
     (bundle / "debian" / "InRelease").write_text("signed\n")
     (bundle / "debian-security" / "InRelease").write_text("signed too\n")
     served = {"debian/InRelease": "0" * 64, "debian-security/InRelease": "1" * 64}
+    served[toolbox_part.lock_path(platform.machine())] = "2" * 64  # a toolbox too: made from it if need be
     monkeypatch.setattr(from_bundle.make, "checked", lambda tree, name, folder: served)
     for module, name in ((drift, "check"), (drift, "check_debian"), (indexes, "why_down")):
         monkeypatch.setattr(module, name, lambda *a, **k: pytest.fail("asked a source"))
