@@ -30,6 +30,7 @@ PROOT_SHA256 = "bebc55a4461cb6cf3063f8248aa2c93f12e2426d054cc85e42271b349d2f514f
 STAMP = "SITE-READY"
 STAMP_TEXT = "trixie, apptainer, proot 5.4, two users (one without subids), no apt-get or debootstrap\n"
 USER_PATH = "/usr/local/bin:/usr/bin:/bin"  # a login shell's, without the sbin folders
+OFFLINE = 'ip link set lo up && hostname offline-login && exec "$@"'
 
 
 def home() -> Path:
@@ -76,14 +77,19 @@ def user_home(uid=UID) -> Path:
     return folder
 
 
-def run_as_user(box: Path, home: Path, script: str, env=None, binds=(), timeout=3600, user=USER, no_userns=False):
+def run_as_user(
+    box: Path, home: Path, script: str, env=None, binds=(), timeout=3600, user=USER, no_userns=False, offline=False
+):
     """``script`` in bash as ``user`` on the login node, with a login shell's PATH and
     HOME=``home``, nothing else of this process's environment but ``env``; no_userns: with
-    user namespaces turned off for it (helpers/no_userns.py), as LUMI has them."""
+    user namespaces turned off for it (helpers/no_userns.py), as LUMI has them; offline: in a
+    network namespace with loopback alone, under another hostname, as a site's build host
+    with no network."""
     uid = {USER: UID, LUMI_USER: LUMI_UID}[user]
     settings = [f"HOME={home}", f"USER={user}", f"PATH={USER_PATH}", "LANG=C.UTF-8"]
     settings += [f"{key}={value}" for key, value in (env or {}).items()]
-    argv = [str(box / "bin" / "enter")]
+    argv = ["unshare", "--net", "--uts", "sh", "-c", OFFLINE, "sh"] if offline else []
+    argv += [str(box / "bin" / "enter")]
     if no_userns:
         argv += ["/usr/bin/python3", "-c", (Path(__file__).parent / "no_userns.py").read_text()]
     argv += ["/usr/bin/setpriv", f"--reuid={uid}", f"--regid={uid}", "--init-groups"]

@@ -1,9 +1,12 @@
 """The CPU image rebuilt from its source bundle with the network cut holds the same files as
 the online build: in a network namespace with only loopback, under another hostname, time
-zone, locale, umask, checkout path and CPU count, with an empty cache of its own (the toolbox
-shared: it is no part of the image). Before that, an online build from a local mirror on
-which a point release replaced a locked version stops, naming the bundle as the way out.
-Marker full: two cold builds, about 2 x 15 minutes on 2 cores (`make test-bundle`).
+zone, locale, umask, checkout path and CPU count, with an empty cache of its own, so that
+root's Apptainer toolbox is made from the bundle too. Before that, an online build from a
+local mirror on which a point release replaced a locked version stops, naming the bundle as
+the way out. Then an ordinary user on the site's login node (helpers/site_login.py: the
+site's Apptainer, no debootstrap, Python 3.13) sets the builder up and builds from the same
+bundle with no network, and gets the same files again.
+Marker full: three cold builds, about 3 x 15 minutes on 2 cores (`make test-bundle`).
 Figures: docs/performance.md#locks-and-rebuilds."""
 
 import hashlib
@@ -17,10 +20,11 @@ import time
 
 import pytest
 from conftest import ROOT, run_builder
+from helpers import site_login
 
 from builder import reproducible
 from builder.bundle import manifest
-from builder.host import cache
+from builder.host import hostinfo
 from builder.sbom import rootfs
 
 pytestmark = pytest.mark.full
@@ -124,38 +128,30 @@ def _listing(apptainer, image, work):
     return listing, hostname, sources
 
 
-def test_a_bundle_rebuilds_the_online_image_with_no_network(apptainer, tmp_path):
+@pytest.fixture(scope="module")
+def online(tmp_path_factory):
+    """(the online build's image, the bundle made after it)."""
     if os.geteuid() != 0:
         pytest.skip("network and host-name namespaces are made as root here")
+    where = tmp_path_factory.mktemp("online")
     started = time.monotonic()
-    online = run_builder("build", "cpu", "--images", tmp_path / "online", timeout=BUILD_S)
-    assert online.returncode == 0, online.stderr[-3000:]
+    built = run_builder("build", "cpu", "--images", where / "images", timeout=BUILD_S)
+    assert built.returncode == 0, built.stderr[-3000:]
     print(f"\nonline build: {time.monotonic() - started:.0f} s", file=sys.stderr)
-    made = run_builder("bundle", "cpu", "--out", tmp_path / "bundle", timeout=1800)
-    assert made.returncode == 0, made.stderr[-3000:]
-    files = manifest.read(tmp_path / "bundle")
-    print(f"bundle: {len(files)} files, {manifest.size(tmp_path / 'bundle', files) / 1e6:.0f} MB", file=sys.stderr)
-
-    # a point release replaced a locked version: the online build stops before building
-    mirror = _mirror_moved_on(tmp_path / "bundle", tmp_path / "moved-on-mirror", "hostname")
-    drifted = _drifted_build(tmp_path / "bundle", mirror, tmp_path / "drifted")
-    assert drifted.returncode == 1, drifted.stderr[-3000:]
-    line = drifted.stderr.strip().splitlines()[-1]
-    assert "hostname 3.23+nmu1 locked, 99:3.23+nmu1 served" in line, line
-    assert "hpcml build cpu --bundle DIR" in line, line
-    assert not list((tmp_path / "drifted").glob("*.sif")), "built from a mirror that moved on"
-
-    home = tmp_path / "empty cache"
-    (home / "hpc-ml-containers").mkdir(parents=True)
-    (home / "hpc-ml-containers" / "toolbox").symlink_to(cache.cache_dir() / "toolbox")
-    checkout = _checkout_elsewhere(tmp_path / "another" / "checkout")
     started = time.monotonic()
-    offline = _offline_build(checkout, tmp_path / "bundle", tmp_path / "offline", home)
-    assert offline.returncode == 0, offline.stderr[-3000:]
-    print(f"offline build from the bundle: {time.monotonic() - started:.0f} s", file=sys.stderr)
+    made = run_builder("bundle", "cpu", "--out", where / "bundle", timeout=1800)
+    assert made.returncode == 0, made.stderr[-3000:]
+    files = manifest.read(where / "bundle")
+    size = manifest.size(where / "bundle", files) / 1e6
+    print(f"bundle: {len(files)} files, {size:.0f} MB, {time.monotonic() - started:.0f} s", file=sys.stderr)
+    return where / "images" / "cpu.sif", where / "bundle"
 
-    first, _, _ = _listing(apptainer, tmp_path / "online" / "cpu.sif", tmp_path / "root-online")
-    second, hostname, sources = _listing(apptainer, tmp_path / "offline" / "cpu.sif", tmp_path / "root-offline")
+
+def _same_files(apptainer, reference, image, work):
+    """The two images hold the same files; the rebuilt one's hostname and apt sources hold
+    nothing of the host that built it."""
+    first, _, _ = _listing(apptainer, reference, work / "root-reference")
+    second, hostname, sources = _listing(apptainer, image, work / "root-rebuilt")
     differ = rootfs.differing(first, second)
     print(f"{len(first)} paths; {len(differ)} differ: {differ[:20]}", file=sys.stderr)
     assert differ == [], differ[:20]
@@ -166,3 +162,58 @@ def test_a_bundle_rebuilds_the_online_image_with_no_network(apptainer, tmp_path)
         f"# deb {reproducible.MIRROR_PLACEHOLDER} bookworm-updates main\n"
         f"# deb {reproducible.SECURITY_PLACEHOLDER} bookworm-security main\n"
     )
+
+
+def test_a_bundle_rebuilds_the_online_image_with_no_network(apptainer, online, tmp_path):
+    image, bundle = online
+    # a point release replaced a locked version: the online build stops before building
+    mirror = _mirror_moved_on(bundle, tmp_path / "moved-on-mirror", "hostname")
+    drifted = _drifted_build(bundle, mirror, tmp_path / "drifted")
+    assert drifted.returncode == 1, drifted.stderr[-3000:]
+    line = drifted.stderr.strip().splitlines()[-1]
+    assert "hostname 3.23+nmu1 locked, 99:3.23+nmu1 served" in line, line
+    assert "hpcml build cpu --bundle DIR" in line, line
+    assert not list((tmp_path / "drifted").glob("*.sif")), "built from a mirror that moved on"
+
+    home = tmp_path / "empty cache"  # no toolbox: root's is made from the bundle
+    home.mkdir()
+    checkout = _checkout_elsewhere(tmp_path / "another" / "checkout")
+    started = time.monotonic()
+    offline = _offline_build(checkout, bundle, tmp_path / "offline", home)
+    assert offline.returncode == 0, offline.stderr[-3000:]
+    print(f"offline build from the bundle: {time.monotonic() - started:.0f} s", file=sys.stderr)
+    assert "toolbox: debootstrap trixie" in offline.stderr and "toolbox ready: apptainer version" in offline.stderr
+    _same_files(apptainer, image, tmp_path / "offline" / "cpu.sif", tmp_path)
+
+
+USER_SCRIPT = """set -eu
+[ "$(id -u)" != 0 ]
+if command -v apt-get || command -v debootstrap; then echo "apt-get or debootstrap on PATH" >&2; exit 3; fi
+if getent hosts pypi.org >/dev/null; then echo "the network answers" >&2; exit 3; fi
+python3 --version
+git clone -q "$HOME/hpc-ml-containers.git" hpc
+cd hpc
+make build TARGET=cpu BUNDLE="$HOME/bundle"
+"""
+
+
+def test_an_ordinary_user_rebuilds_it_from_the_bundle_with_no_network(apptainer, online, tmp_path):
+    image, bundle = online
+    box = site_login.ready()
+    home = site_login.user_home()
+    try:
+        repo = home / "hpc-ml-containers.git"
+        subprocess.run(["git", "clone", "-q", "--bare", str(ROOT), str(repo)], check=True, timeout=300)
+        subprocess.run(["chown", "-R", f"{site_login.UID}:{site_login.UID}", str(repo)], check=True)
+        subprocess.run(["cp", "-al", str(bundle), str(home / "bundle")], check=True, timeout=300)  # root's, read-only
+        started = time.monotonic()
+        env = {"HPCML_MIRROR": hostinfo.debian_mirror()}  # as on a login node with no apt sources
+        done = site_login.run_as_user(box, home, USER_SCRIPT, env=env, offline=True)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-4000:]
+        print(f"offline build as {site_login.USER}: {time.monotonic() - started:.0f} s", file=sys.stderr)
+        assert done.stdout.startswith("Python 3.13"), done.stdout[:200]
+        images = home / "hpc" / "images"
+        assert (images / "cpu.sif").stat().st_uid == site_login.UID
+        _same_files(apptainer, image, images / "cpu.sif", tmp_path)
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
