@@ -6,11 +6,13 @@ mirror, or from a source bundle's copy (bundle/toolbox_part.py) where no network
 Provisioned once, reused, rebuilt when broken, removed with `python -m builder toolbox remove`.
 """
 
+import contextlib
 import json
 import os
 import platform
 import re
 import shutil
+import tempfile
 from importlib import resources
 from pathlib import Path
 
@@ -154,11 +156,12 @@ def _provision_into(staging, progress, log_dir, mirror=None):
     # the host's debootstrap, or Debian's fetched into the cache: no apt-get on the host
     debootstrap = debootstrap_kit.host_debootstrap() or str(debootstrap_kit.kit_bin(progress, mirror) / "debootstrap")
     progress.step(f"toolbox: debootstrap {SUITE} (log: {log})")
-    runner.run_logged(
-        [debootstrap, "--variant=minbase", f"--include={','.join(INCLUDED)}", SUITE, str(root), mirror],
-        log,
-        what="debootstrap",
-    )
+    with _without_spaces(root) as target:
+        runner.run_logged(
+            [debootstrap, "--variant=minbase", f"--include={','.join(INCLUDED)}", SUITE, str(target), mirror],
+            log,
+            what="debootstrap",
+        )
     _install_scripts(staging)
     enter = str(staging / "bin" / "enter")
     machine = platform.machine()
@@ -186,6 +189,22 @@ def _provision_into(staging, progress, log_dir, mirror=None):
     for name in ("subuid", "subgid"):
         (root / "etc" / name).write_text("root:100000:65536\n")
     (staging / STAMP).write_text(f"suite {SUITE}\n")
+
+
+@contextlib.contextmanager
+def _without_spaces(root: Path):
+    """``root``, or where its path has a space (a cache under "My Files"), a link to it from a
+    temporary folder: debootstrap's scripts split the target's path at spaces."""
+    if " " not in str(root):
+        yield root
+        return
+    root.mkdir(parents=True, exist_ok=True)
+    folder = Path(tempfile.mkdtemp(prefix="hpcml-toolbox-", dir="/tmp"))
+    try:
+        (folder / "root").symlink_to(root)
+        yield folder / "root"
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def apptainer_pool_path(machine: str) -> str:

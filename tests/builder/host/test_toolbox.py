@@ -115,3 +115,15 @@ def test_provisioning_takes_the_root_and_the_pinned_apptainer_from_the_given_mir
     assert "apptainer_*.deb debootstrap squashfs-tools" in installed and "--no-install-recommends" in installed
     assert (toolbox.home() / "root/var/cache/apt/archives" / Path(pool).name).read_bytes() == deb
     assert toolbox.home().joinpath(toolbox.STAMP).is_file()
+
+
+def test_debootstrap_is_given_a_path_without_spaces(tmp_path):
+    """debootstrap's scripts split its target at spaces (seen: chroot "/tmp/empty cache/..."
+    /bin/true failed), so a cache under a folder with a space is reached through a link."""
+    root = tmp_path / "my cache" / "toolbox.tmp-1" / "root"
+    with toolbox._without_spaces(root) as target:
+        assert " " not in str(target) and target.resolve() == root.resolve() and root.is_dir()
+        link = target
+    assert not link.exists() and not link.parent.exists()
+    with toolbox._without_spaces(tmp_path / "plain") as target:
+        assert target == tmp_path / "plain"
