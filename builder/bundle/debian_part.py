@@ -108,13 +108,9 @@ def check_against_locks(locks, bundle: Path, files: dict) -> None:
     sha256}, checked) holds each suite's Release (and a signed InRelease that says the same,
     when listed), each Packages.xz with the sha256 the Release gives it, and each locked
     package's .deb with the lock's sha256; else a ToolError naming the file or package."""
+    _check_releases(locks, bundle, files)
     for (top, suite), (components, arches) in _suites(locks).items():
         folder = f"{top}/dists/{suite}"
-        if f"{folder}/Release" not in files:
-            raise ToolError(f"{bundle}/{folder}/Release: not in the bundle; make it again with: hpcml bundle TARGET")
-        if f"{folder}/InRelease" in files:
-            listed = [name for name in RELEASE_FILES if f"{folder}/{name}" in files]
-            release.verify({name: _read(bundle / folder / name) for name in listed}, bundle / folder)
         sums = release.sums(_read(bundle / folder / "Release").decode("utf-8", errors="replace"))
         indexes = _index_paths(sums, components, arches, f"{bundle}/{folder}/Release")
         for path in indexes + _unpacked_paths(sums, components, arches):
@@ -129,6 +125,18 @@ def check_against_locks(locks, bundle: Path, files: dict) -> None:
                 f"{bundle}/{relpath}: {package.name}={package.version} of {lock.path} is not in the bundle "
                 f"with sha256 {sha256}; make the bundle again with: hpcml bundle TARGET"
             )
+
+
+def _check_releases(locks, bundle: Path, files: dict) -> None:
+    """Each suite's Release is in the bundle, and its InRelease, when listed, signed as online."""
+    with release.trusted_keyring(bundle, files) as keyring:
+        for top, suite in _suites(locks):
+            folder = f"{top}/dists/{suite}"
+            if f"{folder}/Release" not in files:
+                raise ToolError(f"{bundle}/{folder}/Release: not in the bundle; make it again: hpcml bundle TARGET")
+            if f"{folder}/InRelease" in files:
+                listed = [name for name in RELEASE_FILES if f"{folder}/{name}" in files]
+                release.verify({name: _read(bundle / folder / name) for name in listed}, bundle / folder, keyring)
 
 
 def _mirrors(mirrors) -> dict:

@@ -364,3 +364,86 @@ def test_a_pockets_fix_comes_with_the_suites_own_version_that_debootstrap_takes(
     del files[own]
     with pytest.raises(ToolError, match=f"{own}: hello=2.10-3 of {LOCK_PATH} is not in the bundle"):
         debian_part.check_against_locks([lock], tmp_path / "bundle", files)
+
+
+# sqv as Debian 13 ships it (the trixie login node of tests/images has it; this bookworm host's
+# sqv 1.1 has no --cleartext): a stand-in that answers as it does, and records what it was asked
+FAKE_SQV = """#!/bin/sh
+echo "$@" >> "$SQV_CALLS"
+while [ $# -gt 0 ]; do
+    case "$1" in --output) out="$2"; shift ;; --cleartext) signed="$2"; shift ;; esac
+    shift
+done
+if [ -n "${signed:-}" ]; then sed -n '/^Origin\\|^Suite\\|^Codename/p' "$signed" | head -c -1 > "$out"; fi
+exit "${SQV_EXIT:-0}"
+"""
+
+
+@pytest.fixture
+def sqv_alone(tmp_path, monkeypatch):
+    """PATH with the stand-in sqv and no gpgv; the calls it gets, one line each."""
+    folder = tmp_path / "sqv-bin"
+    folder.mkdir()
+    (folder / "sqv").write_text(FAKE_SQV)
+    (folder / "sqv").chmod(0o755)
+    found = shutil.which
+    monkeypatch.setattr(release.shutil, "which", lambda name: None if name == "gpgv" else found(name))
+    monkeypatch.setenv("PATH", f"{folder}:{os.environ['PATH']}")
+    monkeypatch.setenv("SQV_CALLS", str(tmp_path / "calls"))
+    return tmp_path / "calls"
+
+
+def test_sqv_checks_where_there_is_no_gpgv(sqv_alone, tmp_path, monkeypatch):
+    keyring = tmp_path / "keyring.gpg"
+    keyring.write_bytes(b"keys")
+    release_text = b"Origin: Debian\nSuite: stable\nCodename: bookworm\n"
+    got = {"InRelease": b"-----BEGIN PGP SIGNED MESSAGE-----\n" + release_text, "Release": release_text}
+    got["Release.gpg"] = b"signature"
+    release.verify(got, "http://m/dists/bookworm", keyring)
+    inline, detached = sqv_alone.read_text().splitlines()
+    assert inline.startswith(f"--keyring {keyring} --cleartext ") and " --output " in inline
+    assert detached.startswith(f"--keyring {keyring} --signature-file ") and detached.endswith("/Release")
+    monkeypatch.setenv("SQV_EXIT", "1")
+    with pytest.raises(ToolError) as caught:
+        release.verify(got, "http://m/dists/bookworm", keyring)
+    assert str(caught.value) == f"http://m/dists/bookworm/InRelease: no good signature by a key of {keyring} (sqv)"
+
+
+def test_neither_gpgv_nor_sqv_is_one_line(tmp_path, monkeypatch):
+    monkeypatch.setattr(release.shutil, "which", lambda name: None)
+    (tmp_path / "keyring.gpg").write_bytes(b"keys")
+    with pytest.raises(ToolError, match=r"^neither gpgv nor sqv is on PATH to check http://m/InRelease; install"):
+        release.verify({"InRelease": b"", "Release": b""}, "http://m", tmp_path / "keyring.gpg")
+
+
+def _keyring_deb(tmp_path, keyring: bytes) -> Path:
+    tree = tmp_path / "keyring-tree"
+    (tree / "DEBIAN").mkdir(parents=True)
+    (tree / "DEBIAN" / "control").write_text(
+        "Package: debian-archive-keyring\nVersion: 1\nArchitecture: all\nMaintainer: t <t@t>\nDescription: t\n"
+    )
+    (tree / release.IN_KEYRING_DEB).parent.mkdir(parents=True)
+    (tree / release.IN_KEYRING_DEB).write_bytes(keyring)
+    deb = tmp_path / "keyring.deb"
+    subprocess.run(["dpkg-deb", "--build", "-Zgzip", str(tree), str(deb)], check=True, capture_output=True)
+    return deb
+
+
+def test_a_host_without_debians_keyring_checks_with_the_bundles_pinned_one(signed, tmp_path, monkeypatch):
+    """A RHEL login node has no /usr/share/keyrings: the keyring .deb the bundle holds for the
+    builder's own debootstrap serves, as its sha256 is the one the builder pins."""
+    bundle = tmp_path / "bundle"
+    with serve.serving(signed, {}) as url:
+        files = make_bundle_from(url, bundle)
+    deb = _keyring_deb(tmp_path, (tmp_path / "keyring.gpg").read_bytes())
+    pool = "pool/main/d/debian-archive-keyring/debian-archive-keyring_1_all.deb"
+    (bundle / "debian" / pool).parent.mkdir(parents=True)
+    shutil.copy(deb, bundle / "debian" / pool)
+    files[f"debian/{pool}"] = sha(deb.read_bytes())
+    monkeypatch.setattr(release, "KEYRING", tmp_path / "no-such-keyring.gpg")
+    monkeypatch.setitem(release.debootstrap_kit.PACKAGES, "debian-archive-keyring", (pool, sha(deb.read_bytes())))
+    debian_part.check_against_locks([lock_of()], bundle, files)
+    # a keyring .deb other than the pinned one is not trusted: the host's is asked for
+    monkeypatch.setitem(release.debootstrap_kit.PACKAGES, "debian-archive-keyring", (pool, "0" * 64))
+    with pytest.raises(ToolError, match=r"no-such-keyring\.gpg is missing, so .*/InRelease cannot be checked"):
+        debian_part.check_against_locks([lock_of()], bundle, files)
