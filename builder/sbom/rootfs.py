@@ -22,15 +22,18 @@ from pathlib import Path
 
 from .. import fileio, reproducible, runner
 from ..errors import ToolError
-from ..host import sif
+from ..host import build_route, sif
 
 UNPACK_TIMEOUT_S = 1800
 
 
-def unpack(apptainer, image: Path, into: Path, unprivileged=False) -> Path:
+def unpack(apptainer, image: Path, into: Path, unprivileged=None) -> Path:
     """The image's root file system as a folder (Apptainer's sandbox), ``into`` replaced;
     unprivileged: by unsquashfs at the root partition's offset, where Apptainer can make no
-    user namespace (the files then belong to the user: the listing has no owners anyway)."""
+    user namespace (the files then belong to the user: the listing has no owners anyway);
+    None: so where Apptainer cannot (build_route.cannot_sandbox)."""
+    if unprivileged is None:
+        unprivileged = build_route.cannot_sandbox(apptainer)
     fileio.remove_tree(into)
     try:
         if unprivileged:
@@ -43,7 +46,7 @@ def unpack(apptainer, image: Path, into: Path, unprivileged=False) -> Path:
 
 
 @contextlib.contextmanager
-def unpacked(apptainer, image: Path, near: Path = None, unprivileged=False):
+def unpacked(apptainer, image: Path, near: Path = None, unprivileged=None):
     """``image``'s root file system, unpacked for the while in the folder ``near`` (default:
     the image's own; a published image's may not be writable)."""
     work = Path(tempfile.mkdtemp(prefix=".hpcml-rootfs-", dir=(near or image).resolve().parent))

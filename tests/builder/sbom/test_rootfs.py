@@ -8,6 +8,7 @@ import subprocess
 import pytest
 
 from builder.errors import CheckFailed
+from builder.host import build_route
 from builder.publish import rebuild_check
 from builder.sbom import rootfs
 
@@ -79,3 +80,22 @@ def test_verify_rebuild_compares_two_real_images_by_their_files(apptainer, tmp_p
         rebuild_check.check(apptainer, one, other)
     assert "DIFFERS /usr/bin/tool" in capsys.readouterr().out
     assert not list(tmp_path.glob(".hpcml-rebuild-*"))  # the unpacked trees are gone
+
+
+@pytest.mark.parametrize(
+    ("uid", "userns", "setuid", "way"),
+    [(0, False, False, "apptainer"), (1000, True, False, "apptainer"), (1000, False, True, "apptainer")]
+    + [(1000, False, False, "unsquashfs")],
+)
+def test_an_image_is_unpacked_by_unsquashfs_where_apptainer_cannot(tmp_path, monkeypatch, uid, userns, setuid, way):
+    """LUMI's login node (no root, no user namespace, no setuid starter): `build --sandbox`
+    fails there, so verify --rebuild's listing unpacks with unsquashfs instead."""
+    asked = []
+    monkeypatch.setattr(build_route.os, "geteuid", lambda: uid)
+    monkeypatch.setattr(build_route, "_can_unshare", lambda: userns)
+    monkeypatch.setattr(build_route, "_setuid_starter", lambda runtime: setuid)
+    monkeypatch.setattr(rootfs.sif, "root_partition", lambda apptainer, image: ("partition", image))
+    monkeypatch.setattr(rootfs.sif, "unpack", lambda partition, into, log: asked.append("unsquashfs"))
+    monkeypatch.setattr(rootfs.runner, "run", lambda argv, **options: asked.append(argv[0]))
+    rootfs.unpack("apptainer", tmp_path / "x.sif", tmp_path / "root")
+    assert asked == [way]
