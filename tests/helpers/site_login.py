@@ -17,7 +17,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from conftest import run_builder
+from conftest import ROOT, run_builder
 
 from builder.host import cache, hostinfo, http_get
 
@@ -75,6 +75,15 @@ def user_home(uid=UID) -> Path:
     folder.chmod(0o755)
     os.chown(folder, uid, uid)
     return folder
+
+
+def clone_for(home: Path, uid=UID) -> Path:
+    """A bare clone of this repository's committed tree in ``home``, owned by the user, as a
+    user would fetch it (the user's script clones it again to build)."""
+    repo = home / "hpc-ml-containers.git"
+    subprocess.run(["git", "clone", "-q", "--bare", str(ROOT), str(repo)], check=True, timeout=300)
+    subprocess.run(["chown", "-R", f"{uid}:{uid}", str(repo)], check=True)
+    return repo
 
 
 def run_as_user(

@@ -202,9 +202,7 @@ def test_an_ordinary_user_rebuilds_it_from_the_bundle_with_no_network(apptainer,
     box = site_login.ready()
     home = site_login.user_home()
     try:
-        repo = home / "hpc-ml-containers.git"
-        subprocess.run(["git", "clone", "-q", "--bare", str(ROOT), str(repo)], check=True, timeout=300)
-        subprocess.run(["chown", "-R", f"{site_login.UID}:{site_login.UID}", str(repo)], check=True)
+        site_login.clone_for(home)
         subprocess.run(["cp", "-al", str(bundle), str(home / "bundle")], check=True, timeout=300)  # root's, read-only
         started = time.monotonic()
         env = {"HPCML_MIRROR": hostinfo.debian_mirror()}  # as on a login node with no apt sources

@@ -11,11 +11,10 @@ steps under proot), and its SBOM lists what the root-built one lists."""
 import json
 import os
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, run_builder
+from conftest import run_builder
 from helpers import site_login
 from helpers.standin import stand_in_recipes
 
@@ -43,9 +42,7 @@ def test_an_ordinary_user_builds_the_cpu_image_with_the_sites_apptainer_and_no_d
     box = site_login.ready()
     home = site_login.user_home()
     try:
-        repo = home / "hpc-ml-containers.git"
-        subprocess.run(["git", "clone", "-q", "--bare", str(ROOT), str(repo)], check=True, timeout=300)
-        subprocess.run(["chown", "-R", f"{site_login.UID}:{site_login.UID}", str(repo)], check=True)
+        site_login.clone_for(home)
         env = {"HPCML_MIRROR": hostinfo.debian_mirror()}  # no apt sources to read it from on RHEL
         done = site_login.run_as_user(box, home, SCRIPT, env=env, binds=hostinfo.pip_settings()["find_links"])
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-4000:]
@@ -88,9 +85,7 @@ def test_a_user_without_user_namespaces_or_a_subuid_range_builds_on_the_sites_im
     assert reference.returncode == 0, reference.stderr[-3000:]
     home = site_login.user_home(site_login.LUMI_UID)
     try:
-        repo = home / "hpc-ml-containers.git"
-        subprocess.run(["git", "clone", "-q", "--bare", str(ROOT), str(repo)], check=True, timeout=300)
-        subprocess.run(["chown", "-R", f"{site_login.LUMI_UID}:{site_login.LUMI_UID}", str(repo)], check=True)
+        site_login.clone_for(home, site_login.LUMI_UID)
         done = site_login.run_as_user(
             box,
             home,
