@@ -59,6 +59,11 @@ FORGET_HOST = (
 # them. A path ending in / stands for everything under it.
 DECLARED = (
     ("/.singularity.d/", "Apptainer's own: labels.json holds the build's date, Singularity the build arguments"),
+    (
+        "/dev/",
+        "Apptainer's mount points for a build's /dev (empty files, links into /proc): root's build leaves them, "
+        "a --fakeroot build does not; Apptainer mounts its own /dev over it whenever the image runs",
+    ),
 )
 
 

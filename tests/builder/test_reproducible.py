@@ -36,8 +36,12 @@ def test_every_post_of_every_definition_is_wrapped(definition):
         assert lines[-1].startswith("rm -rf /var/log/apt/*.log")
 
 
-def test_only_apptainers_own_folder_is_declared_so_far():
-    assert reproducible.declared("/.singularity.d/labels.json")
+def test_only_apptainers_own_folders_are_declared_so_far():
+    """Found by rebuilds: two cold root builds (/.singularity.d/), root's and an ordinary
+    user's from one bundle (/dev/: ten mount points, tests/images/test_bundle_rebuild.py)."""
+    assert reproducible.declared("/.singularity.d/labels.json") and reproducible.declared("/dev/null")
+    assert [entry for entry, _ in reproducible.DECLARED] == ["/.singularity.d/", "/dev/"]
+    assert not reproducible.declared("/dev") and not reproducible.declared("/device/x")
     assert not reproducible.declared("/opt/venv/lib/python3.11/site-packages/torch/__init__.py")
     assert all(reason for _, reason in reproducible.DECLARED)
 
