@@ -88,7 +88,8 @@ test-rebuild: setup-test
 
 # The CPU image built online, its source bundle made, and the image built again from it in a
 # network namespace with no network, under another hostname, time zone, locale, umask,
-# checkout path and CPU count; the two must hold the same files (part of test-full;
+# checkout path and CPU count, then by an ordinary user on the login twin; each must hold
+# the online build's files (part of test-full;
 # docs/reproducibility.md#source-bundles-the-same-image-later-elsewhere-with-no-network).
 test-bundle: setup-test
 	$(PYTEST) -o console_output_style=times -s tests/images/test_bundle_rebuild.py
