@@ -96,8 +96,10 @@ def _gpgv(keyring: Path, signed: Path, body, signature=None) -> bool:
 
 def _sqv(keyring: Path, signed: Path, body, signature=None) -> bool:
     """sqv's rule: one valid signature by a certificate of the keyring."""
-    files = ["--signature-file", str(signature), str(signed)] if signature else ["--cleartext", str(signed)]
-    files += [] if signature else ["--output", str(body)]
+    if signature:
+        files = ["--signature-file", str(signature), str(signed)]
+    else:
+        files = ["--cleartext", str(signed), "--output", str(body)]
     return runner.run(["sqv", "--keyring", str(keyring), *files], check=False, timeout=TIMEOUT_S).returncode == 0
 
 
