@@ -34,7 +34,7 @@ DEPENDS_NAME = re.compile(r"\s*([a-z0-9][a-z0-9+.-]+)")
 
 
 def lock_path(machine: str) -> str:
-    return f"{FOLDER}/debian-{toolbox.SUITE}-{_debian_arch(machine)}.txt"
+    return f"{FOLDER}/debian-{toolbox.SUITE}-{toolbox.debian_arch(machine)}.txt"
 
 
 def apptainer_path(machine: str) -> str:
@@ -50,8 +50,8 @@ def make(out: Path, mirror: str, progress, machine=None) -> dict:
     fetched.fetch(f"{mirror}/{toolbox.apptainer_pool_path(machine)}", out / deb, toolbox.APPTAINER_SHA256[machine])
     asked = (*toolbox.INCLUDED, *toolbox.INSTALLED, *depends((out / deb).read_bytes()))
     asked = tuple(sorted(dict.fromkeys(asked)))
-    packages = debian_resolve.resolve(toolbox.SUITE, _debian_arch(machine), mirror, asked, components=COMPONENTS)
-    lock = DebianLock(STAGE, toolbox.SUITE, _debian_arch(machine), COMPONENTS, asked, packages)
+    packages = debian_resolve.resolve(toolbox.SUITE, toolbox.debian_arch(machine), mirror, asked, components=COMPONENTS)
+    lock = DebianLock(STAGE, toolbox.SUITE, toolbox.debian_arch(machine), COMPONENTS, asked, packages)
     files = debian_part.fetch_indexes([lock], mirror, out)
     files.update(debian_part.fetch_debs([lock], mirror, out))
     write_atomic(out / lock_path(machine), _text(lock))
@@ -106,10 +106,3 @@ def _text(lock: DebianLock) -> str:
         "# The packages a minbase debootstrap and the apt-get install beside Apptainer give it.\n",
     ]
     return "".join(head + lines[2:])
-
-
-def _debian_arch(machine: str) -> str:
-    arch = toolbox.DEBIAN_ARCH.get(machine)
-    if arch is None:
-        raise ToolError(f"no toolbox for {machine}: it is made for {', '.join(toolbox.DEBIAN_ARCH)} hosts")
-    return arch

@@ -25,8 +25,8 @@ class Toolbox(Command):
     def run(self, args):
         from ..host import emulation, toolbox
         from ..host.cache import cache_dir
+        from ..host.debian_resolve import DEBIAN_ARCH
         from ..host.progress import Progress
-        from ..recipes.target_model import DEBIAN_ARCH
 
         if args.bundle and args.action != "provision":
             raise RecipeError(f"--bundle goes with provision, not {args.action}", file="command line")

@@ -19,7 +19,8 @@ from ..lockfile import POCKET_ARCHIVES, DebPackage
 from . import debian_index
 
 KEYRING = Path("/usr/share/keyrings/debian-archive-keyring.gpg")
-ARCHES = ("amd64", "arm64")  # the Debian names of the builder's x86_64 and aarch64
+DEBIAN_ARCH = {"x86_64": "amd64", "aarch64": "arm64"}  # the Debian names of the builder's machines
+ARCHES = tuple(DEBIAN_ARCH.values())
 UPDATE_TIMEOUT_S = 600  # one suite's main index: about 9 MB compressed, 45 MB unpacked
 SIMULATE_TIMEOUT_S = 180  # about 2 s for a suite's main; the rest is a margin for slow disks
 MINBASE_EXTRA = ("apt",)  # debootstrap --variant=minbase: Priority: required, and these

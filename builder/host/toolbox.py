@@ -21,6 +21,7 @@ from ..errors import ToolError
 from ..fileio import sha256_file, write_atomic
 from . import debootstrap_kit, hostinfo
 from .cache import cache_dir
+from .debian_resolve import DEBIAN_ARCH
 
 SUITE = "trixie"  # Apptainer needs glibc >= 2.38; bookworm has 2.36
 # The toolbox's Apptainer, pinned by version and by the sha256 of its .deb for each host
@@ -33,7 +34,6 @@ APPTAINER_SHA256 = {
     "aarch64": "77c6645e6a51630fd9ce61faab09e415b02d0073bd62e1e029ca21e2a422aff6",
 }
 STAMP = "READY"
-DEBIAN_ARCH = {"x86_64": "amd64", "aarch64": "arm64"}
 INCLUDED = ("ca-certificates",)  # debootstrap's --include
 INSTALLED = ("debootstrap", "squashfs-tools")  # beside Apptainer, from the suite
 
@@ -207,12 +207,16 @@ def _without_spaces(root: Path):
         shutil.rmtree(folder, ignore_errors=True)
 
 
+def debian_arch(machine: str) -> str:
+    """The Debian architecture of a toolbox for host ``machine`` (uname -m)."""
+    if machine not in DEBIAN_ARCH or machine not in APPTAINER_SHA256:
+        raise ToolError(f"no toolbox for {machine}: it is made for {', '.join(APPTAINER_SHA256)} hosts")
+    return DEBIAN_ARCH[machine]
+
+
 def apptainer_pool_path(machine: str) -> str:
     """Where Debian's archive keeps the pinned Apptainer for host architecture ``machine``."""
-    arch = DEBIAN_ARCH.get(machine)
-    if arch is None:
-        raise ToolError(f"the toolbox's Apptainer has no pinned sha256 for {machine} (builder/host/toolbox.py)")
-    return f"pool/main/a/apptainer/apptainer_{APPTAINER_VERSION}_{arch}.deb"
+    return f"pool/main/a/apptainer/apptainer_{APPTAINER_VERSION}_{debian_arch(machine)}.deb"
 
 
 def _apptainer_deb(mirror: str, machine: str) -> bytes:

@@ -6,6 +6,7 @@ named as the file names its key: `torch.flavour` in YAML is `target.torch.flavou
 from dataclasses import dataclass
 from functools import cached_property
 
+from ..host.debian_resolve import DEBIAN_ARCH
 from .section import Section
 from .site_model import DEFAULT_ARCH
 from .target_parts import CudaToolkit, DeepSpeed, Stage, Versions
@@ -13,7 +14,6 @@ from .target_sections import Comm, Mpi, Os, Python, Torch
 
 FLAVOUR_VENDOR = {"cuda": "nvidia", "rocm": "amd"}
 # uname -m's name -> Debian's (debootstrap --arch, dpkg --print-architecture)
-DEBIAN_ARCH = {"x86_64": "amd64", "aarch64": "arm64"}
 
 
 @dataclass(frozen=True)
