@@ -141,11 +141,7 @@ def unpack(deb: bytes, dest: Path):
     archive whose data.tar.* holds the files (no dpkg-deb or ar on the host needed)."""
     import tarfile  # here, not at a command's start: only the first use of the kit unpacks
 
-    members = dict(_ar_members(deb))
-    data = next((body for name, body in members.items() if name.startswith("data.tar")), None)
-    if data is None:
-        raise ToolError(f"not a Debian package: no data.tar among {sorted(members)}")
-    with tarfile.open(fileobj=io.BytesIO(data), mode="r:*") as archive:
+    with _tar_member(deb, "data.tar") as archive:
         chosen = [m for m in archive.getmembers() if m.name.removeprefix("./").startswith(WANTED)]
         # the pinned sha256 vouches for the contents; the data filter (3.11.4+) guards the paths too
         safe = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
@@ -153,24 +149,25 @@ def unpack(deb: bytes, dest: Path):
 
 
 def control(deb: bytes) -> dict:
-    """The fields of a .deb's control file ({"Package": "apptainer", "Depends": "...", ...})."""
-    import tarfile
+    """The fields of a .deb's control file ({"Package": "apptainer", "Depends": "...", ...}),
+    a continuation line kept in its field's value."""
+    import email.parser
 
-    members = dict(_ar_members(deb))
-    packed = next((body for name, body in members.items() if name.startswith("control.tar")), None)
-    if packed is None:
-        raise ToolError(f"not a Debian package: no control.tar among {sorted(members)}")
-    with tarfile.open(fileobj=io.BytesIO(packed), mode="r:*") as archive:
+    with _tar_member(deb, "control.tar") as archive:
         member = next((m for m in archive.getmembers() if m.name.removeprefix("./") == "control"), None)
         text = archive.extractfile(member).read().decode("utf-8", "replace") if member else ""
-    fields, last = {}, None
-    for line in text.splitlines():
-        if line[:1] in (" ", "\t") and last:
-            fields[last] += "\n" + line
-        elif ":" in line:
-            last, _, value = line.partition(":")
-            fields[last] = value.strip()
-    return fields
+    return dict(email.parser.HeaderParser().parsestr(text).items())
+
+
+def _tar_member(deb: bytes, prefix: str):
+    """The .deb's member ``prefix``.* (data.tar.xz, control.tar.zst...) opened as a tar archive."""
+    import tarfile  # here, not at a command's start: only the kit's first use and bundles read .debs
+
+    members = dict(_ar_members(deb))
+    packed = next((body for name, body in members.items() if name.startswith(prefix)), None)
+    if packed is None:
+        raise ToolError(f"not a Debian package: no {prefix} among {sorted(members)}")
+    return tarfile.open(fileobj=io.BytesIO(packed), mode="r:*")
 
 
 def _ar_members(data: bytes):
