@@ -92,11 +92,7 @@ def pip_indexes(tree, name) -> list:
 def checked(tree, name, bundle: Path) -> dict:
     """The bundle's files after reading each one back and matching it to the target's locks as
     the repository holds them now; one line names the first that does not match."""
-    if not (bundle / manifest.NAME).is_file():
-        raise RecipeError(
-            f"{bundle}: no {manifest.NAME} there, so not a bundle; make one with: hpcml bundle {name} --out {bundle}",
-            file="command line",
-        )
+    manifest.require(bundle, f"hpcml bundle {name} --out {bundle}")
     files = manifest.check(bundle)
     debian, python = locks_of(tree, name)
     for lock in [*debian, *python]:

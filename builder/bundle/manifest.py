@@ -8,7 +8,7 @@ Example: write(Path("bundles/cpu"), {"python/numpy-2.4.6-...whl": "89cd..."}); c
 import re
 from pathlib import Path
 
-from ..errors import ToolError
+from ..errors import RecipeError, ToolError
 from ..fileio import sha256_file, write_atomic
 
 NAME = "SHA256SUMS"
@@ -19,6 +19,13 @@ _LINE = re.compile(rf"(?P<sha256>[0-9a-f]{{64}})  (?P<path>{PATH})")
 def write(bundle: Path, files: dict) -> None:
     """``files``: {path relative to the bundle: sha256}."""
     write_atomic(bundle / NAME, "".join(f"{files[path]}  {path}\n" for path in sorted(files)))
+
+
+def require(bundle: Path, remake: str) -> None:
+    """A folder given as a bundle with no list in it is a usage error (exit 2), said before
+    anything is read; ``remake``: the command that makes one."""
+    if not (bundle / NAME).is_file():
+        raise RecipeError(f"{bundle}: no {NAME} there, so not a bundle; make one with: {remake}", file="command line")
 
 
 def read(bundle: Path) -> dict:

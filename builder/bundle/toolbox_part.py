@@ -88,6 +88,7 @@ def check(bundle: Path, files: dict, machine=None) -> None:
 
 def provision(bundle: Path, progress, log_dir: Path) -> None:
     """Make (or make again) the toolbox from the bundle alone, served on loopback."""
+    manifest.require(bundle, f"hpcml bundle TARGET --out {bundle}")
     files = manifest.check(bundle)
     if not holds(files):
         raise ToolError(

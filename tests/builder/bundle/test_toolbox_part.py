@@ -131,3 +131,13 @@ def test_bundle_goes_with_provision_only(tmp_path):
     result = run_builder("toolbox", "status", "--bundle", tmp_path)
     assert result.returncode == 2
     assert result.stderr.strip() == "error: command line: --bundle goes with provision, not status"
+
+
+def test_provisioning_from_a_folder_that_is_no_bundle_is_a_usage_error(tmp_path):
+    result = run_builder("toolbox", "provision", "--bundle", tmp_path, env={"XDG_CACHE_HOME": str(tmp_path / "c")})
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        f"error: command line: {tmp_path}: no SHA256SUMS there, so not a bundle; make one with: "
+        f"hpcml bundle TARGET --out {tmp_path}"
+    ]
+    assert not (tmp_path / "c").exists()
