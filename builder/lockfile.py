@@ -28,7 +28,7 @@ LOCKS_DIR = "locks"  # under the recipes folder, so a lock travels with the reci
 PYTHON_LOCK = "python.txt"
 _PLATFORM = re.compile(r"^# platform: python (?P<python>\d+\.\d+), (?P<platform>[a-z0-9_]+-[a-z0-9_]+)$")
 _STEP = re.compile(r"^# step (?P<step>[a-z0-9_]+): (?P<asked>\S.*)$")
-_PIN = re.compile(
+PIN_LINE = re.compile(
     r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)==(?P<version>[^\s;]+)"
     r"(?P<hashes>(?: --hash=sha256:[0-9a-f]{64})+)(?:  # (?P<files>\S.*))?$"
 )
@@ -121,6 +121,14 @@ def checked(lock, target, versions: dict):
     )
 
 
+def parse_pin(line: str) -> Pinned:
+    """A line PIN_LINE matches, as the Pinned it writes."""
+    match = PIN_LINE.match(line)
+    hashes = tuple(re.findall(r"sha256:([0-9a-f]{64})", match["hashes"]))
+    files = tuple(match["files"].split(", ")) if match["files"] else ()
+    return Pinned(match["name"], match["version"], hashes, files)
+
+
 def normal_name(name: str) -> str:
     """PEP 503's normal form, as the lock writes names: Jinja2 -> jinja2, typing_extensions ->
     typing-extensions, zope.interface -> zope-interface."""
@@ -156,10 +164,8 @@ def parse(text: str, target: str, path: str = "") -> PythonLock:
             steps.append((match["step"], match["asked"], []))
         elif line.startswith("#"):
             continue
-        elif (match := _PIN.match(line)) and steps:
-            hashes = tuple(re.findall(r"sha256:([0-9a-f]{64})", match["hashes"]))
-            files = tuple(match["files"].split(", ")) if match["files"] else ()
-            steps[-1][2].append(Pinned(match["name"], match["version"], hashes, files))
+        elif PIN_LINE.match(line) and steps:
+            steps[-1][2].append(parse_pin(line))
         else:
             expected = "NAME==VERSION --hash=sha256:HEX" if steps else "a '# step NAME: ...' line first"
             raise RecipeError(f"not a line of a lock: {line[:60]!r}; expected {expected}", file=path, line=number)
