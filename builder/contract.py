@@ -59,6 +59,9 @@ RECIPES = _variable(
     "`versions.yaml`, else the recipes installed with the builder)",
 )
 
+# A project env (`hpcml env build`): where the wrapper binds SING_PYENV's file in the container
+PYENV_MOUNT = "/opt/pyenv"
+
 # --- inside a build, not for users ---------------------------------------------------------------
 PIP_INDEXES_DOWN = _variable("HPCML_PIP_INDEXES_DOWN", "pip indexes that did not answer, left out of the build")
 TOOLBOX_BINDS = _variable(

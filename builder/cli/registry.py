@@ -3,6 +3,7 @@ is a Command subclass in the module of its kind, added here (cli.parser and cli.
 only this list)."""
 
 from .command import Command
+from .env_command import Env
 from .image_commands import Build, Bundle, Diff, Export, Extend, Sign, Smoke
 from .rebuild_command import Rebuild
 from .recipe_commands import Check, List, Lock, Render, Show
@@ -21,6 +22,7 @@ COMMANDS: tuple[Command, ...] = (
     Publish(),
     Sign(),
     Extend(),
+    Env(),
     Export(),
     Diff(),
     Verify(),

@@ -1,0 +1,189 @@
+"""`hpcml env build TARGET LOCK`: a project env's lock (builder/pyenv_lock.py) installed on the
+target's built image into one squashfs file beside it, with nothing of the image rebuilt and
+no privilege: one `apptainer exec` of the image, then mksquashfs on the host.
+
+- In the image, the image's own Python runs pyenv_inside.py: a venv at contract.PYENV_MOUNT (a
+  folder of this host bound there) chained to the image's venv, the lock installed by the
+  image's pip (--no-deps --require-hashes), `pip check`, the check script and the record.
+  pip's sources and CA bundle are the host's, as `build` hands them to %post (host_settings),
+  or a source bundle's alone (--bundle); its cache is the user's, so a rebuild takes no
+  download.
+- On the host: the folder packed by mksquashfs with fixed owners, times and order, so the same
+  lock on the same image gives the same bytes; renamed into place at the end; its SBOM beside
+  it (sbom/pyenv_document.py).
+
+The lock must be the target's and made against the target's lock as it is now (one line
+otherwise): the env then holds nothing the image holds.
+
+Example: build(built, Path("requirements.cpu.lock"), out=None, bundle=None, progress=Progress())
+-> Path("requirements.cpu.sqsh"), with requirements.cpu.sbom.json beside it.
+"""
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from .. import contract, fileio, pyenv_lock, reproducible, runner
+from ..errors import RecipeError, ToolError, shown
+from ..host import cache
+from ..host.images import checked_labels, find_apptainer, image_lock
+from ..host.pyenv_file import RECORD
+from ..invocation import hint
+from ..render.parts import HOST_MOUNT, HOST_SETTINGS
+from ..sbom import pyenv_document
+from ..shell import cmd
+from . import from_bundle, host_settings
+
+SQSH = ".sqsh"
+INSIDE = Path(__file__).with_name("pyenv_inside.py")
+PIP_CACHE_MOUNT = "/var/cache/hpcml-pip"
+# fixed owners, times and order: the same folder gives the same bytes; gzip, which every
+# squashfs reader takes (the kernel's, squashfuse, unsquashfs)
+PACKING = (
+    "-noappend",
+    "-all-root",
+    "-no-xattrs",
+    "-reproducible",
+    "-comp",
+    "gzip",
+    "-all-time",
+    str(reproducible.SOURCE_DATE_EPOCH),
+    "-mkfs-time",
+    str(reproducible.SOURCE_DATE_EPOCH),
+)
+TIMEOUT_S = 3 * 3600  # an sdist that compiles for long is still bounded
+
+
+def default_out(lock_path: Path) -> Path:
+    """requirements.cpu.lock -> requirements.cpu.sqsh, beside it."""
+    return lock_path.with_suffix(SQSH)
+
+
+def sbom_path(out: Path) -> Path:
+    return out.with_name(out.name.removesuffix(SQSH) + ".sbom.json")
+
+
+def build(built, lock_path: Path, *, out=None, bundle=None, progress) -> Path:
+    """built: host.images.Built, the image the env goes on."""
+    target = built.target
+    lock = pyenv_lock.load(lock_path)
+    _check_lock(lock, target, lock_path)
+    out = Path(out) if out else default_out(lock_path)
+    if out.suffix != SQSH:
+        raise RecipeError(f"--out {shown(str(out))}: expected a file name ending in {SQSH}", file="command line")
+    bundle_python = _bundle_python(Path(bundle), lock) if bundle is not None else None
+    apptainer, label = find_apptainer(built.site, progress, out.parent.resolve())
+    checked_labels(apptainer, built)  # the image is the target the lock names
+    out.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{out.name}.work-", dir=out.parent)).resolve()
+    tmp_out = out.with_name(f".{out.name}.tmp-{os.getpid()}")
+    log = out.with_name(out.name.removesuffix(SQSH) + ".build.log")
+    try:
+        with image_lock(built.path.parent, target.name, shared=True):  # no build replaces it meanwhile
+            progress.step(f"installing {len(lock.pins)} distributions on {built.path} ({label}; log: {log})")
+            _install(apptainer, built, lock_path, work, log, bundle_python)
+        record = work / "env" / RECORD
+        facts = json.loads(record.read_text())
+        facts.update(lock_sha256=fileio.sha256_file(lock_path), pins_sha256=lock.digest(), python_lock=lock.image_lock)
+        record.write_text(json.dumps(facts, indent=1, sort_keys=True) + "\n")
+        progress.step(f"packing {out} (mksquashfs)")
+        runner.run_logged(
+            ["mksquashfs", str(work / "env"), str(tmp_out), *PACKING, "-no-progress", "-quiet"],
+            log,
+            what="mksquashfs (the env's file)",
+            cleanup=[tmp_out, work],
+        )
+        sbom = pyenv_document.render(lock, facts, out.name)
+        os.replace(tmp_out, out)
+        fileio.write_atomic(sbom_path(out), sbom)
+    finally:
+        tmp_out.unlink(missing_ok=True)
+        fileio.remove_tree(work)
+    size = out.stat().st_size / 1e6
+    progress.step(f"built {out} ({size:.1f} MB, python {facts['python']}); run with SING_PYENV={out}")
+    return out
+
+
+def _check_lock(lock, target, lock_path):
+    if lock.target != target.name:
+        raise RecipeError(
+            f"the lock is for image {lock.target}, not {target.name}; lock your requirements for {target.name} "
+            f"with: {hint('hpcml', 'env lock')} {target.name} REQUIREMENTS",
+            file=str(lock_path),
+        )
+    current = Path(target.python_lock.path) if getattr(target.python_lock, "path", "") else None
+    if current is None or pyenv_lock.sha256_text(current.read_text(encoding="utf-8")) != lock.image_lock:
+        raise RecipeError(
+            f"the lock was made against another lock of {target.name} than recipes/locks/{target.name}/python.txt "
+            f"now; lock it again with: hpcml env lock {target.name} {lock.source or 'REQUIREMENTS'}",
+            file=str(lock_path),
+        )
+
+
+def _bundle_python(folder: Path, lock) -> Path:
+    """The bundle's python/ folder, once it holds a file of every pin (by its sha256)."""
+    python = folder / "python"
+    if not python.is_dir():
+        raise RecipeError("not a source bundle (no python/ folder); make one with: hpcml bundle", file=str(folder))
+    have = {fileio.sha256_file(path) for path in python.iterdir() if path.is_file()}
+    missing = [pin.name for pin in lock.pins if not have & set(pin.hashes)]
+    if missing:
+        raise RecipeError(
+            f"holds no file of {', '.join(missing)} that the lock names; add the env's files with: "
+            f"hpcml bundle {lock.target} --pyenv LOCK --out {folder}",
+            file=str(folder),
+        )
+    return python.resolve()
+
+
+def _install(apptainer, built, lock_path, work, log, bundle_python):
+    """The env in work/env, made by one exec of the image (pyenv_inside.py)."""
+    env_dir, host, tmp = work / "env", work / "host", work / "tmp"
+    env_dir.mkdir()
+    tmp.mkdir()
+    host_settings.write(host, tuple(_indexes(built.target)), None, offline=bundle_python is not None)
+    shutil.copyfile(lock_path, host / "pyenv.lock")
+    shutil.copyfile(INSIDE, host / INSIDE.name)
+    pip_cache = cache.cache_dir() / "pip"
+    pip_cache.mkdir(parents=True, exist_ok=True)
+    # /tmp a folder of the build's: --contain's own is small, and a compiling sdist writes there
+    binds = [(env_dir, contract.PYENV_MOUNT, ""), (host, HOST_MOUNT, ":ro"), (tmp, "/tmp", "")]
+    binds.append((pip_cache, PIP_CACHE_MOUNT, ""))
+    if bundle_python is not None:
+        (host / from_bundle.PYTHON_DIR).mkdir()
+        binds.append((bundle_python, from_bundle.PYTHON_MOUNT, ":ro"))
+    inside = [
+        f"{built.target.python.venv}/bin/python",
+        "-I",
+        f"{HOST_MOUNT}/{INSIDE.name}",
+        contract.PYENV_MOUNT,
+        f"{HOST_MOUNT}/pyenv.lock",
+        built.target.name,
+    ]
+    script = f". {HOST_SETTINGS} && export PIP_CACHE_DIR={PIP_CACHE_MOUNT} TMPDIR=/tmp && exec {cmd(*inside)}"
+    argv = [apptainer, "exec", "--contain", "--cleanenv"]
+    for source, inside_path, options in binds:
+        argv += ["--bind", f"{source}:{inside_path}{options}"]
+    argv += [str(built.path.resolve()), "/bin/sh", "-c", script]
+    env = dict(os.environ)
+    for name, value in reproducible.ENV:  # what the image's pip and compilers see: no fact of this host
+        env[f"APPTAINERENV_{name}"] = env[f"SINGULARITYENV_{name}"] = value
+    seen = (work, built.path.parent.resolve(), pip_cache, *([bundle_python] if bundle_python else ()))
+    env[contract.TOOLBOX_BINDS] = ":".join(map(str, seen))
+    env.update(from_bundle.environment() if bundle_python else {})
+    log.write_text("")
+    try:
+        runner.run_logged(argv, log, env=env, what="apptainer exec (the env's install)", timeout=TIMEOUT_S)
+    except ToolError as error:
+        lines = runner.tail(log, 40).splitlines()
+        reason = next((line for line in reversed(lines) if line.startswith(contract.FAILURE_MARKER)), None)
+        if reason is None:
+            raise
+        raise ToolError(f"{reason.removeprefix(contract.FAILURE_MARKER)}; nothing was written; log: {log}") from error
+
+
+def _indexes(target) -> list:
+    """The extra indexes the image's lock was made with (PyTorch's), as the build names them."""
+    return list(dict.fromkeys(url for step in target.python_lock.steps for url in step.extra_indexes()))

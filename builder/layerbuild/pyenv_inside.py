@@ -1,0 +1,165 @@
+"""Runs inside the image, under its own venv's Python (`python -I`), for `hpcml env build`
+(layerbuild/pyenv.py binds it in with the lock): makes the project env at ROOT, the folder
+the wrapper later binds the env's squashfs at.
+
+    python -I pyenv_inside.py ROOT LOCK TARGET
+
+1. a venv at ROOT without pip, whose site-packages reads the image venv's after its own (a
+   .pth line, so the image's .pth files run too), and ROOT/site-packages, a link to it, for
+   the wrapper's PYTHONPATH: the image's own Python (torchrun's workers) sees the env as well;
+2. the lock installed by the image's pip: --no-deps --require-hashes, sdists built with the
+   image's setuptools and compilers (--no-build-isolation: no build tool from outside the lock);
+3. `pip check` on the env's distributions (what the image's %test checks of its own is the
+   image's business);
+4. ROOT/bin/hpcml-pyenv-check, which runs a command once it finds itself on the image it was
+   built for: the sha256 of the names of the image's .dist-info folders (name and version of
+   every distribution), read again at each start;
+5. the record, ROOT/hpcml-pyenv.json (RECORD): the image's digest, its Python, the env's
+   distributions; the builder adds the lock's facts to it.
+
+Standard library only, and nothing of the host: the builder hands in every value it needs.
+A failure ends with one line starting with the builder's failure marker.
+"""
+
+import glob
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import sysconfig
+import venv
+
+MARKER = "hpcml-error: "  # builder/contract.py's FAILURE_MARKER; the build reports that line
+CHECK = "bin/hpcml-pyenv-check"
+RECORD = "hpcml-pyenv.json"
+CHECK_TEXT = """#!/bin/sh
+# Written by hpcml env build: runs the command it is given once it finds this env on the image
+# it was built for (the wrapper starts each command through it, with SING_PYENV set).
+# shellcheck disable=SC2041  # the image's site-packages: one folder, or two
+found="$(for site in {sites}; do for info in "$site"/*.dist-info; do
+    [ -e "$info" ] && printf '%s\\n' "${{info##*/}}"; done; done | LC_ALL=C sort | sha256sum)"
+if [ "${{found%% *}}" != {digest} ]; then
+    printf 'error: singularity_wrapper: SING_PYENV: the env was built for another image (%s, %s); ' \\
+        {target} {built_on} >&2
+    echo 'this image holds other distributions; build the env on it: hpcml env build TARGET LOCK' >&2
+    exit 2
+fi
+exec "$@"
+"""
+
+
+def fail(message):
+    print(MARKER + message, file=sys.stderr, flush=True)
+    sys.exit(1)
+
+
+def image_sites() -> list:
+    """The image venv's site-packages folders (purelib and platlib are one on Debian)."""
+    return sorted({sysconfig.get_path("purelib"), sysconfig.get_path("platlib")})
+
+
+def distributions_digest(sites) -> str:
+    """sha256 of the .dist-info folder names of ``sites``, one a line, sorted bytewise: what
+    the check script computes with sh, sort and sha256sum."""
+    names = sorted(os.path.basename(p) for site in sites for p in glob.glob(os.path.join(site, "*.dist-info")))
+    return hashlib.sha256("".join(f"{name}\n" for name in names).encode()).hexdigest()
+
+
+def quoted(text: str) -> str:
+    return "'" + text.replace("'", "'\\''") + "'"
+
+
+def make_venv(root, sites) -> str:
+    """The venv, chained to the image's; its site-packages folder."""
+    venv.EnvBuilder(symlinks=True, with_pip=False).create(root)
+    python = os.path.join(root, "bin", "python")
+    purelib = subprocess.run(
+        [python, "-I", "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    with open(os.path.join(purelib, "_hpcml_image.pth"), "w") as pth:
+        pth.write("".join(f"import site; site.addsitedir({site!r})\n" for site in sites))
+    os.symlink(os.path.relpath(purelib, root), os.path.join(root, "site-packages"))
+    return purelib
+
+
+def install(root, lock):
+    pip = [os.path.join(root, "bin", "python"), "-m", "pip"]
+    flags = ["--disable-pip-version-check", "--no-input", "--no-color"]
+    result = subprocess.run(
+        [*pip, "install", *flags, "--no-deps", "--require-hashes", "--no-build-isolation"]
+        + ["--no-warn-script-location", "-r", lock]
+    )
+    if result.returncode != 0:
+        fail("pip could not install the env's lock on the image (its output is above)")
+
+
+def unmet(root, ours) -> list:
+    """`pip check`'s lines about the env's own distributions."""
+    pip = [os.path.join(root, "bin", "python"), "-m", "pip", "check", "--disable-pip-version-check"]
+    result = subprocess.run(pip, capture_output=True, text=True)
+    lines = [line for line in result.stdout.splitlines() if line.split(" ", 1)[0].lower() in ours]
+    return lines
+
+
+def env_distributions(purelib) -> list:
+    """[name, version] of each distribution the env holds, from its metadata."""
+    found = []
+    for info in sorted(glob.glob(os.path.join(purelib, "*.dist-info"))):
+        fields = {}
+        with open(os.path.join(info, "METADATA"), encoding="utf-8") as metadata:
+            for line in metadata:
+                if not line.strip():
+                    break
+                key, _, value = line.partition(":")
+                fields.setdefault(key.strip(), value.strip())
+        found.append([fields.get("Name", ""), fields.get("Version", "")])
+    return found
+
+
+def normal(name: str) -> str:
+    out = name.lower()
+    for character in "_.":
+        out = out.replace(character, "-")
+    return out
+
+
+def main(argv):
+    root, lock, target = argv
+    os.umask(0o022)
+    sites = image_sites()
+    digest = distributions_digest(sites)
+    purelib = make_venv(root, sites)
+    install(root, lock)
+    held = env_distributions(purelib)
+    problems = unmet(root, {normal(name) for name, _ in held})
+    if problems:
+        fail("the env's requirements are not met on this image: " + "; ".join(problems))
+    check = os.path.join(root, CHECK)
+    with open(check, "w") as script:
+        script.write(
+            CHECK_TEXT.format(
+                sites=" ".join(quoted(site) for site in sites),
+                digest=digest,
+                target=quoted(target),
+                built_on=quoted(f"image distributions sha256 {digest[:12]}"),
+            )
+        )
+    os.chmod(check, 0o755)
+    facts = {
+        "target": target,
+        "image_distributions_sha256": digest,
+        "image_sites": sites,
+        "python": f"{sys.version_info[0]}.{sys.version_info[1]}",
+        "distributions": held,
+    }
+    with open(os.path.join(root, RECORD), "w") as out:
+        json.dump(facts, out, indent=1, sort_keys=True)
+        out.write("\n")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
