@@ -95,6 +95,9 @@ class Smoke(Command):
         parser.add_argument(
             "--timeout", type=positive, default=300, help="the suite's time limit in seconds (default 300)"
         )
+        parser.add_argument(
+            "--pyenv", metavar="FILE", help="run it with your project env bound (the .sqsh of hpcml env build)"
+        )
 
     def run(self, args):
         from ..run import smoke
@@ -108,6 +111,7 @@ class Smoke(Command):
             timeout=args.timeout,
             site=args.site,
             extra=args.smoke_args,
+            pyenv=args.pyenv,
         )
 
 

@@ -46,6 +46,7 @@ class Jobscript(Command):
             image=args.image or "",
             wrapper=args.wrapper or "",
             published=args.published or "",
+            pyenv=args.pyenv or "",
             program=tuple(args.program),
             folder=os.getcwd(),  # the script names its paths from here, wherever the job is submitted
         )
@@ -119,6 +120,11 @@ def _image_options(parser):
         metavar="DIR",
         help="a published version (PREFIX/NAME/VERSION, from publish): the script "
         "loads its module, which provides the image and the wrapper",
+    )
+    parser.add_argument(
+        "--pyenv",
+        metavar="FILE",
+        help="your project env (the .sqsh of hpcml env build): the wrapper binds and activates it on every rank",
     )
 
 

@@ -19,7 +19,7 @@ from ..published import IMAGE, MANIFEST
 from ..recipes.site_model import Site
 from ..recipes.target_model import Target
 from ..shell import cmd, env_value, leading_variable
-from .job_paths import absolute, check_image
+from .job_paths import absolute, check_image, pyenv_path
 from .job_request import Request, command_line_error
 
 
@@ -47,6 +47,7 @@ class Environment:
     image: str = ""  # SING_IMAGE as the script sets it ("" when the module does)
     wrapper: str = ""  # the command that runs the container
     published: Published | None = None  # the version loaded (--published), when one is
+    pyenv: str = ""  # SING_PYENV as the script sets it: a project env's file ("" for none)
     why: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()  # said on stderr: what could not be checked
 
@@ -88,13 +89,15 @@ def environment_for(site: Site, target: Target, request: Request, launch: str) -
             )
     module_lines, why = _modules(site, target, launch, published)
     image, image_why = _image(site, target, request, published)
+    pyenv, pyenv_why, pyenv_notes = pyenv_path(target, request)
     return Environment(
         module_lines=module_lines,
         image=image,
         wrapper=request.wrapper or ("singularity_wrapper" if published else str(resources.wrapper())),
         published=published,
-        why=why + image_why,
-        notes=check_image(request.image, image, site, target),
+        pyenv=pyenv,
+        why=why + image_why + pyenv_why,
+        notes=check_image(request.image, image, site, target) + pyenv_notes,
     )
 
 

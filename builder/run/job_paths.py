@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import ToolError
+from ..host import pyenv_file
 from ..host.images import Built, checked_labels, ready_apptainer
 from ..invocation import program as builder_command
 from ..recipes.site_model import Site
@@ -90,6 +91,17 @@ def data_paths(values: tuple[str, ...], folder: str) -> tuple[str, ...]:
     return tuple(":".join([absolute(source, folder), *rest]) for source, *rest in (v.split(":", 1) for v in values))
 
 
+def pyenv_path(target: Target, request: Request):
+    """(SING_PYENV, why, notes): --pyenv by its absolute path, checked to be an env of the
+    target's image where this host can read it (one that starts with a variable: at run time)."""
+    if not request.pyenv:
+        return "", (), ()
+    path = absolute(request.pyenv, request.folder)
+    notes = () if leading_variable(path) else pyenv_file.check_for(Path(path), target, "--pyenv")
+    why = (f"SING_PYENV: your project env {path} (--pyenv), bound and activated by the wrapper",)
+    return path, why, notes
+
+
 def check_image(asked: str, image: str, site: Site, target: Target) -> tuple[str, ...]:
     """Notes on ``image`` (SING_IMAGE) when it was named by --image (``asked``) and this host
     can read it: it must answer for the target, as smoke and publish ask of theirs, and one of
@@ -122,14 +134,15 @@ def image_hint(site: Site, target: Target, module: str) -> str:
     )
 
 
-def variable_checks(image: str, site: Site) -> tuple[str, ...]:
+def variable_checks(image: str, site: Site, what: str = "the image") -> tuple[str, ...]:
     """Script lines that stop the job in one line of its own when the variable the image's
-    path starts with is unset (set -u would end it with bash's `unbound variable`)."""
+    path (or ``what`` else's) starts with is unset (set -u would end it with bash's `unbound
+    variable`)."""
     name = leading_variable(image)
     if not name:
         return ()
     # no $ in the text: single quotes keep it from expanding, and shellcheck would ask why
     inside = image.partition("/")[2] or "file"
-    message = f"error: {name} is not set, and the image {inside} is looked for in that folder; "
+    message = f"error: {name} is not set, and {what} {inside} is looked for in that folder; "
     message += f"submit the job from a login shell of {site.name}"
     return (f'if [ -z "${{{name}:-}}" ]; then', f"    echo {quote(message)} >&2", "    exit 2", "fi")

@@ -32,6 +32,7 @@ class Request:
     image: str = ""  # default: the published module's, the site's image folder's
     # <target>.sif, or images/<target>.sif
     published: str = ""  # a publish record (PREFIX/NAME/VERSION): the script loads it
+    pyenv: str = ""  # a project env's file (hpcml env build): SING_PYENV in the script
     wrapper: str = ""  # default: singularity_wrapper of the published module, else
     # this install's, by its absolute path
     program: tuple[str, ...] = ()  # train.py --epochs 10, or -m smoke all
@@ -53,6 +54,7 @@ class Request:
             ("--nvme-pool", self.nvme_pool),
             ("--image", self.image),
             ("--published", self.published),
+            ("--pyenv", self.pyenv),
         ):
             if value:
                 words += [option, str(value)]

@@ -150,6 +150,11 @@ def script(p: Plan) -> str:
     image = environment.image
     lines = [*variable_checks(image, site), f"export SING_IMAGE={path_value(image)}"] if image else []
     lines += [f"export {name}={quote(value)}" for name, value in exports]
+    if environment.pyenv:  # like the image's, its path may start with a site variable
+        lines += [
+            *variable_checks(environment.pyenv, site, "the project env"),
+            f"export SING_PYENV={path_value(environment.pyenv)}",
+        ]
     if p.node_local:  # its variables expand when the job runs
         lines.append(export(contract.NODE_LOCAL, p.node_local))
     account_hint = "" if request.account or not site.slurm.account else site.slurm.account.example

@@ -7,7 +7,7 @@ from pathlib import Path
 from .. import contract, resources, runner
 from ..errors import CheckFailed
 from ..fileio import sha256_file, write_atomic
-from ..host import hostinfo
+from ..host import hostinfo, pyenv_file
 from ..host.images import IMAGE_SUM, built_image, checked_labels, image_lock, ready_apptainer
 from ..recipes.tree import RecipeTree
 from ..render.sitefile import render_site
@@ -16,12 +16,15 @@ SITE_FILE = "site.sh"  # the site's settings as the recipes say now, beside the 
 GRACE_S = 60  # beyond the suite's own timeout, before the whole run is stopped
 
 
-def run(tree: RecipeTree, name: str, *, images: Path, out, ranks, timeout, site: str | None, extra):
-    """``site``: the name of the site whose settings the run takes (default: the target's first)."""
+def run(tree: RecipeTree, name: str, *, images: Path, out, ranks, timeout, site: str | None, extra, pyenv=None):
+    """``site``: the name of the site whose settings the run takes (default: the target's first);
+    ``pyenv``: a project env's file, bound for the run (SING_PYENV)."""
     built = built_image(tree, name, images, site)
     image = built.path
     apptainer = ready_apptainer(built.site)
     checked_labels(apptainer, built)  # before anything is written
+    if pyenv:
+        pyenv_file.check_for(Path(pyenv), built.target, "--pyenv")
     # one rank per GPU of the site's node, where this machine has GPUs; else two, on the CPU
     ranks = ranks or (built.site.gpu.per_node if hostinfo.has_gpus() else 0) or 2
     out = Path(out or images / f"{name}.smoke").resolve()
@@ -37,6 +40,7 @@ def run(tree: RecipeTree, name: str, *, images: Path, out, ranks, timeout, site:
         contract.SITE_FILE: str(out / SITE_FILE),
         contract.APPTAINER: apptainer,
         "SING_BIND": binds,
+        **({"SING_PYENV": str(Path(pyenv).resolve())} if pyenv else {}),
     }
     argv = [
         str(resources.wrapper()),
