@@ -24,11 +24,13 @@ from builder.host import cache, hostinfo, http_get
 USER, UID = "hpcuser", 4242
 LUMI_USER, LUMI_UID = "lumiuser", 4343  # no /etc/subuid range
 SUBIDS = f"{USER}:300000:65536\n"  # above the toolbox's root:100000:65536
-PACKAGES = "python3-venv make git uidmap wget perl binutils ca-certificates libtalloc2"
+# squashfuse: how an unprivileged Apptainer mounts a squashfs (a project env); Apptainer's own
+# packages carry it, Debian's does not
+PACKAGES = "python3-venv make git uidmap wget perl binutils ca-certificates libtalloc2 squashfuse fuse3"
 PROOT_DEB = "pool/main/p/proot/proot_5.4.0-3_amd64.deb"  # forky's, on the host's Debian mirror
 PROOT_SHA256 = "bebc55a4461cb6cf3063f8248aa2c93f12e2426d054cc85e42271b349d2f514f"
 STAMP = "SITE-READY"
-STAMP_TEXT = "trixie, apptainer, proot 5.4, two users (one without subids), no apt-get or debootstrap\n"
+STAMP_TEXT = "trixie, apptainer, squashfuse, proot 5.4, two users (one without subids), no apt-get or debootstrap\n"
 USER_PATH = "/usr/local/bin:/usr/bin:/bin"  # a login shell's, without the sbin folders
 OFFLINE = 'ip link set lo up && hostname offline-login && exec "$@"'
 
@@ -40,6 +42,9 @@ def home() -> Path:
 def ready() -> Path:
     """The login node's folder (its root in root/, its enter script in bin/), made when missing."""
     box = home()
+    # FUSE for every user, as each distribution's udev rules leave it (this machine's is root's)
+    if Path("/dev/fuse").exists():
+        os.chmod("/dev/fuse", 0o666)
     if (box / STAMP).is_file() and (box / STAMP).read_text() == STAMP_TEXT:
         return box
     shutil.rmtree(box, ignore_errors=True)  # an older login node: made again, whole
