@@ -24,9 +24,12 @@ TIMEOUT_S = 600  # uv asks the indexes itself, with its own retries
 _NOT_FOUND = re.compile(r"no version of ([A-Za-z0-9._-]+)==(\S+?)[\s,]")
 
 
-def compile_pylock(requirements, python, platform, *, indexes=(), down=(), constraints=(), options=(), no_deps=False):
+def compile_pylock(
+    requirements, python, platform, *, indexes=(), down=(), constraints=(), options=(), no_deps=False, find_links=()
+):
     """(packages, None) as uv's pylock.toml lists them, or (None, uv's stderr) when it fails.
-    ``options``: pip's --only-binary=X and --no-binary=X, passed to uv in its own words."""
+    ``options``: pip's --only-binary=X and --no-binary=X, passed to uv in its own words;
+    ``find_links``: wheel folders of the caller's besides the host pip's."""
     with tempfile.TemporaryDirectory(prefix="hpcml-uv-") as work:
         work = Path(work)
         (work / "requirements.in").write_text("".join(f"{r}\n" for r in requirements))
@@ -34,6 +37,8 @@ def compile_pylock(requirements, python, platform, *, indexes=(), down=(), const
         argv = [_uv(), "pip", "compile", "--no-config", "--quiet", "--format", "pylock.toml"]
         argv += ["--python-version", python, "--python-platform", platform, "--index-strategy", "unsafe-best-match"]
         argv += source_options(indexes, down) + ["--no-deps"] * no_deps
+        for folder in find_links:
+            argv += ["--find-links", str(folder)]
         for option in options:
             flag, _, value = option.partition("=")
             argv += [flag, value]

@@ -15,7 +15,9 @@ pins=(Pinned("rich", "14.1.0", ...), ...))
 """
 
 import re
+import tempfile
 import tomllib
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -150,13 +152,17 @@ def lock_pyenv(tree, name: str, requirements: Path) -> pyenv_lock.PyenvLock:
     indexes = list(dict.fromkeys(url for step in target.python_lock.steps for url in step.extra_indexes()))
     down = host_settings.indexes_down(indexes)
     constraints = [f"{n}=={p.version}" for n, p in sorted(held.items())]
+    with tempfile.TemporaryDirectory(prefix="hpcml-held-") as stubs:
+        _stub_wheels(Path(stubs), held)
 
-    def compile_(items):
-        return uv.compile_pylock(items, python, platform, indexes=indexes, down=down, constraints=constraints)
+        def compile_(items):
+            return uv.compile_pylock(
+                items, python, platform, indexes=indexes, down=down, constraints=constraints, find_links=[stubs]
+            )
 
-    packages, error = compile_([each.text for each in asked])
-    if packages is None:
-        raise _unmet(asked, error, held, target.name, requirements, compile_)
+        packages, error = compile_([each.text for each in asked])
+        if packages is None:
+            raise _unmet(asked, error, held, target.name, requirements, compile_)
     pins = []
     for package in packages:
         package_name = lockfile.normal_name(package["name"])
@@ -178,6 +184,21 @@ def lock_pyenv(tree, name: str, requirements: Path) -> pyenv_lock.PyenvLock:
         asked=tuple(each.text.replace(" ", "") for each in asked),
         pins=tuple(sorted(pins, key=lambda pin: pin.name)),
     )
+
+
+def _stub_wheels(folder: Path, held: dict) -> None:
+    """A wheel of metadata alone for each distribution the image holds, at its version: the
+    resolve never needs a source of the image's own packages (PyTorch's index, a site's
+    wheel), which a package that depends on torch would otherwise send it to. Their own
+    requirements are the image's business: every one of them is held too."""
+    for name, pin in held.items():
+        info = f"{name.replace('-', '_')}-{pin.version}.dist-info"
+        with zipfile.ZipFile(folder / f"{name.replace('-', '_')}-{pin.version}-py3-none-any.whl", "w") as stub:
+            stub.writestr(f"{info}/METADATA", f"Metadata-Version: 2.1\nName: {name}\nVersion: {pin.version}\n")
+            stub.writestr(
+                f"{info}/WHEEL", "Wheel-Version: 1.0\nGenerator: hpcml\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+            )
+            stub.writestr(f"{info}/RECORD", "")
 
 
 def _marker_environment(python: str, arch: str) -> dict:
