@@ -113,6 +113,14 @@ def _check_lock(lock, target, lock_path):
             f"with: {hint('hpcml', 'env lock')} {target.name} REQUIREMENTS",
             file=str(lock_path),
         )
+    held = {pin.name: pin.version for step in getattr(target.python_lock, "steps", ()) for pin in step.pins}
+    replaced = [f"{pin.name} (the image holds {held[pin.name]})" for pin in lock.pins if pin.name in held]
+    if replaced:  # an env lock edited by hand
+        raise RecipeError(
+            f"the lock names distributions the image holds, which an env never replaces: {', '.join(replaced)}; "
+            f"lock it again with: hpcml env lock {target.name} {lock.source or 'REQUIREMENTS'}",
+            file=str(lock_path),
+        )
     current = Path(target.python_lock.path) if getattr(target.python_lock, "path", "") else None
     if current is None or pyenv_lock.sha256_text(current.read_text(encoding="utf-8")) != lock.image_lock:
         raise RecipeError(

@@ -7,8 +7,9 @@ the wrapper later binds the env's squashfs at.
 1. a venv at ROOT without pip, whose site-packages reads the image venv's after its own (a
    .pth line, so the image's .pth files run too), and ROOT/site-packages, a link to it, for
    the wrapper's PYTHONPATH: the image's own Python (torchrun's workers) sees the env as well;
-2. the lock installed by the image's pip: --no-deps --require-hashes, sdists built with the
-   image's setuptools and compilers (--no-build-isolation: no build tool from outside the lock);
+2. the lock installed by the image's pip (--no-deps --require-hashes), once none of its pins
+   is a distribution the image holds (a lock edited by hand would replace it); sdists built
+   with the image's setuptools and compilers (--no-build-isolation: no tool outside the lock);
 3. `pip check` on the env's distributions (what the image's %test checks of its own is the
    image's business);
 4. ROOT/bin/hpcml-pyenv-check, which runs a command once it finds itself on the image it was
@@ -64,6 +65,27 @@ def distributions_digest(sites) -> str:
     the check script computes with sh, sort and sha256sum."""
     names = sorted(os.path.basename(p) for site in sites for p in glob.glob(os.path.join(site, "*.dist-info")))
     return hashlib.sha256("".join(f"{name}\n" for name in names).encode()).hexdigest()
+
+
+def held_by_image(sites) -> dict:
+    """{normal name: version} of the image's distributions, from their .dist-info names."""
+    held = {}
+    for site in sites:
+        for info in glob.glob(os.path.join(site, "*.dist-info")):
+            name, _, version = os.path.basename(info)[: -len(".dist-info")].rpartition("-")
+            held[normal(name)] = version
+    return held
+
+
+def replaced(lock, held) -> list:
+    """'name (the image's version)' of each pin of the lock the image holds already."""
+    found = []
+    with open(lock, encoding="utf-8") as lines:
+        for line in lines:
+            name = line.split("==", 1)[0].strip()
+            if line[:1].isalnum() and "==" in line and normal(name) in held:
+                found.append(f"{normal(name)} (the image holds {held[normal(name)]})")
+    return found
 
 
 def quoted(text: str) -> str:
@@ -132,6 +154,9 @@ def main(argv):
     os.umask(0o022)
     sites = image_sites()
     digest = distributions_digest(sites)
+    clashes = replaced(lock, held_by_image(sites))
+    if clashes:  # a lock edited by hand, or made against another image
+        fail("the lock names distributions the image holds, which an env never replaces: " + ", ".join(clashes))
     purelib = make_venv(root, sites)
     install(root, lock)
     held = env_distributions(purelib)
