@@ -369,3 +369,45 @@ def test_a_site_file_takes_the_same_forms(tmp_path, project, time, valid):
         assert f"local.yaml:{len((recipes / 'sites' / 'local.yaml').read_text().splitlines())}: slurm.time" in (
             one_line_error(result)
         )
+
+
+# --- a project env (--pyenv): SING_PYENV by its absolute path, for the target's image alone ---
+
+
+def env_file(folder, target):
+    """A squashfs holding an env's record, as hpcml env build leaves one (mksquashfs: make setup-test)."""
+    content = folder / f"{target}-env"
+    content.mkdir()
+    (content / "hpcml-pyenv.json").write_text(json.dumps({"target": target, "python": "3.11"}))
+    out = folder / f"requirements.{target}.sqsh"
+    subprocess.run(["mksquashfs", content, out, "-noappend", "-quiet", "-no-progress"], check=True)
+    return out
+
+
+def test_pyenv_is_exported_by_its_absolute_path_and_checked_when_the_job_starts(project, tmp_path):
+    env_file(project, "cpu")
+    result = jobscript("cpu", "--pyenv", "requirements.cpu.sqsh", "--", "train.py", cwd=project)
+    assert result.returncode == 0, result.stderr
+    assert exported(result.stdout, "SING_PYENV") == f"{project}/requirements.cpu.sqsh"
+    assert f"SING_PYENV: your project env {project}/requirements.cpu.sqsh (--pyenv)" in result.stdout
+    assert 'if [ ! -f "${SING_PYENV:-}" ]; then' in result.stdout
+    assert "--pyenv requirements.cpu.sqsh" in result.stdout.splitlines()[2]  # the command that wrote it
+    script = tmp_path / "job.sh"
+    script.write_text(result.stdout)
+    checked = subprocess.run(["shellcheck", "--severity=style", script], capture_output=True, text=True)
+    assert checked.returncode == 0, checked.stdout
+
+
+def test_an_env_built_for_another_image_is_refused_in_one_line(project):
+    env_file(project, "a100-cuda")
+    result = jobscript("cpu", "--pyenv", "requirements.a100-cuda.sqsh", "--", "train.py", cwd=project)
+    assert one_line_error(result) == (
+        f"error: command line: --pyenv {project}/requirements.a100-cuda.sqsh: an env built for image a100-cuda, "
+        "not cpu; build one for cpu with: hpcml env lock cpu REQUIREMENTS, then hpcml env build\n"
+    )
+
+
+def test_a_pyenv_that_is_no_env_file_is_one_line(project):
+    (project / "requirements.txt").write_text("rich\n")
+    result = jobscript("cpu", "--pyenv", "requirements.txt", "--", "train.py", cwd=project)
+    assert "requirements.txt: not an env file (no squashfs header)" in one_line_error(result)
