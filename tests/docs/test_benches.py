@@ -78,6 +78,14 @@ BENCHES = {
         900,
     ),
     "wrapper_bench": (["{image}"], [rf"^overhead: {NUMBER} ms, ratio {NUMBER}"], 300),
+    "pyenv_bench": (
+        ["{image}"],
+        [
+            rf"^env of 1 distributions: lock {NUMBER} s, build {NUMBER} s",
+            rf"^import numpy with the env: .* ratio {NUMBER}",
+        ],
+        600,
+    ),
     # against this checkout's own HEAD: the quick run checks the bench, not a figure
     "startup_bench": (
         ["--baseline", "HEAD"],
