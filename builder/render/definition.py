@@ -182,10 +182,11 @@ def _image_stages(target: Target, base_parts, top_parts, top_build, image, start
         image.help += [line_value(line, "%help line", where) for line in part.help]
 
 
-def render_extension(target: Target, name, steps, source, context) -> LayerPlan:
+def render_extension(target: Target, name, steps, source, context, before=(), after=()) -> LayerPlan:
     """The one-stage layer `hpcml extend` builds on the target's image: a Dockerfile's steps
     (dockerfile.DockerSteps) with the image's venv first on PATH, their files taken from the
-    folder ``context`` (beside the image), a %test that the stack still imports."""
+    folder ``context`` (beside the image), a %test that the stack still imports. ``before`` and
+    ``after``: %post lines around the steps (render/extension.py's guard of the image's pins)."""
     where = line_value(source, "the Dockerfile's name", "command line")
     check_steps(steps, where)
     stage = StageText.from_layer("final", "base")
@@ -193,7 +194,7 @@ def render_extension(target: Target, name, steps, source, context) -> LayerPlan:
     venv = target.python.venv
     stage.post = [cmd("echo", f"--- extend: the steps of {source}"), "set +u"]
     stage.post += [export(k, v) for k, v in venv_env(venv)]
-    stage.post += steps.post
+    stage.post += [*before, *steps.post, *after]
     stage.environment = [docker_env(assignment, where) for assignment in steps.env]
     stage.test = [cmd(f"{venv}/bin/python", "-c", "import torch, deepspeed, mpi4py")]
     stage.runscript = list(steps.runscript)

@@ -11,9 +11,12 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import contract
 from ..errors import RecipeError
 from ..recipes.target_model import Target
+from ..shell import cmd
 from . import dockerfile
+from .blocks import build_host
 from .definition import render_extension
 from .plan import LayerPlan
 
@@ -36,6 +39,32 @@ def context_name(name) -> str:
     return f"{name}.context"
 
 
+# what the image's venv held before the steps, as `pip list --format=freeze` wrote it
+BASE_PINS = "/tmp/hpcml-extend-base-pins.txt"
+_MOVED = r"s/^pins: \([^:]*\): pinned \(.*\) by the layers below, found \(.*\)$/\1 \2 with \3/p"
+
+
+def pin_guard(target: Target, source: str) -> tuple:
+    """(%post lines before the steps, after them): the host's pip settings (CA bundle, indexes,
+    wheels), as a build's own layers read them, and the image's distributions written down;
+    after the steps, one marked line naming each that a step replaced, old and new version."""
+    python = f"{target.python.venv}/bin/python"
+    before = (
+        *build_host.parts(target)[0].post,
+        f"{python} -m pip list --format=freeze 2>/dev/null | grep -E '^[A-Za-z0-9._-]+==[^[:space:]]+$' > {BASE_PINS}",
+    )
+    said = f"{contract.FAILURE_MARKER}the steps of {source} replaced the image's "
+    after = (
+        f'if ! moved="$({python} -m smoke.pins {BASE_PINS} 2>&1)"; then',
+        f"    moved=\"$(printf '%s\\n' \"$moved\" | sed -n {cmd(_MOVED)} | paste -sd ';' - | sed 's/;/; /g')\"",
+        f'    echo {cmd(said)}"$moved; an image\'s pins stay: add packages it lacks, or use hpcml env" >&2',
+        "    exit 1",
+        "fi",
+        cmd("rm", "-f", BASE_PINS),
+    )
+    return before, after
+
+
 def plan_extension(tree, target: Target, path: Path, name=None) -> Extension:
     """The layer's plan; a name that is not new, or a step the layer cannot take, is one line."""
     name = name or f"{target.name}-extended"
@@ -45,5 +74,6 @@ def plan_extension(tree, target: Target, path: Path, name=None) -> Extension:
             file="command line",
         )
     steps = dockerfile.read(path)
-    plan = render_extension(target, name, steps, Path(path).name, context_name(name))
+    before, after = pin_guard(target, Path(path).name)
+    plan = render_extension(target, name, steps, Path(path).name, context_name(name), before, after)
     return Extension(plan, Path(path).parent, steps.files)

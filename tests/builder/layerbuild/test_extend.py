@@ -1,29 +1,33 @@
 """`hpcml extend`: a Dockerfile's steps as one more layer on a built image. With the fake
 runner: what is built from what, when it is up to date, and the mistakes; then for real on
-the CPU image with Apptainer."""
+the CPU image with Apptainer: pip reaches the host's sources (a wheel folder of the test's,
+helpers/pip_sources.py), and a step that replaces one of the image's distributions fails the
+build in one line."""
 
 import subprocess
 
 import pytest
 from conftest import recipe_tree, run_builder
 from helpers.fake_runner import FakeRunner
+from helpers.pip_sources import serve, wheel
 
 from builder.errors import RecipeError
 from builder.host import hostinfo
 from builder.host.images import Built
 from builder.host.progress import Progress
 from builder.layerbuild import extend, layers
-from builder.render.extension import plan_extension
+from builder.render.extension import BASE_PINS, plan_extension
 
 TREE = recipe_tree()
 DOCKERFILE = """\
 FROM ignored
 ENV HPCML_EXTRA=added
 RUN echo "made in the extra layer" > /opt/made.txt
+RUN pip install --no-deps alpha==1.0
 COPY greet.py /opt/project/
 CMD ["python", "/opt/project/greet.py"]
 """
-GREET = "import os, torch\nprint(os.environ['HPCML_EXTRA'], torch.__version__)\n"
+GREET = "import os, torch, alpha\nprint(os.environ['HPCML_EXTRA'], torch.__version__, alpha.__name__)\n"
 
 
 def extended(images, dockerfile, name):
@@ -91,7 +95,21 @@ def test_without_the_image_built_it_is_one_line_and_exit_2(tmp_path):
     assert not (tmp_path / "images").exists()
 
 
-def test_the_extended_image_runs_the_steps_with_the_stack_of_the_image(cpu_image, apptainer, tmp_path):
+def test_the_steps_read_the_hosts_pip_settings_and_are_followed_by_the_pin_guard(tmp_path):
+    lines = plan_extension(TREE, TREE.target("cpu"), project(tmp_path / "p"), "cpu-x").plan.text.splitlines()
+    settings = lines.index("if [ -r /mnt/hpcml-build-host.sh ]; then . /mnt/hpcml-build-host.sh; fi")
+    freeze = next(i for i, line in enumerate(lines) if line.endswith(f"> {BASE_PINS}"))
+    guard = next(i for i, line in enumerate(lines) if "smoke.pins" in line)
+    assert settings < freeze < guard < lines.index("%test")
+
+
+@pytest.fixture
+def sources(tmp_path, monkeypatch):
+    yield from serve(tmp_path, monkeypatch)
+
+
+def test_the_extended_image_runs_the_steps_with_the_stack_of_the_image(cpu_image, apptainer, sources, tmp_path):
+    wheel(sources, "alpha", "1.0")  # from the host pip's wheel folder, bound for %post
     dockerfile = project(tmp_path / "project")
     result = run_builder(
         "extend",
@@ -107,8 +125,29 @@ def test_the_extended_image_runs_the_steps_with_the_stack_of_the_image(cpu_image
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
     image = cpu_image.parent / "cpu-extra.sif"
     ran = subprocess.run([apptainer, "run", str(image)], capture_output=True, text=True, timeout=300)
-    assert ran.stdout.split() == ["added", "2.13.0+cpu"], ran.stderr
+    assert ran.stdout.split() == ["added", "2.13.0+cpu", "alpha"], ran.stderr
     made = subprocess.run([apptainer, "exec", str(image), "cat", "/opt/made.txt"], capture_output=True, text=True)
     assert made.stdout == "made in the extra layer\n"
     labels = subprocess.run([apptainer, "inspect", "--labels", str(image)], capture_output=True, text=True).stdout
     assert "org.hpc-ml-containers.extended.from: cpu" in labels
+
+
+def test_a_step_that_replaces_an_image_distribution_fails_the_build_in_one_line(
+    cpu_image, apptainer, sources, tmp_path
+):
+    wheel(sources, "numpy", "1.0")  # a stand-in numpy, pip's to take from the host's wheel folder
+    folder = tmp_path / "old"
+    folder.mkdir()
+    (folder / "Dockerfile").write_text("FROM x\nRUN pip install --no-deps numpy==1.0\n")
+    result = run_builder(
+        "extend", "cpu", folder / "Dockerfile", "--name", "cpu-old", "--images", cpu_image.parent, timeout=900,
+        env={"HPCML_APPTAINER": apptainer},
+    )  # fmt: skip
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert result.returncode == 1 and len(errors) == 1, result.stderr[-3000:]
+    pins = {p.name: p.version for step in TREE.target("cpu").python_lock.steps for p in step.pins}
+    assert errors[0].startswith(
+        f"error: the steps of Dockerfile replaced the image's numpy {pins['numpy']} with 1.0; an image's pins stay: "
+        "add packages it lacks, or use hpcml env; the previous image, if any, is unchanged; log: "
+    )
+    assert not (cpu_image.parent / "cpu-old.sif").exists()
