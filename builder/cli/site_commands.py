@@ -207,9 +207,16 @@ class Verify(Command):
             metavar="IMAGE.sif",
             help="also check that this image, rebuilt from the same commit, holds the same files",
         )
-        parser.add_argument("--lock", metavar="IMAGE", help="instead: a built image (.sif, .sbom.json) vs its lock")
+        parser.add_argument(
+            "--lock",
+            metavar="IMAGE",
+            help="instead: a built image (.sif, .sbom.json) or a project env (.sqsh) vs its lock",
+        )
         parser.add_argument(
             "--lock-target", metavar="TARGET", help="with --lock: whose lock (default: the target the image records)"
+        )
+        parser.add_argument(
+            "--pyenv-lock", metavar="LOCK", help="with --lock ENV.sqsh: its lock (default: the .lock beside it)"
         )
 
     def run(self, args):
@@ -240,7 +247,13 @@ class Verify(Command):
         given = [name for name, value in zip(named, (args.module, args.prefix, args.key, args.rebuild)) if value]
         if given:
             raise RecipeError(f"--lock checks a built image, {', '.join(given)} a published one", file="command line")
-        verdict = lock_check.verify(args.lock, load_tree(args.recipes), args.lock_target or "")
+        if args.lock.endswith(".sqsh"):
+            lock = Path(args.pyenv_lock or Path(args.lock).with_suffix(".lock"))
+            verdict = lock_check.verify_pyenv(Path(args.lock), lock)
+        elif args.pyenv_lock:
+            raise RecipeError("--pyenv-lock goes with --lock ENV.sqsh (a project env)", file="command line")
+        else:
+            verdict = lock_check.verify(args.lock, load_tree(args.recipes), args.lock_target or "")
         for line in verdict.lines or [verdict.summary(args.lock)]:  # the differences, else the match
             print(line)
         if verdict.lines:

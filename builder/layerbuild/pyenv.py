@@ -25,7 +25,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from .. import contract, fileio, pyenv_lock, reproducible, runner
+from .. import contract, fileio, pyenv_lock, reproducible, runner, sbom
 from ..errors import RecipeError, ToolError, shown
 from ..host import cache
 from ..host.images import checked_labels, find_apptainer, image_lock
@@ -36,7 +36,7 @@ from ..sbom import pyenv_document
 from ..shell import cmd
 from . import from_bundle, host_settings
 
-SQSH = ".sqsh"
+SQSH = sbom.PYENV_SUFFIX
 INSIDE = Path(__file__).with_name("pyenv_inside.py")
 PIP_CACHE_MOUNT = "/var/cache/hpcml-pip"
 # fixed owners, times and order: the same folder gives the same bytes; gzip, which every
@@ -62,7 +62,7 @@ def default_out(lock_path: Path) -> Path:
 
 
 def sbom_path(out: Path) -> Path:
-    return out.with_name(out.name.removesuffix(SQSH) + ".sbom.json")
+    return sbom.pyenv_path_for(out)
 
 
 def build(built, lock_path: Path, *, out=None, bundle=None, progress) -> Path:
@@ -95,9 +95,9 @@ def build(built, lock_path: Path, *, out=None, bundle=None, progress) -> Path:
             what="mksquashfs (the env's file)",
             cleanup=[tmp_out, work],
         )
-        sbom = pyenv_document.render(lock, facts, out.name)
+        document = pyenv_document.render(lock, facts, out.name)
         os.replace(tmp_out, out)
-        fileio.write_atomic(sbom_path(out), sbom)
+        fileio.write_atomic(sbom_path(out), document)
     finally:
         tmp_out.unlink(missing_ok=True)
         fileio.remove_tree(work)

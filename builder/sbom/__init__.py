@@ -17,6 +17,7 @@ from ..lockfile import PythonLock
 from . import inventory, lock_check, rootfs
 
 SUFFIX = ".sbom.json"
+PYENV_SUFFIX = ".sqsh"  # a project env's file (hpcml env build)
 PUBLISHED = "sbom.cdx.json"  # its name beside a published image
 PROPERTY = "hpcml:"  # our properties' namespace in the document
 KEY_PROPERTY = PROPERTY + "layer-key"  # the image layer key it was made for
@@ -28,6 +29,11 @@ MAX_SHOWN = 8  # differences named in the error; the SBOM beside the image has t
 def path_for(image: Path) -> Path:
     """images/cpu.sif -> images/cpu.sbom.json"""
     return image.with_name(image.name.removesuffix(".sif") + SUFFIX)
+
+
+def pyenv_path_for(env: Path) -> Path:
+    """A project env's file -> its SBOM beside it: requirements.cpu.sqsh -> requirements.cpu.sbom.json"""
+    return env.with_name(env.name.removesuffix(PYENV_SUFFIX) + SUFFIX)
 
 
 def recorded_key(sbom: Path):

@@ -17,9 +17,12 @@ from urllib.parse import parse_qs
 from ..errors import RecipeError
 from ..invocation import hint
 from ..lockfile import normal_name as normal
-from . import KEY_PROPERTY, OP_PROPERTY, PROPERTY, PUBLISHED, SUFFIX, path_for
+from . import KEY_PROPERTY, OP_PROPERTY, PROPERTY, PUBLISHED, PYENV_SUFFIX, SUFFIX, path_for, pyenv_path_for
 
-EXPECTED = f"expected an image (.sif), its SBOM (*{SUFFIX}, {PUBLISHED}) or a published version folder"
+EXPECTED = (
+    f"expected an image (.sif), a project env ({PYENV_SUFFIX}), an SBOM (*{SUFFIX}, {PUBLISHED}) or a published "
+    "version folder"
+)
 SHORT_KEY = 12  # characters of the layer key in the header: enough to tell two apart
 
 
@@ -44,6 +47,10 @@ def load(argument: str) -> dict:
             raise RecipeError(f"no such image, and no SBOM beside it ({sbom})", file=argument)
         if not sbom.is_file():
             raise _no_sbom(argument, path, sbom)
+    elif path.name.endswith(PYENV_SUFFIX):
+        sbom = pyenv_path_for(path)
+        if not sbom.is_file():
+            raise RecipeError(f"no SBOM beside the env ({sbom}); hpcml env build writes it", file=argument)
     elif path.name.endswith(SUFFIX) or path.name == PUBLISHED:
         sbom = path
     else:

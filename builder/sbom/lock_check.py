@@ -81,18 +81,20 @@ def _components(sbom: Path) -> list:
     return json.loads(sbom.read_text()).get("components", [])  # cyclonedx leaves out an empty list
 
 
-def _disagreements(wanted: dict, found: dict, lock: str) -> list:
-    """{name: (version, arch?)} of the lock and the image, as lines, sorted by name."""
+def _disagreements(wanted: dict, found: dict, lock: str, holder: str = "image") -> list:
+    """{name: (version, arch?)} of the lock and the image (or env), as lines, sorted by name."""
     lines = []
     for name in sorted(wanted.keys() | found.keys()):
         if name not in found:
-            lines.append(f"{name} {wanted[name][0]} is in the {lock}, not in the image")
+            lines.append(f"{name} {wanted[name][0]} is in the {lock}, not in the {holder}")
         elif name not in wanted:
-            lines.append(f"{name} {found[name][0]} is in the image, not in the {lock}")
+            lines.append(f"{name} {found[name][0]} is in the {holder}, not in the {lock}")
         elif found[name][0] != wanted[name][0]:
-            lines.append(f"{name} is {found[name][0]} in the image, {wanted[name][0]} in the {lock}")
+            lines.append(f"{name} is {found[name][0]} in the {holder}, {wanted[name][0]} in the {lock}")
         elif found[name] != wanted[name]:  # the same version built for another architecture
-            lines.append(f"{name} {found[name][0]} is {found[name][1]} in the image, {wanted[name][1]} in the {lock}")
+            lines.append(
+                f"{name} {found[name][0]} is {found[name][1]} in the {holder}, {wanted[name][1]} in the {lock}"
+            )
     return lines
 
 
@@ -107,13 +109,14 @@ class Verdict:
     target: str
     differ: dict  # {DEBIAN or PYTHON: (line, ...)}, for each lock the target has
     locked: dict  # {DEBIAN or PYTHON: how many the lock names}
+    kinds: tuple = (DEBIAN, PYTHON)  # the locks there are to have (a project env: Python's alone)
 
     @property
     def lines(self) -> list:
         return [line for lines in self.differ.values() for line in lines]
 
     def summary(self, image) -> str:
-        absent = "".join(f"; the target has no lock of {what}" for what in (DEBIAN, PYTHON) if what not in self.locked)
+        absent = "".join(f"; the target has no lock of {what}" for what in self.kinds if what not in self.locked)
         if not self.lines:
             counts = ", ".join(f"{count} {what}" for what, count in self.locked.items())
             return f"{image} matches the lock of {self.target}: {counts}{absent}"
@@ -205,3 +208,18 @@ def _locks(tree, target):
         f"site images and unlocked targets have none); expected one of: {', '.join(locked)}",
         file=str(Path(tree.root, LOCKS_DIR, target.name)),
     )
+
+
+def verify_pyenv(env: Path, lock_path: Path) -> Verdict:
+    """A project env's file (what its record says it holds) against its lock (pyenv_lock)."""
+    from ..host import pyenv_file
+    from ..pyenv_lock import load
+
+    lock = load(lock_path)
+    facts = pyenv_file.record(env)
+    if facts is None:
+        raise RecipeError("cannot read the env here: unsquashfs is missing (squashfs-tools)", file=str(env))
+    found = {normal_name(str(name)): (str(version),) for name, version in facts.get("distributions", [])}
+    wanted = {normal_name(pin.name): (pin.version,) for pin in lock.pins}
+    lines = _disagreements(wanted, found, "env lock", "env")
+    return Verdict(str(lock_path), {PYTHON: tuple(lines)}, {PYTHON: len(wanted)}, kinds=(PYTHON,))
