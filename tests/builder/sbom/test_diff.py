@@ -157,7 +157,7 @@ def places(tmp_path):
 @pytest.mark.parametrize(
     "name, says",
     [
-        ("notes.txt", "expected an image (.sif), its SBOM (*.sbom.json, sbom.cdx.json) or a published version folder"),
+        ("notes.txt", "expected an image (.sif), a project env (.sqsh), an SBOM (*.sbom.json, sbom.cdx.json) or a"),
         ("folder", "a folder without sbom.cdx.json; expected an image (.sif)"),
         ("old.sif", "no SBOM beside it ({folder}/old.sbom.json); run make build TARGET=old, which writes it"),
         ("cpu.base.sif", "a layer below {folder}/cpu.sif, which alone has an SBOM; compare that image"),
