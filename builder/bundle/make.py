@@ -12,6 +12,8 @@ the check a build from it starts with.
       debian-security/...         the security pocket's InRelease, indexes and locked .debs
       python/                     each file of the Python lock (pip's find-links, no index)
       tools/                      the builder's own distributions, to install it offline (tools_part)
+      pyenv/                      with --pyenv LOCK: each file of project envs' locks, and the locks
+                                  in pyenv/locks/ (pyenv_part), kept when another env is added
 
 Made again into the same folder, it fetches only what is missing or changed.
 
@@ -26,19 +28,23 @@ from ..errors import RecipeError, ToolError
 from ..fileio import sha256_file, write_atomic
 from ..host import debootstrap_kit, hostinfo
 from ..lockfile import PythonLock
+from ..pyenv_lock import load as load_pyenv
 from ..render.layer_sharing import plan_layers
-from . import debian_part, fetched, manifest, python_part, toolbox_part, tools_part
+from . import debian_part, fetched, manifest, pyenv_part, python_part, toolbox_part, tools_part
 
 LOCKS = "locks"
 
 
-def make(tree, name, out: Path, progress, down=()) -> dict:
+def make(tree, name, out: Path, progress, down=(), pyenvs=()) -> dict:
     """Fetch and check the bundle of ``name`` into ``out``; returns {path: sha256}. ``down``:
-    the pip indexes that do not answer (left out, as a build leaves them out)."""
+    the pip indexes that do not answer (left out, as a build leaves them out); ``pyenvs``: the
+    paths of project env locks whose files it takes too (kept with those it held before)."""
     start = time.monotonic()
     debian, python = locks_of(tree, name)
+    envs = [_env_lock(path, name) for path in pyenvs]
     out.mkdir(parents=True, exist_ok=True)
-    files = _copy_locks(tree, debian, python, out)
+    files = pyenv_part.kept(manifest.read(out)) if (out / manifest.NAME).is_file() else {}
+    files.update(_copy_locks(tree, debian, python, out))
     if debian:
         mirrors = {"debian": hostinfo.debian_mirror(), "debian-security": hostinfo.security_mirror()}
         progress.step(f"Debian: the indexes and {sum(len(lock.packages) for lock in debian)} locked packages")
@@ -56,12 +62,34 @@ def make(tree, name, out: Path, progress, down=()) -> dict:
             fetched_now += fetched.fetch(url, out / path, sha256) == "fetched"
             files[path] = sha256
         progress.step(f"Python: {fetched_now} fetched, {len(wanted) - fetched_now} there already")
+    for path, lock in zip(pyenvs, envs):
+        files.update(_env_files(out, Path(path), lock, python, progress, down))
     files.update(_tools(out, progress, down))
     manifest.write(out, files)
     checked(tree, name, out)
     size = manifest.size(out, files)
     progress.step(f"{out}: {len(files)} files, {size / 1e6:.0f} MB, checked, in {time.monotonic() - start:.0f} s")
     return files
+
+
+def _env_lock(path, name):
+    lock = load_pyenv(path)
+    if lock.target != name:
+        raise RecipeError(f"--pyenv: an env lock for image {lock.target}, not {name}", file=str(path))
+    return lock
+
+
+def _env_files(out: Path, path: Path, lock, python, progress, down) -> dict:
+    """A project env's files (pyenv_part) and its lock's copy."""
+    indexes = [url for image_lock in python for url in python_part.indexes(image_lock)]
+    wanted = pyenv_part.files(lock, indexes, down)
+    for file, (url, sha256) in sorted(wanted.items()):
+        fetched.fetch(url, out / file, sha256)
+    copy = pyenv_part.lock_path(path)
+    (out / copy).parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(path, out / copy)
+    progress.step(f"project env: {len(wanted)} files of {path}")
+    return {copy: sha256_file(out / copy)} | {file: sha256 for file, (_, sha256) in wanted.items()}
 
 
 def _debootstrap_kit(out: Path, mirror: str) -> dict:

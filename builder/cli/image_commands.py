@@ -60,6 +60,13 @@ class Bundle(Command):
     def add_arguments(self, parser):
         _target_or_cpu(parser)
         parser.add_argument("--out", metavar="DIR", help="the bundle's folder (default: bundles/<target>)")
+        parser.add_argument(
+            "--pyenv",
+            action="append",
+            default=[],
+            metavar="LOCK",
+            help="also every file of this project env's lock (hpcml env lock), for env build --bundle (repeatable)",
+        )
 
     def run(self, args):
         from ..bundle import make
@@ -69,7 +76,7 @@ class Bundle(Command):
         tree, progress = load_tree(args.recipes), Progress()
         name = tree.aliases.get(args.target, args.target)
         down = indexes_down(make.pip_indexes(tree, name), progress)
-        make.make(tree, name, Path(args.out or f"bundles/{name}"), progress, down)
+        make.make(tree, name, Path(args.out or f"bundles/{name}"), progress, down, pyenvs=tuple(args.pyenv))
 
 
 class Smoke(Command):

@@ -26,6 +26,7 @@ import tempfile
 from pathlib import Path
 
 from .. import contract, fileio, pyenv_lock, reproducible, runner, sbom
+from ..bundle import manifest, pyenv_part
 from ..errors import RecipeError, ToolError, shown
 from ..host import cache
 from ..host.images import checked_labels, find_apptainer, image_lock
@@ -131,19 +132,10 @@ def _check_lock(lock, target, lock_path):
 
 
 def _bundle_python(folder: Path, lock) -> Path:
-    """The bundle's python/ folder, once it holds a file of every pin (by its sha256)."""
-    python = folder / "python"
-    if not python.is_dir():
-        raise RecipeError("not a source bundle (no python/ folder); make one with: hpcml bundle", file=str(folder))
-    have = {fileio.sha256_file(path) for path in python.iterdir() if path.is_file()}
-    missing = [pin.name for pin in lock.pins if not have & set(pin.hashes)]
-    if missing:
-        raise RecipeError(
-            f"holds no file of {', '.join(missing)} that the lock names; add the env's files with: "
-            f"hpcml bundle {lock.target} --pyenv LOCK --out {folder}",
-            file=str(folder),
-        )
-    return python.resolve()
+    """The bundle's pyenv/ folder, once every file it lists is read back and it holds a file of
+    every pin of the lock."""
+    manifest.require(folder, f"hpcml bundle {lock.target} --pyenv LOCK --out {folder}")
+    return pyenv_part.check(folder, manifest.check(folder), lock)
 
 
 def _install(apptainer, built, lock_path, work, log, bundle_python):

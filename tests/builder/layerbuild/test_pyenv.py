@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from builder import contract, pyenv_lock
+from builder.bundle import manifest
 from builder.errors import RecipeError
 from builder.host import pyenv_file
 from builder.host.images import Built
@@ -104,3 +105,16 @@ def test_a_lock_edited_to_replace_an_image_pin_is_refused_before_anything_runs(t
         f"{lock}: the lock names distributions the image holds, which an env never replaces: numpy (the image "
         "holds 2.4.6); lock it again with: hpcml env lock cpu requirements.txt"
     )
+
+
+def test_a_bundle_without_the_envs_files_is_refused_in_one_line_before_anything_runs(tree, tmp_path):
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()
+    manifest.write(bundle, {})
+    lock = write_lock(tmp_path, tree)
+    lock.write_text(lock.read_text() + "alpha==1.0 --hash=sha256:" + "0" * 64 + "\n")
+    with pytest.raises(RecipeError) as caught:
+        build(tree, lock, bundle=bundle)
+    assert str(caught.value).startswith(f"{bundle}: holds no file of alpha 1.0 that the env lock names; add them")
+    with pytest.raises(RecipeError, match="no SHA256SUMS there, so not a bundle"):
+        build(tree, lock, bundle=tmp_path)
