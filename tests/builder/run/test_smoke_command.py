@@ -57,3 +57,27 @@ def test_publish_reads_the_runtimes_word_for_not_measured():
         [sys.executable, "-c", code], cwd=Path(ROOT, "runtime"), capture_output=True, text=True, check=True
     ).stdout.strip()
     assert install.NOT_MEASURED == word
+
+
+def test_pyenv_binds_the_env_for_the_run_and_refuses_another_images(monkeypatch, tmp_path):
+    """--pyenv: SING_PYENV for the wrapper, by its absolute path; an env of another target is
+    refused before the suite starts (its record read with unsquashfs, as `env build` leaves it)."""
+    tree = RecipeTree(ROOT / "recipes")
+    (tmp_path / "cpu.sif").write_bytes(b"an image")
+    envs = {}
+    for target in ("cpu", "a100-cuda"):
+        content = tmp_path / target
+        content.mkdir()
+        (content / "hpcml-pyenv.json").write_text(json.dumps({"target": target}))
+        envs[target] = tmp_path / f"{target}.sqsh"
+        subprocess.run(["mksquashfs", content, envs[target], "-quiet", "-no-progress"], check=True)
+    monkeypatch.setattr(smoke, "ready_apptainer", lambda site: "apptainer")
+    monkeypatch.setattr(smoke, "checked_labels", lambda apptainer, built: {})
+    handed = []
+    monkeypatch.setattr(runner, "run_attached", lambda argv, env, **kw: handed.append(env) or 0)
+    options = dict(images=tmp_path, out=None, ranks=2, timeout=60, site=None, extra=[])
+    smoke.run(tree, "cpu", **options, pyenv=str(envs["cpu"]))
+    assert handed[0]["SING_PYENV"] == str(envs["cpu"])
+    with pytest.raises(Exception, match=r"--pyenv .*a100-cuda.sqsh: an env built for image a100-cuda, not cpu"):
+        smoke.run(tree, "cpu", **options, pyenv=str(envs["a100-cuda"]))
+    assert len(handed) == 1
