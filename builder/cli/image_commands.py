@@ -2,6 +2,7 @@
 
 from pathlib import Path
 
+from ..errors import RecipeError
 from .command import AfterDashes, Command, load_tree, positive
 
 
@@ -153,24 +154,35 @@ class Sign(Command):
 class Extend(Command):
     name = "extend"
     help = "build one more layer on a built image from a Dockerfile's steps (RUN, ENV, COPY, ...)"
-    example = "{prog} extend cpu project/Dockerfile --name cpu-project"
+    example = "{prog} extend cpu project/Dockerfile --name cpu-project   (or --pyenv requirements.cpu.lock)"
     images = "where the images are"
 
     def add_arguments(self, parser):
         parser.add_argument("target", help="the built image to start from")
-        parser.add_argument("dockerfile", type=Path, help="its FROM is replaced by the target's image")
+        parser.add_argument("dockerfile", type=Path, nargs="?", help="its FROM is replaced by the target's image")
         parser.add_argument("--name", help="the new image: IMAGES/NAME.sif (default: <target>-extended)")
+        parser.add_argument(
+            "--pyenv", type=Path, metavar="LOCK", help="bake in this project env (hpcml env lock's): one file, no bind"
+        )
 
     def run(self, args):
         from ..host.images import built_image
         from ..host.progress import Progress
+        from ..layerbuild import pyenv
         from ..layerbuild.extend import build_extension
         from ..render.extension import plan_extension
 
-        tree = load_tree(args.recipes)
-        built = built_image(tree, args.target, Path(args.images))  # one line when it is not built
-        extension = plan_extension(tree, built.target, args.dockerfile, args.name)
-        build_extension(built, extension, images=Path(args.images), progress=Progress())
+        if not (args.dockerfile or args.pyenv):
+            raise RecipeError("expected a Dockerfile, --pyenv LOCK, or both", file="command line")
+        tree, progress, images = load_tree(args.recipes), Progress(), Path(args.images)
+        built = built_image(tree, args.target, images)  # one line when it is not built
+        plan_extension(tree, built.target, args.dockerfile, args.name, args.pyenv)  # mistakes before the env build
+        env = None
+        if args.pyenv:
+            name = args.name or f"{built.target.name}-extended"
+            env = pyenv.build(built, args.pyenv, out=images / f".{name}.pyenv.sqsh", progress=progress)
+        extension = plan_extension(tree, built.target, args.dockerfile, args.name, pyenv=env)
+        build_extension(built, extension, images=images, progress=progress)
 
 
 class Export(Command):

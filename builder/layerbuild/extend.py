@@ -9,11 +9,14 @@ Example: build_extension(built, plan_extension(tree, built.target, Path("project
 
 import hashlib
 import shutil
+import tarfile
 from pathlib import Path
 
+from .. import runner
 from ..fileio import sha256_file, write_atomic
 from ..host import emulation, sidecar
 from ..host.images import checked_labels, find_apptainer, image_lock
+from ..render.extension import PYENV_TAR
 from .layers import LayerBuild, build_layer
 
 
@@ -24,13 +27,15 @@ def build_extension(built, extension, *, images: Path, progress) -> Path:
     apptainer, label = find_apptainer(target.sites[0], progress, images)
     checked_labels(apptainer, built)  # the base is the target it names, before anything is written
     with image_lock(images, target.name, shared=True), image_lock(images, plan.owner):
-        key = _key(plan.text, built.path, extension.folder, extension.files)
+        key = _key(plan.text, built.path, extension.folder, extension.files, extension.pyenv)
         if sidecar.is_current(sif, key):
             print(f"{sif} is up to date")
             return sif
         write_atomic(images / plan.file_name, plan.text)  # for the user to read; the build takes the plan
         context = _stage_files(images / extension.context, extension.folder, extension.files)
         try:
+            if extension.pyenv:
+                _env_tar(extension.pyenv, context)
             log = images / f"{plan.owner}.build.log"
             progress.step(f"building {sif} on {built.path} ({label}; log: {log})")
             emulated = target.arch != emulation.host_arch()
@@ -38,16 +43,27 @@ def build_extension(built, extension, *, images: Path, progress) -> Path:
             build_layer(job, progress)
         finally:
             shutil.rmtree(context, ignore_errors=True)
-    progress.step(f"built {sif}: {target.name} and the Dockerfile's steps; its %test passed")
+    progress.step(f"built {sif}: {target.name} and what it adds; its %test passed")
     return sif
 
 
-def _key(text, base: Path, folder: Path, files) -> str:
-    """The definition, the base image (its layer key, else its size and time) and the bytes
-    of every file the layer copies."""
+def _env_tar(env: Path, context: Path):
+    """The env's files, as its squashfs holds them (links kept), as one tar in the context."""
+    unpacked = context / "pyenv-unpacked"
+    runner.run(["unsquashfs", "-no-progress", "-d", str(unpacked), str(env)], timeout=600)
+    with tarfile.open(context / PYENV_TAR, "w") as tar:
+        for path in sorted(unpacked.rglob("*")):
+            tar.add(path, arcname=str(path.relative_to(unpacked)), recursive=False)
+    shutil.rmtree(unpacked)
+
+
+def _key(text, base: Path, folder: Path, files, pyenv=None) -> str:
+    """The definition, the base image (its layer key, else its size and time), the bytes
+    of every file the layer copies and of the env it bakes in."""
     recorded = sidecar.current_key(base)
     stat = base.stat()
     parts = [text, recorded or f"{stat.st_size}:{stat.st_mtime_ns}"]
+    parts += [f"pyenv {sha256_file(pyenv)}"] if pyenv else []
     for source, _ in files:
         found = folder / source
         inside = sorted(found.rglob("*")) if found.is_dir() else [found]
@@ -59,6 +75,7 @@ def _stage_files(context: Path, folder: Path, files) -> Path:
     """The files the layer copies, under the images folder (which every runtime, the
     toolbox included, can see), at the relative paths the definition names."""
     shutil.rmtree(context, ignore_errors=True)
+    context.mkdir(parents=True)
     for source, _ in files:
         found, placed = folder / source, context / source
         placed.parent.mkdir(parents=True, exist_ok=True)

@@ -34,6 +34,9 @@ import venv
 MARKER = "hpcml-error: "  # builder/contract.py's FAILURE_MARKER; the build reports that line
 CHECK = "bin/hpcml-pyenv-check"
 RECORD = "hpcml-pyenv.json"
+# a .pth line that adds a site folder once: site.addsitedir reads a folder's .pth files even
+# when it knows the folder, so two folders that name each other would recurse without end
+PTH_LINE = "import site, sys; {site!r} in sys.path or site.addsitedir({site!r})\n"
 CHECK_TEXT = """#!/bin/sh
 # Written by hpcml env build: runs the command it is given once it finds this env on the image
 # it was built for (the wrapper starts each command through it, with SING_PYENV set).
@@ -103,7 +106,7 @@ def make_venv(root, sites) -> str:
         text=True,
     ).stdout.strip()
     with open(os.path.join(purelib, "_hpcml_image.pth"), "w") as pth:
-        pth.write("".join(f"import site; site.addsitedir({site!r})\n" for site in sites))
+        pth.write("".join(PTH_LINE.format(site=site) for site in sites))
     os.symlink(os.path.relpath(purelib, root), os.path.join(root, "site-packages"))
     return purelib
 

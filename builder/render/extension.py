@@ -23,11 +23,18 @@ from .plan import LayerPlan
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # the whole name: fullmatch (a $ would let "x\n" pass)
 
 
+# in the context: a project env's files as a tar (Apptainer's %files follows links, and the
+# env's python links into the image), unpacked at its mount point by the layer's %post
+PYENV_TAR = "pyenv.tar"
+NO_STEPS = dockerfile.DockerSteps(env=(), post=(), files=(), labels=(), runscript=())
+
+
 @dataclass(frozen=True)
 class Extension:
     plan: LayerPlan  # owner: the new image's name; its %files read from CONTEXT beside the images
     folder: Path  # the Dockerfile's folder, where the files it copies are
     files: tuple  # (source relative to folder, destination in the image)
+    pyenv: Path | None = None  # a project env's file (hpcml env build), unpacked into the context
 
     @property
     def context(self) -> str:
@@ -65,15 +72,32 @@ def pin_guard(target: Target, source: str) -> tuple:
     return before, after
 
 
-def plan_extension(tree, target: Target, path: Path, name=None) -> Extension:
-    """The layer's plan; a name that is not new, or a step the layer cannot take, is one line."""
+def pyenv_parts(target: Target) -> tuple:
+    """(%post lines, environment) of a baked-in env: every Python of the image reads its
+    site-packages (a .pth in the image's venv), its scripts come first on PATH."""
+    python, mount = f"{target.python.venv}/bin/python", contract.PYENV_MOUNT
+    code = "import sys, sysconfig; open(sysconfig.get_path('purelib') + '/hpcml-pyenv.pth', 'w').write(sys.argv[1])"
+    line = f"import site, sys; '{mount}/site-packages' in sys.path or site.addsitedir('{mount}/site-packages')\n"
+    post = (
+        cmd("mkdir", "-p", mount),
+        cmd("tar", "-xf", f"/{PYENV_TAR}", "-C", mount),
+        cmd("rm", "-f", f"/{PYENV_TAR}"),
+        cmd(python, "-c", code, line),
+    )
+    return post, (("PATH", f"{mount}/bin:${{PATH}}"),)
+
+
+def plan_extension(tree, target: Target, path: Path | None, name=None, pyenv: Path | None = None) -> Extension:
+    """The layer's plan: a Dockerfile's steps, a project env's file (pyenv), or both; a name
+    that is not new, or a step the layer cannot take, is one line."""
     name = name or f"{target.name}-extended"
     if not NAME_RE.fullmatch(name) or name in tree.targets or name in tree.aliases:
         raise RecipeError(
             f"--name {name!r}: expected a new image name (letters, digits, '.', '_', '-'), not a target's",
             file="command line",
         )
-    steps = dockerfile.read(path)
-    before, after = pin_guard(target, Path(path).name)
-    plan = render_extension(target, name, steps, Path(path).name, context_name(name), before, after)
-    return Extension(plan, Path(path).parent, steps.files)
+    steps = dockerfile.read(path) if path else NO_STEPS
+    source = Path(path or pyenv).name
+    baked = (PYENV_TAR, *pyenv_parts(target)) if pyenv else None
+    plan = render_extension(target, name, steps, source, context_name(name), pin_guard(target, source), baked)
+    return Extension(plan, Path(path).parent if path else Path("."), steps.files, Path(pyenv) if pyenv else None)

@@ -151,3 +151,36 @@ def test_a_step_that_replaces_an_image_distribution_fails_the_build_in_one_line(
         "add packages it lacks, or use hpcml env; the previous image, if any, is unchanged; log: "
     )
     assert not (cpu_image.parent / "cpu-old.sif").exists()
+
+
+def test_a_baked_env_is_copied_as_a_tar_unpacked_at_its_mount_and_read_by_every_python(tmp_path):
+    plan = plan_extension(TREE, TREE.target("cpu"), None, "cpu-env", pyenv=tmp_path / "env.cpu.sqsh").plan
+    lines = plan.text.splitlines()
+    assert "cpu-env.context/pyenv.tar /pyenv.tar" in lines
+    assert "tar -xf /pyenv.tar -C /opt/pyenv" in lines
+    assert any(line.startswith("/opt/venv/bin/python -c ") and "hpcml-pyenv.pth" in line for line in lines)
+    assert 'export PATH="/opt/pyenv/bin:${PATH}"' in lines
+    assert "--- extend: the steps of env.cpu.sqsh" in plan.text
+
+
+def test_extend_needs_a_dockerfile_or_an_env(tmp_path):
+    result = run_builder("extend", "cpu", "--images", tmp_path)
+    assert result.returncode == 2 and result.stderr == (
+        "error: command line: expected a Dockerfile, --pyenv LOCK, or both\n"
+    )
+
+
+@pytest.mark.full
+def test_an_env_baked_into_an_image_is_imported_with_no_bind(cpu_image, apptainer, sources, tmp_path):
+    wheel(sources, "alpha", "1.0")
+    (tmp_path / "requirements.txt").write_text("alpha\n")
+    assert run_builder("env", "lock", "cpu", tmp_path / "requirements.txt").returncode == 0
+    result = run_builder(
+        "extend", "cpu", "--pyenv", tmp_path / "requirements.cpu.lock", "--name", "cpu-alpha",
+        "--images", cpu_image.parent, timeout=900, env={"HPCML_APPTAINER": apptainer},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    image = str(cpu_image.parent / "cpu-alpha.sif")
+    for python in ("python", "/opt/venv/bin/python"):
+        ran = subprocess.run([apptainer, "exec", image, python, "-c", "import alpha"], capture_output=True, text=True)
+        assert (ran.returncode, ran.stderr) == (0, ""), python
