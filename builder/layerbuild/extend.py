@@ -16,7 +16,7 @@ from .. import runner
 from ..fileio import sha256_file, write_atomic
 from ..host import emulation, sidecar
 from ..host.images import checked_labels, find_apptainer, image_lock
-from ..render.extension import PYENV_TAR
+from ..render.parts import PYENV_TAR
 from .layers import LayerBuild, build_layer
 
 

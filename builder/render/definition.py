@@ -182,25 +182,19 @@ def _image_stages(target: Target, base_parts, top_parts, top_build, image, start
         image.help += [line_value(line, "%help line", where) for line in part.help]
 
 
-def render_extension(target: Target, name, steps, source, context, guard=((), ()), pyenv=None) -> LayerPlan:
+def render_extension(target: Target, name, steps, source, context, guard=((), ())) -> LayerPlan:
     """The one-stage layer `hpcml extend` builds on the target's image: a Dockerfile's steps
-    (dockerfile.DockerSteps) with the image's venv first on PATH, their files taken from the
-    folder ``context`` (beside the image), a %test that the stack still imports. ``guard``:
-    %post lines before and after the steps (render/extension.py's guard of the image's pins);
-    ``pyenv``: (the env's tar in the context, its %post lines, its environment) of a project
-    env baked in, copied to the image's top and unpacked by those lines before the steps."""
+    (dockerfile.DockerSteps) with the image's venv first on PATH, their files from the folder
+    ``context``, ``guard``'s %post lines (before, after) around them, a %test of the stack."""
     where = line_value(source, "the Dockerfile's name", "command line")
     check_steps(steps, where)
     stage = StageText.from_layer("final", "base")
     stage.files = [(f"{context}/{source_path}", dest) for source_path, dest in steps.files]
-    folder, env_post, env_lines = pyenv or ("", (), ())
-    stage.files = [(f"{context}/{folder}", f"/{folder}")] * bool(pyenv) + stage.files
     venv = target.python.venv
     stage.post = [cmd("echo", f"--- extend: the steps of {source}"), "set +u"]
     stage.post += [export(k, v) for k, v in venv_env(venv)]
-    stage.post += [*guard[0], *env_post, *steps.post, *guard[1]]
-    stage.environment = [export_line(k, v, where) for k, v in env_lines]
-    stage.environment += [docker_env(assignment, where) for assignment in steps.env]
+    stage.post += [*guard[0], *steps.post, *guard[1]]
+    stage.environment = [docker_env(assignment, where) for assignment in steps.env]
     stage.test = [cmd(f"{venv}/bin/python", "-c", "import torch, deepspeed, mpi4py")]
     stage.runscript = list(steps.runscript)
     stage.labels = [label_line(key, value, where) for key, value in steps.labels]

@@ -8,7 +8,7 @@ files=(("train.py", "/opt/project/"),))
 """
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from .. import contract
@@ -18,14 +18,12 @@ from ..shell import cmd
 from . import dockerfile
 from .blocks import build_host
 from .definition import render_extension
+from .parts import PYENV_TAR
 from .plan import LayerPlan
 
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # the whole name: fullmatch (a $ would let "x\n" pass)
 
 
-# in the context: a project env's files as a tar (Apptainer's %files follows links, and the
-# env's python links into the image), unpacked at its mount point by the layer's %post
-PYENV_TAR = "pyenv.tar"
 NO_STEPS = dockerfile.DockerSteps(env=(), post=(), files=(), labels=(), runscript=())
 
 
@@ -72,9 +70,10 @@ def pin_guard(target: Target, source: str) -> tuple:
     return before, after
 
 
-def pyenv_parts(target: Target) -> tuple:
-    """(%post lines, environment) of a baked-in env: every Python of the image reads its
-    site-packages (a .pth in the image's venv), its scripts come first on PATH."""
+def with_pyenv(target: Target, steps):
+    """The steps with a project env baked in first: its tar copied to the image's top (the
+    context holds it: layerbuild/extend.py) and unpacked at its mount point, every Python of
+    the image reading its site-packages (a .pth in the image's venv), its scripts first on PATH."""
     python, mount = f"{target.python.venv}/bin/python", contract.PYENV_MOUNT
     code = "import sys, sysconfig; open(sysconfig.get_path('purelib') + '/hpcml-pyenv.pth', 'w').write(sys.argv[1])"
     line = f"import site, sys; '{mount}/site-packages' in sys.path or site.addsitedir('{mount}/site-packages')\n"
@@ -84,7 +83,12 @@ def pyenv_parts(target: Target) -> tuple:
         cmd("rm", "-f", f"/{PYENV_TAR}"),
         cmd(python, "-c", code, line),
     )
-    return post, (("PATH", f"{mount}/bin:${{PATH}}"),)
+    return replace(
+        steps,
+        files=((PYENV_TAR, f"/{PYENV_TAR}"), *steps.files),
+        post=(*post, *steps.post),
+        env=(f"PATH={mount}/bin:$PATH", *steps.env),
+    )
 
 
 def plan_extension(tree, target: Target, path: Path | None, name=None, pyenv: Path | None = None) -> Extension:
@@ -98,6 +102,6 @@ def plan_extension(tree, target: Target, path: Path | None, name=None, pyenv: Pa
         )
     steps = dockerfile.read(path) if path else NO_STEPS
     source = Path(path or pyenv).name
-    baked = (PYENV_TAR, *pyenv_parts(target)) if pyenv else None
-    plan = render_extension(target, name, steps, source, context_name(name), pin_guard(target, source), baked)
+    baked = with_pyenv(target, steps) if pyenv else steps
+    plan = render_extension(target, name, baked, source, context_name(name), pin_guard(target, source))
     return Extension(plan, Path(path).parent if path else Path("."), steps.files, Path(pyenv) if pyenv else None)

@@ -159,7 +159,7 @@ def test_a_baked_env_is_copied_as_a_tar_unpacked_at_its_mount_and_read_by_every_
     assert "cpu-env.context/pyenv.tar /pyenv.tar" in lines
     assert "tar -xf /pyenv.tar -C /opt/pyenv" in lines
     assert any(line.startswith("/opt/venv/bin/python -c ") and "hpcml-pyenv.pth" in line for line in lines)
-    assert 'export PATH="/opt/pyenv/bin:${PATH}"' in lines
+    assert "export PATH=/opt/pyenv/bin:$PATH" in lines
     assert "--- extend: the steps of env.cpu.sqsh" in plan.text
 
 
