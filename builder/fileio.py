@@ -1,11 +1,25 @@
-"""Atomic writes (a reader sees the old file or the new one, never half of either), and the
-removal of a folder tree an unpacked image left."""
+"""Atomic writes (a reader sees the old file or the new one, never half of either), the
+removal of a folder tree an unpacked image left, and a file the user named read or refused in
+one line."""
 
 import hashlib
 import os
 import shutil
 import tempfile
 from pathlib import Path
+
+from .errors import RecipeError
+
+
+def read_given(path: Path, expected: str) -> str:
+    """A text file the user named, as UTF-8; one line naming it when it is missing (``expected``
+    says what it should have been) or cannot be read."""
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise RecipeError(f"no such file; expected {expected}", file=str(path)) from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise RecipeError(f"cannot read it: {error}", file=str(path)) from None
 
 
 def write_atomic(path: Path, text: str) -> bool:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import RecipeError
+from .fileio import read_given
 from .lockfile import PIN_LINE, Pinned, parse_pin
 
 SUFFIX = ".lock"  # requirements.txt and target cpu: requirements.cpu.lock
@@ -64,14 +65,7 @@ def default_path(requirements: Path, target: str) -> Path:
 
 def load(path) -> PyenvLock:
     """The lock in ``path``; one line naming the file (and line) when it is none."""
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise RecipeError("no such file; expected a lock that `hpcml env lock` wrote", file=str(path)) from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise RecipeError(f"cannot read the lock: {error}", file=str(path)) from None
-    return parse(text, str(path))
+    return parse(read_given(path, "a lock that `hpcml env lock` wrote"), str(path))
 
 
 def parse(text: str, path: str = "") -> PyenvLock:

@@ -26,6 +26,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 
 from .. import lockfile, pyenv_lock
 from ..errors import RecipeError, ToolError, shown
+from ..fileio import read_given
 from ..host import uv
 from ..layerbuild import host_settings
 from ..resources import runtime_source
@@ -51,12 +52,7 @@ class Asked:
 
 def read_requirements(path: Path) -> tuple:
     """The requirements of a requirements file or a pyproject.toml, as Asked, in order."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise RecipeError("no such file; expected a requirements file or a pyproject.toml", file=str(path)) from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise RecipeError(f"cannot read it: {error}", file=str(path)) from None
+    text = read_given(path, "a requirements file or a pyproject.toml")
     found = _from_pyproject(path, text) if path.name == "pyproject.toml" else _from_requirements(path, text)
     asked = tuple(_parsed(path, line, item) for line, item in found)
     if not asked:

@@ -15,7 +15,7 @@ import time
 import pytest
 from conftest import ROOT, run_builder
 from helpers import site_login
-from helpers.slurm_jobs import job_env, wait_for
+from helpers.slurm_jobs import job_env, run_batch
 
 from builder import lockfile, pyenv_lock
 from builder.host import hostinfo
@@ -122,20 +122,8 @@ def test_every_rank_of_a_two_node_job_from_jobscript_pyenv_imports_the_env(
         "--pyenv", project / "requirements.cpu.sqsh", "--out", script, "--", program,
     )  # fmt: skip
     assert written.returncode == 0, written.stderr
-    env = job_env(two_nodes, site_file, apptainer)
-    log = tmp_path / "job.log"
-    submitted = subprocess.run(
-        ["sbatch", "--parsable", f"--output={log}", str(script)],
-        env=env,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert submitted.returncode == 0, submitted.stderr
-    state = wait_for(submitted.stdout.strip().split(";")[0], env, timeout=300)
-    output = log.read_text() if log.exists() else ""
-    assert state == ("COMPLETED", "0:0"), output[-6000:]
+    *state, output = run_batch(script, job_env(two_nodes, site_file, apptainer), tmp_path, tmp_path / "job.log")
+    assert state == ["COMPLETED", "0:0"], output[-6000:]
     ranks = sorted(
         (json.loads(line.split(" ", 1)[1]) for line in output.splitlines() if line.startswith("pyenv-rank ")),
         key=lambda rank: rank["rank"],

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, run_builder
 from helpers.child_signals import default_signals
-from helpers.slurm_jobs import C10D_NO_NAME, NEEDS_TWO_NODES, WRAPPER, job_env, wait_for
+from helpers.slurm_jobs import C10D_NO_NAME, NEEDS_TWO_NODES, WRAPPER, job_env, run_batch, wait_for
 
 pytestmark = NEEDS_TWO_NODES
 
@@ -178,20 +178,8 @@ def test_deepspeed_across_nodes_takes_the_master_launchenv_set(two_nodes, site_f
     text = script.read_text()
     assert "# --launch deepspeed across nodes runs what --launch srun runs" in text
     assert text.rstrip().splitlines()[-1].endswith(f"exec python -m launchenv -- python {program}")
-    env = job_env(two_nodes, site_file, apptainer)
-    log = tmp_path / "job.log"
-    submitted = subprocess.run(
-        ["sbatch", "--parsable", f"--output={log}", str(script)],
-        env=env,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert submitted.returncode == 0, submitted.stderr
-    state = wait_for(submitted.stdout.strip().split(";")[0], env, timeout=300)
-    output = log.read_text() if log.exists() else ""
-    assert state == ("COMPLETED", "0:0"), output[-6000:]
+    *state, output = run_batch(script, job_env(two_nodes, site_file, apptainer), tmp_path, tmp_path / "job.log")
+    assert state == ["COMPLETED", "0:0"], output[-6000:]
     ranks = sorted(
         (json.loads(line.split(" ", 1)[1]) for line in output.splitlines() if line.startswith("ds-where ")),
         key=lambda rank: rank["rank"],

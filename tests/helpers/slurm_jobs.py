@@ -46,6 +46,21 @@ DONE = {
 }
 
 
+def run_batch(script, env, cwd, log, timeout=300):
+    """(state, exit code, the log's text) of ``script`` submitted with sbatch and waited for."""
+    submitted = subprocess.run(
+        ["sbatch", "--parsable", f"--output={log}", str(script)],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert submitted.returncode == 0, submitted.stderr
+    state = wait_for(submitted.stdout.strip().split(";")[0], env, timeout=timeout)
+    return (*state, log.read_text() if log.exists() else "")
+
+
 def wait_for(job, env, timeout=600):
     """(state, exit code) once the job ends; polled (sbatch --wait sleeps ever longer between
     its checks, which blurs the timings), and cancelled if it runs past the timeout."""
