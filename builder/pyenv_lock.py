@@ -12,7 +12,9 @@ was made for, and the builder reads them back:
     rich==14.1.0 --hash=sha256:...  # rich-14.1.0-py3-none-any.whl
 
 `lock sha256` is the sha256 of the target's own lock (recipes/locks/<target>/python.txt) at the
-time: the env holds nothing that lock holds, and is built only on an image of it.
+time: the env holds nothing that lock holds, and is built only on an image of it. A target
+without a lock (LUMI's, a site's own image) is locked against its built image instead:
+`image distributions sha256` names the distributions that image holds.
 """
 
 import hashlib
@@ -25,9 +27,12 @@ from .fileio import read_given
 from .lockfile import PIN_LINE, Pinned, parse_pin
 
 SUFFIX = ".lock"  # requirements.txt and target cpu: requirements.cpu.lock
+# what the env was resolved against: the target's lock (its sha256), or, for a target without
+# one, the built image's distributions (their digest, layerbuild/pyenv_inside.py's)
+LOCK, IMAGE = "lock", "image distributions"
 _IMAGE = re.compile(
     r"^# image: (?P<target>[a-z0-9][a-z0-9._-]*), python (?P<python>\d+\.\d+), "
-    r"(?P<platform>[a-z0-9_]+-[a-z0-9_]+), lock sha256 (?P<lock>[0-9a-f]{64})$"
+    r"(?P<platform>[a-z0-9_]+-[a-z0-9_]+), (?P<kind>lock|image distributions) sha256 (?P<lock>[0-9a-f]{64})$"
 )
 _ASKED = re.compile(r"^# asked: (?P<source>[^:]+): (?P<asked>.*)$")
 
@@ -42,13 +47,14 @@ class PyenvLock:
     asked: tuple  # the requirements as written, in their file's order
     pins: tuple  # (Pinned, ...) sorted by name: what the env adds
     path: str = ""  # where it was read from, for errors
+    kind: str = LOCK  # what image_lock is the sha256 of: LOCK or IMAGE
 
     def text(self, command: str) -> str:
         lines = [
             f"# Project env lock for image {self.target}, written by `{command}`; do not edit by hand.",
             "# Every distribution the env adds to the image, with the sha256 of each file pip may take;",
             "# `hpcml env build` installs exactly these (pip --no-deps --require-hashes), none of the image's.",
-            f"# image: {self.target}, python {self.python}, {self.platform}, lock sha256 {self.image_lock}",
+            f"# image: {self.target}, python {self.python}, {self.platform}, {self.kind} sha256 {self.image_lock}",
             f"# asked: {self.source}: {' '.join(self.asked)}",
         ]
         return "\n".join([*lines, *(pin.line() for pin in self.pins)]) + "\n"
@@ -101,6 +107,7 @@ def parse(text: str, path: str = "") -> PyenvLock:
         tuple(asked["asked"].split()) if asked else (),
         tuple(pins),
         path,
+        header["kind"],
     )
 
 

@@ -15,7 +15,7 @@ class Env(Command):
     name = "env"
     help = "your own Python packages on an image: lock them against its pins, build one file to bind beside it"
     example = "{prog} env lock cpu requirements.txt   (then: {prog} env build cpu requirements.cpu.lock)"
-    images = "where the image is (env build)"
+    images = "where the image is (env build; env lock of a target without a lock of its own)"
 
     def add_arguments(self, parser):
         parser.add_argument("action", choices=["lock", "build"])
@@ -58,7 +58,7 @@ def _lock(tree, args):
     from ..pyenv_lock import default_path
 
     name = tree.target(args.target).name
-    lock = pyenv.lock_pyenv(tree, name, args.file)
+    lock = pyenv.lock_pyenv(tree, name, args.file, Path(args.images))
     out = args.out or default_path(args.file, name)
     wrote = write_atomic(out, lock.text(f"{program()} env lock {name} {args.file.name}"))
     print(f"{'wrote' if wrote else 'unchanged'} {out}: {len(lock.pins)} distributions the image lacks")

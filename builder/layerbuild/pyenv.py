@@ -31,7 +31,6 @@ from ..errors import RecipeError, ToolError, shown
 from ..host import cache
 from ..host.images import checked_labels, find_apptainer, image_lock
 from ..host.pyenv_file import RECORD
-from ..invocation import hint
 from ..render.parts import HOST_MOUNT, HOST_SETTINGS
 from ..sbom import pyenv_document
 from ..shell import cmd
@@ -84,7 +83,8 @@ def build(built, lock_path: Path, *, out=None, bundle=None, progress) -> Path:
     try:
         with image_lock(built.path.parent, target.name, shared=True):  # no build replaces it meanwhile
             progress.step(f"installing {len(lock.pins)} distributions on {built.path} ({label}; log: {log})")
-            _install(apptainer, built, lock_path, work, log, bundle_python)
+            expected = lock.image_lock if lock.kind == pyenv_lock.IMAGE else "-"
+            _install(apptainer, built, lock_path, work, log, bundle_python, expected)
         record = work / "env" / RECORD
         facts = json.loads(record.read_text())
         facts.update(lock_sha256=fileio.sha256_file(lock_path), pins_sha256=lock.digest(), python_lock=lock.image_lock)
@@ -111,7 +111,7 @@ def _check_lock(lock, target, lock_path):
     if lock.target != target.name:
         raise RecipeError(
             f"the lock is for image {lock.target}, not {target.name}; lock your requirements for {target.name} "
-            f"with: {hint('hpcml', 'env lock')} {target.name} REQUIREMENTS",
+            f"with: hpcml env lock {target.name} REQUIREMENTS",
             file=str(lock_path),
         )
     held = {pin.name: pin.version for step in getattr(target.python_lock, "steps", ()) for pin in step.pins}
@@ -122,6 +122,8 @@ def _check_lock(lock, target, lock_path):
             f"lock it again with: hpcml env lock {target.name} {lock.source or 'REQUIREMENTS'}",
             file=str(lock_path),
         )
+    if lock.kind == pyenv_lock.IMAGE:  # the image's distributions: pyenv_inside checks them in the image
+        return
     current = Path(target.python_lock.path) if getattr(target.python_lock, "path", "") else None
     if current is None or pyenv_lock.sha256_text(current.read_text(encoding="utf-8")) != lock.image_lock:
         raise RecipeError(
@@ -138,8 +140,9 @@ def _bundle_python(folder: Path, lock) -> Path:
     return pyenv_part.check(folder, manifest.check(folder), lock)
 
 
-def _install(apptainer, built, lock_path, work, log, bundle_python):
-    """The env in work/env, made by one exec of the image (pyenv_inside.py)."""
+def _install(apptainer, built, lock_path, work, log, bundle_python, expected="-"):
+    """The env in work/env, made by one exec of the image (pyenv_inside.py); ``expected``: the
+    digest of the image's distributions a lock of a target without one was made against."""
     env_dir, host, tmp = work / "env", work / "host", work / "tmp"
     env_dir.mkdir()
     tmp.mkdir()
@@ -161,6 +164,7 @@ def _install(apptainer, built, lock_path, work, log, bundle_python):
         contract.PYENV_MOUNT,
         f"{HOST_MOUNT}/pyenv.lock",
         built.target.name,
+        expected,
     ]
     script = f". {HOST_SETTINGS} && export PIP_CACHE_DIR={PIP_CACHE_MOUNT} TMPDIR=/tmp && exec {cmd(*inside)}"
     argv = [apptainer, "exec", "--contain", "--cleanenv"]
@@ -186,4 +190,5 @@ def _install(apptainer, built, lock_path, work, log, bundle_python):
 
 def _indexes(target) -> list:
     """The extra indexes the image's lock was made with (PyTorch's), as the build names them."""
-    return list(dict.fromkeys(url for step in target.python_lock.steps for url in step.extra_indexes()))
+    steps = getattr(target.python_lock, "steps", ())  # none: a target without a lock
+    return list(dict.fromkeys(url for step in steps for url in step.extra_indexes()))

@@ -2,7 +2,12 @@
 (layerbuild/pyenv.py binds it in with the lock): makes the project env at ROOT, the folder
 the wrapper later binds the env's squashfs at.
 
-    python -I pyenv_inside.py ROOT LOCK TARGET
+    python -I pyenv_inside.py ROOT LOCK TARGET EXPECTED
+    python -I -c "$(cat pyenv_inside.py)" --facts
+
+EXPECTED: "-", or the image distributions' digest a lock of a target without a lock of its own
+was made against (the build stops when the image holds others). --facts prints what `env lock`
+reads of such an image: its Python, glibc, distributions and their digest, as JSON.
 
 1. a venv at ROOT without pip, whose site-packages reads the image venv's after its own (a
    .pth line, so the image's .pth files run too), and ROOT/site-packages, a link to it, for
@@ -26,6 +31,7 @@ import glob
 import hashlib
 import json
 import os
+import platform
 import subprocess
 import sys
 import sysconfig
@@ -152,11 +158,29 @@ def normal(name: str) -> str:
     return out
 
 
+def image_facts(sites) -> dict:
+    """What `env lock` reads of an image whose target has no lock."""
+    return {
+        "python": f"{sys.version_info[0]}.{sys.version_info[1]}",
+        "glibc": platform.libc_ver()[1],
+        "distributions_sha256": distributions_digest(sites),
+        "pins": sorted(held_by_image(sites).items()),
+    }
+
+
 def main(argv):
-    root, lock, target = argv
+    if argv == ["--facts"]:
+        print(json.dumps(image_facts(image_sites())))
+        return
+    root, lock, target, expected = argv
     os.umask(0o022)
     sites = image_sites()
     digest = distributions_digest(sites)
+    if expected not in ("-", digest):
+        fail(
+            f"the image holds other distributions (sha256 {digest[:12]}) than the one the lock was made "
+            f"against ({expected[:12]}); lock the requirements again on this image: hpcml env lock {target} FILE"
+        )
     clashes = replaced(lock, held_by_image(sites))
     if clashes:  # a lock edited by hand, or made against another image
         fail("the lock names distributions the image holds, which an env never replaces: " + ", ".join(clashes))

@@ -14,6 +14,7 @@ Example: lock_pyenv(tree, "cpu", Path("requirements.txt")) -> PyenvLock(target="
 pins=(Pinned("rich", "14.1.0", ...), ...))
 """
 
+import json
 import re
 import tempfile
 import tomllib
@@ -24,11 +25,12 @@ from pathlib import Path
 from packaging.markers import default_environment
 from packaging.requirements import InvalidRequirement, Requirement
 
-from .. import lockfile, pyenv_lock
+from .. import lockfile, pyenv_lock, runner
 from ..errors import RecipeError, ToolError, shown
 from ..fileio import read_given
 from ..host import uv
-from ..layerbuild import host_settings
+from ..host.images import ready_apptainer
+from ..layerbuild import host_settings, pyenv
 from ..resources import runtime_source
 from .python import _pinned
 
@@ -114,21 +116,55 @@ def _parsed(path, line, item) -> Asked:
     return Asked(line, item, requirement)
 
 
-def held_pins(target) -> dict:
-    """Every distribution of the target's image, by name: its lock's pins and the runtime."""
+@dataclass(frozen=True)
+class Held:
+    """What an env is resolved against: the image's distributions, its Python and platform,
+    the extra indexes its lock was made with, and what they come from (pyenv_lock's header)."""
+
+    pins: dict  # {normal name: Pinned}
+    python: str
+    platform: str
+    indexes: tuple
+    kind: str  # pyenv_lock.LOCK or pyenv_lock.IMAGE
+    digest: str  # the sha256 of the lock, or of the image's distributions
+
+
+def held_pins(tree, target, images: Path | None = None) -> Held:
+    """Every distribution of the target's image: its lock's pins and the runtime; for a target
+    without a lock (LUMI's, a site's own image), what its built image under ``images`` holds."""
     lock = target.python_lock
     if isinstance(lock, lockfile.StaleLock):
         raise RecipeError(lock.message, file="command line")
     if lock is None:
-        raise RecipeError(
-            f"target {target.name} has no lock (recipes/locks/{target.name}/python.txt), so its image's "
-            "pins are not known here; an env is locked against a locked target",
-            file="command line",
-        )
-    held = {pin.name: pin for step in lock.steps for pin in step.pins}
+        return _held_by_image(target, images)
+    pins = {pin.name: pin for step in lock.steps for pin in step.pins}
     name, version = _runtime_distribution()
-    held[name] = lockfile.Pinned(name, version, ())
-    return held
+    pins[name] = lockfile.Pinned(name, version, ())
+    python, platform = lockfile.platform_of(target, tree.versions.data)
+    indexes = tuple(dict.fromkeys(url for step in lock.steps for url in step.extra_indexes()))
+    digest = pyenv_lock.sha256_text(Path(lock.path).read_text(encoding="utf-8"))
+    return Held(pins, python, platform, indexes, pyenv_lock.LOCK, digest)
+
+
+def _held_by_image(target, images) -> Held:
+    """The built image's distributions, Python and glibc, read by one exec of its Python
+    (layerbuild/pyenv_inside.py's --facts): a target without a lock is locked against its image."""
+    image = Path(images or "images") / f"{target.name}.sif"
+    if not image.is_file():
+        raise RecipeError(
+            f"target {target.name} has no lock (recipes/locks/{target.name}/python.txt), so an env is locked "
+            f"against its built image, and there is none here; build it, or give --images DIR where it is",
+            file=str(image),
+        )
+    apptainer = ready_apptainer(target.sites[0])
+    code = pyenv.INSIDE.read_text()
+    python = f"{target.python.venv}/bin/python"
+    answer = runner.run([apptainer, "exec", str(image), python, "-I", "-c", code, "--facts"], timeout=600)
+    facts = json.loads(answer.stdout.strip().splitlines()[-1])
+    minor = min(int(facts["glibc"].split(".")[1]), lockfile.MANYLINUX_NEWEST)
+    pins = {name: lockfile.Pinned(name, version, ()) for name, version in facts["pins"]}
+    platform = f"{target.arch}-manylinux_2_{minor}"
+    return Held(pins, facts["python"], platform, (), pyenv_lock.IMAGE, facts["distributions_sha256"])
 
 
 def _runtime_distribution() -> tuple:
@@ -136,16 +172,16 @@ def _runtime_distribution() -> tuple:
     return lockfile.normal_name(project["name"]), project["version"]
 
 
-def lock_pyenv(tree, name: str, requirements: Path) -> pyenv_lock.PyenvLock:
+def lock_pyenv(tree, name: str, requirements: Path, images: Path | None = None) -> pyenv_lock.PyenvLock:
     """The env's lock: what the requirements need that the image lacks, by hash."""
     target = tree.target(name)
-    python, platform = lockfile.platform_of(target, tree.versions.data) or (None, None)
-    held = held_pins(target)  # a target without a lock (a site's image among them) stops here
+    image = held_pins(tree, target, images)
+    held, python, platform, indexes = image.pins, image.python, image.platform, list(image.indexes)
     asked = read_requirements(requirements)
     environment = _marker_environment(python, target.arch)
+    origin = f"target {target.name}'s lock" if image.kind == pyenv_lock.LOCK else f"{target.name}'s built image"
     for each in asked:
-        _check_against_image(each, held, target.name, requirements, environment)
-    indexes = list(dict.fromkeys(url for step in target.python_lock.steps for url in step.extra_indexes()))
+        _check_against_image(each, held, origin, requirements, environment)
     down = host_settings.indexes_down(indexes)
     constraints = [f"{n}=={p.version}" for n, p in sorted(held.items())]
     with tempfile.TemporaryDirectory(prefix="hpcml-held-") as stubs:
@@ -175,10 +211,11 @@ def lock_pyenv(tree, name: str, requirements: Path) -> pyenv_lock.PyenvLock:
         target=target.name,
         python=python,
         platform=platform,
-        image_lock=pyenv_lock.sha256_text(Path(target.python_lock.path).read_text(encoding="utf-8")),
+        image_lock=image.digest,
         source=requirements.name,
         asked=tuple(each.text.replace(" ", "") for each in asked),
         pins=tuple(sorted(pins, key=lambda pin: pin.name)),
+        kind=image.kind,
     )
 
 
@@ -213,7 +250,7 @@ def _marker_environment(python: str, arch: str) -> dict:
     return environment
 
 
-def _check_against_image(each: Asked, held: dict, target: str, path: Path, environment: dict) -> None:
+def _check_against_image(each: Asked, held: dict, origin: str, path: Path, environment: dict) -> None:
     """One line when a requirement rules out the version of a package the image holds."""
     requirement = each.requirement
     if requirement.marker and not requirement.marker.evaluate(environment):
@@ -222,7 +259,7 @@ def _check_against_image(each: Asked, held: dict, target: str, path: Path, envir
     if pin is None or requirement.specifier.contains(pin.version, prereleases=True):
         return
     raise RecipeError(
-        f"{shown(each.text)}: the image holds {each.name} {pin.version} (target {target}'s lock), which an env "
+        f"{shown(each.text)}: the image holds {each.name} {pin.version} ({origin}), which an env "
         "never replaces; loosen the requirement, or move the image's pin and rebuild the image",
         file=str(path),
         line=each.line,

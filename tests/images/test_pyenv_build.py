@@ -8,6 +8,7 @@ an ordinary user on the login twin and on two Slurm nodes: tests/cluster/test_py
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 
 import pytest
@@ -100,3 +101,33 @@ def test_an_image_the_env_was_not_built_for_refuses_it_in_one_line(
     assert len(lines) == 1 and lines[0].startswith(
         "error: singularity_wrapper: SING_PYENV: the env was built for another image (cpu, image distributions sha256 "
     ), ran.stderr
+
+
+def test_a_target_without_a_lock_is_locked_against_what_its_built_image_holds(
+    cpu_image, apptainer, sources, tmp_path, monkeypatch
+):
+    """LUMI's targets and a site's own image have no lock: the env is resolved against the
+    distributions the built image holds (read by one exec), and built only on an image that
+    still holds them. Here the CPU image, its lock taken away."""
+    monkeypatch.setattr("builder.layerbuild.host_settings.indexes_down", lambda urls, progress=None: list(urls))
+    recipes = shutil.copytree(ROOT / "recipes", tmp_path / "recipes")
+    (recipes / "locks" / "cpu" / "python.txt").unlink()
+    wheel(sources, "alpha", "1.0", ["numpy"])
+    (tmp_path / "requirements.txt").write_text("alpha\n")
+    common = ("--recipes", recipes, "--images", cpu_image.parent)
+    env = {"HPCML_APPTAINER": apptainer}
+    locked = run_here("env", "lock", "cpu", tmp_path / "requirements.txt", *common, env=env)
+    assert locked.returncode == 0, locked.stderr
+    lock = tmp_path / "requirements.cpu.lock"
+    header = next(line for line in lock.read_text().splitlines() if line.startswith("# image: "))
+    assert header.startswith("# image: cpu, python 3.11, x86_64-manylinux_2_36, image distributions sha256 ")
+    assert [line.split("==")[0] for line in lock.read_text().splitlines() if "==" in line and line[0] != "#"] == [
+        "alpha"
+    ]
+    built = run_here("env", "build", "cpu", lock, *common, env=env)
+    assert built.returncode == 0, built.stderr
+    lock.write_text(lock.read_text().replace(header, header[:-64] + "0" * 64))
+    again = run_here("env", "build", "cpu", lock, *common, "--out", tmp_path / "stale.sqsh", env=env)
+    assert again.returncode == 1 and not (tmp_path / "stale.sqsh").exists()
+    assert "error: the image holds other distributions (sha256 " in again.stderr
+    assert "than the one the lock was made against (000000000000); lock the requirements again" in again.stderr

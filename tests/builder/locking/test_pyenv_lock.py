@@ -127,13 +127,13 @@ def test_the_command_writes_the_lock_beside_the_requirements_and_nothing_on_a_co
     assert not (tmp_path / "bad.lock").exists()
 
 
-def test_a_target_without_a_lock_is_refused_in_one_line(tmp_path):
+def test_a_target_without_a_lock_and_without_its_image_is_refused_in_one_line(tmp_path):
     (tmp_path / "requirements.txt").write_text("alpha\n")
-    result = run_here("env", "lock", "lumi-rocm", tmp_path / "requirements.txt")
+    result = run_here("env", "lock", "lumi-rocm", tmp_path / "requirements.txt", "--images", tmp_path)
     assert result.returncode == 2, result.stderr
     assert result.stderr == (
-        "error: command line: target lumi-rocm has no lock (recipes/locks/lumi-rocm/python.txt), so its image's "
-        "pins are not known here; an env is locked against a locked target\n"
+        f"error: {tmp_path}/lumi-rocm.sif: target lumi-rocm has no lock (recipes/locks/lumi-rocm/python.txt), so an "
+        "env is locked against its built image, and there is none here; build it, or give --images DIR where it is\n"
     )
 
 
