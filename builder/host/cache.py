@@ -16,6 +16,7 @@ from ..fileio import link_or_copy, write_atomic
 KEEP_PER_LAYER = 2  # the newest keys of each target layer; older ones are pruned
 KEEP_PER_STEP = 2  # the newest outputs of each kept step for each target, likewise
 COMPLETE = "complete"  # written last by the step's save commands
+SBOM = ".sbom.json"  # an image layer's SBOM, beside it: <key>.sbom.json
 
 
 def cache_dir() -> Path:
@@ -61,6 +62,25 @@ def store(name, layer, key, sif: Path):
     older = sorted(folder.glob("*.sif"), key=mtime, reverse=True)
     for old in older[KEEP_PER_LAYER:]:
         old.unlink(missing_ok=True)
+        old.with_name(old.stem + SBOM).unlink(missing_ok=True)
+
+
+def fetch_sbom(name, key, dest: Path) -> bool:
+    """The SBOM made of the image layer with ``key``, copied to ``dest``; False when the cache
+    holds none (an SBOM is made of the layer's file, which the cache holds: the same file)."""
+    try:
+        text = (slot(name, "image") / f"{key}{SBOM}").read_text()
+    except OSError:
+        return False
+    write_atomic(dest, text)
+    return True
+
+
+def store_sbom(name, key, sbom: Path):
+    """Keep the SBOM of the image layer with ``key`` beside it, for the next images folder."""
+    folder = slot(name, "image")
+    if (folder / f"{key}.sif").is_file():
+        write_atomic(folder / f"{key}{SBOM}", sbom.read_text())
 
 
 def _kept(folder) -> Path:

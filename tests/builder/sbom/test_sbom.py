@@ -15,6 +15,7 @@ from helpers.fake_runner import IMAGE_ANSWERS, FakeRunner
 
 from builder import sbom
 from builder.errors import ToolError
+from builder.host import cache
 from builder.sbom import document, inventory
 
 TREE = recipe_tree()
@@ -89,6 +90,31 @@ def test_ensure_makes_the_sbom_once_per_image_key(monkeypatch, tmp_path):
     assert fake.commands == []  # made for this image already
     sbom.ensure(unlocked, image, "key-2", apptainer="apptainer")
     assert sbom.recorded_key(made) == "key-2"
+
+
+def test_an_image_taken_from_the_layer_cache_takes_its_sbom_from_there_too(monkeypatch, tmp_path):
+    """A fresh images folder whose image layer came from the cache reads nothing of the image:
+    the SBOM made of that layer's file sits beside it in the cache (issue 81: 38 s a build)."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    fake = FakeRunner(monkeypatch)
+    unlocked = dataclasses.replace(TREE.target("cpu"), python_lock=None, debian_locks=())
+    slot = cache.slot("cpu", "image")
+    slot.mkdir(parents=True)
+    (slot / "key-1.sif").write_text("an image")  # what the build stored before it made the SBOM
+    first, second = tmp_path / "a", tmp_path / "b"
+    for folder in (first, second):
+        folder.mkdir()
+        (folder / "cpu.sif").symlink_to(slot / "key-1.sif")
+    made = sbom.ensure(unlocked, first / "cpu.sif", "key-1", apptainer="apptainer")
+    assert (slot / "key-1.sbom.json").read_text() == made.read_text()
+    fake.commands.clear()
+    taken = sbom.ensure(unlocked, second / "cpu.sif", "key-1", apptainer="apptainer")
+    assert fake.commands == [] and taken.read_text() == made.read_text()
+    os.utime(slot / "key-1.sif", (1, 1))
+    for key in ("key-2", "key-3"):  # newer layers: key-1 is pruned, and its SBOM with it
+        (tmp_path / key).write_text(key)
+        cache.store("cpu", "image", key, tmp_path / key)
+    assert not (slot / "key-1.sbom.json").exists()
 
 
 def test_a_probe_that_prints_no_inventory_is_one_clear_error_and_nothing_is_written(monkeypatch, tmp_path):
