@@ -2,8 +2,8 @@
 lock names (builder/pyenv_lock.py), by its sha256, under `pyenv/`, and the lock's copy under
 `pyenv/locks/`, so that `hpcml env build TARGET LOCK --bundle DIR` installs it with no network
 (pip's only source: that folder). A bundle keeps the envs added to it before: several projects'
-envs sit side by side, each file once. The files are found as the image's are
-(python_part.served_files: where the build's pip would find them).
+envs sit side by side, each file once. The files are found and matched to the pins as the
+image's are (python_part: where the build's pip would find them, each by its sha256).
 
 Example: files(lock, indexes=[], down=[]) -> {"pyenv/hydra_core-1.3.2-py3-none-any.whl":
 ("https://.../hydra_core-1.3.2-py3-none-any.whl", "fa02...")}
@@ -11,8 +11,7 @@ Example: files(lock, indexes=[], down=[]) -> {"pyenv/hydra_core-1.3.2-py3-none-a
 
 from pathlib import Path
 
-from ..errors import RecipeError, ToolError
-from ..lockfile import normal_name
+from ..errors import RecipeError
 from . import python_part
 
 FOLDER = "pyenv"
@@ -21,29 +20,10 @@ LOCKS = f"{FOLDER}/locks"
 
 def files(lock, indexes=(), down=()) -> dict:
     """{path in the bundle: (url, sha256)} for every file ``lock`` (a PyenvLock) names."""
-    pins = {pin.name: pin for pin in lock.pins}
-    packages = python_part.served_files(
-        {pin.name: pin.version for pin in lock.pins},
-        lock.python,
-        lock.platform,
-        f"the files of {lock.path}",
-        indexes=list(indexes),
-        down=down,
-    )
-    found = {}
-    for package in packages:
-        pin = pins[normal_name(package["name"])]
-        for served in python_part.uv.files(package):
-            sha256 = served.get("hashes", {}).get("sha256")
-            if sha256 in pin.hashes:
-                found[sha256] = (f"{FOLDER}/{python_part.file_name(served)}", served["url"])
-    for pin in lock.pins:
-        if not set(pin.hashes) & found.keys():
-            raise ToolError(
-                f"{pin.name} {pin.version}: no pip source serves a file the env lock names ({lock.path}); "
-                "bundle where the sources that made the lock answer"
-            )
-    return {path: (url, sha256) for sha256, (path, url) in found.items()}
+    pinned = {pin.name: pin.version for pin in lock.pins}
+    what = f"the files of {lock.path}"
+    packages = python_part.served_files(pinned, lock.python, lock.platform, what, indexes=list(indexes), down=down)
+    return python_part.taken(packages, {pin.name: pin for pin in lock.pins}, FOLDER, lock.path)
 
 
 def kept(listed: dict) -> dict:

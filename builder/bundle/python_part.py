@@ -33,19 +33,25 @@ def files(lock, down=()) -> dict:
         down=down,
         options=options,
     )
+    return taken(packages, pins, FOLDER, lock.path)
+
+
+def taken(packages, pins: dict, folder: str, lock_path) -> dict:
+    """{path under ``folder``: (url, sha256)} of each served file whose sha256 a pin ({normal
+    name: Pinned}) holds; one line names the first locked file no source serves."""
     found = {}
     for package in packages:
         pin = pins[normal_name(package["name"])]
         for served in uv.files(package):
             sha256 = served.get("hashes", {}).get("sha256")
             if sha256 in pin.hashes:
-                found[sha256] = (f"{FOLDER}/{file_name(served)}", served["url"])
+                found[sha256] = (f"{folder}/{file_name(served)}", served["url"])
     for pin in pins.values():
         for sha256 in pin.hashes:
             if sha256 not in found:
                 raise ToolError(
                     f"{pin.name} {pin.version}: no pip source serves its file with sha256 {sha256} "
-                    f"({lock.path}); bundle where the sources that made the lock answer"
+                    f"({lock_path}); bundle where the sources that made the lock answer"
                 )
     return {path: (url, sha256) for sha256, (path, url) in found.items()}
 
