@@ -107,8 +107,12 @@ def platform_of(target, versions: dict):
     entry = next((f for f in found if f), None)
     if entry is None:
         return None
-    minor = min(int(entry["glibc"].split(".")[1]), MANYLINUX_NEWEST)
-    return entry["python"], f"{target.arch}-manylinux_2_{minor}"
+    return entry["python"], manylinux(target.arch, entry["glibc"])
+
+
+def manylinux(arch: str, glibc: str) -> str:
+    """uv's platform of an image with this glibc: x86_64, "2.36" -> x86_64-manylinux_2_36."""
+    return f"{arch}-manylinux_2_{min(int(glibc.split('.')[1]), MANYLINUX_NEWEST)}"
 
 
 def checked(lock, target, versions: dict):

@@ -115,4 +115,9 @@ def sha256_text(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+def lock_digest(python_lock) -> str:
+    """What an env lock's `lock sha256` names: the sha256 of the target's python.txt."""
+    return sha256_text(Path(python_lock.path).read_text(encoding="utf-8"))
+
+
 __all__ = ["Pinned", "PyenvLock", "default_path", "load", "parse", "sha256_text"]

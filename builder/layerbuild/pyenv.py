@@ -26,7 +26,7 @@ import tempfile
 from pathlib import Path
 
 from .. import contract, fileio, pyenv_lock, reproducible, runner, sbom
-from ..bundle import manifest, pyenv_part
+from ..bundle import manifest, pyenv_part, python_part
 from ..errors import RecipeError, ToolError, shown
 from ..host import cache
 from ..host.images import checked_labels, find_apptainer, image_lock
@@ -124,8 +124,7 @@ def _check_lock(lock, target, lock_path):
         )
     if lock.kind == pyenv_lock.IMAGE:  # the image's distributions: pyenv_inside checks them in the image
         return
-    current = Path(target.python_lock.path) if getattr(target.python_lock, "path", "") else None
-    if current is None or pyenv_lock.sha256_text(current.read_text(encoding="utf-8")) != lock.image_lock:
+    if not getattr(target.python_lock, "path", "") or pyenv_lock.lock_digest(target.python_lock) != lock.image_lock:
         raise RecipeError(
             f"the lock was made against another lock of {target.name} than recipes/locks/{target.name}/python.txt "
             f"now; lock it again with: hpcml env lock {target.name} {lock.source or 'REQUIREMENTS'}",
@@ -146,7 +145,9 @@ def _install(apptainer, built, lock_path, work, log, bundle_python, expected="-"
     env_dir, host, tmp = work / "env", work / "host", work / "tmp"
     env_dir.mkdir()
     tmp.mkdir()
-    host_settings.write(host, tuple(_indexes(built.target)), None, offline=bundle_python is not None)
+    python_lock = built.target.python_lock  # none for a target without a lock: no index of its own
+    indexes = python_part.indexes(python_lock) if python_lock else ()
+    host_settings.write(host, tuple(indexes), None, offline=bundle_python is not None)
     shutil.copyfile(lock_path, host / "pyenv.lock")
     shutil.copyfile(INSIDE, host / INSIDE.name)
     pip_cache = cache.cache_dir() / "pip"
@@ -186,9 +187,3 @@ def _install(apptainer, built, lock_path, work, log, bundle_python, expected="-"
         if reason is None:
             raise
         raise ToolError(f"{reason.removeprefix(contract.FAILURE_MARKER)}; nothing was written; log: {log}") from error
-
-
-def _indexes(target) -> list:
-    """The extra indexes the image's lock was made with (PyTorch's), as the build names them."""
-    steps = getattr(target.python_lock, "steps", ())  # none: a target without a lock
-    return list(dict.fromkeys(url for step in steps for url in step.extra_indexes()))

@@ -26,6 +26,7 @@ from packaging.markers import default_environment
 from packaging.requirements import InvalidRequirement, Requirement
 
 from .. import lockfile, pyenv_lock, runner
+from ..bundle import python_part
 from ..errors import RecipeError, ToolError, shown
 from ..fileio import read_given
 from ..host import uv
@@ -141,9 +142,7 @@ def held_pins(tree, target, images: Path | None = None) -> Held:
     name, version = _runtime_distribution()
     pins[name] = lockfile.Pinned(name, version, ())
     python, platform = lockfile.platform_of(target, tree.versions.data)
-    indexes = tuple(dict.fromkeys(url for step in lock.steps for url in step.extra_indexes()))
-    digest = pyenv_lock.sha256_text(Path(lock.path).read_text(encoding="utf-8"))
-    return Held(pins, python, platform, indexes, pyenv_lock.LOCK, digest)
+    return Held(pins, python, platform, tuple(python_part.indexes(lock)), pyenv_lock.LOCK, pyenv_lock.lock_digest(lock))
 
 
 def _held_by_image(target, images) -> Held:
@@ -161,9 +160,8 @@ def _held_by_image(target, images) -> Held:
     python = f"{target.python.venv}/bin/python"
     answer = runner.run([apptainer, "exec", str(image), python, "-I", "-c", code, "--facts"], timeout=600)
     facts = json.loads(answer.stdout.strip().splitlines()[-1])
-    minor = min(int(facts["glibc"].split(".")[1]), lockfile.MANYLINUX_NEWEST)
     pins = {name: lockfile.Pinned(name, version, ()) for name, version in facts["pins"]}
-    platform = f"{target.arch}-manylinux_2_{minor}"
+    platform = lockfile.manylinux(target.arch, facts["glibc"])
     return Held(pins, facts["python"], platform, (), pyenv_lock.IMAGE, facts["distributions_sha256"])
 
 
