@@ -132,8 +132,7 @@ def unmet(root, ours) -> list:
     """`pip check`'s lines about the env's own distributions."""
     pip = [os.path.join(root, "bin", "python"), "-m", "pip", "check", "--disable-pip-version-check"]
     result = subprocess.run(pip, capture_output=True, text=True)
-    lines = [line for line in result.stdout.splitlines() if line.split(" ", 1)[0].lower() in ours]
-    return lines
+    return [line for line in result.stdout.splitlines() if normal(line.split(" ", 1)[0]) in ours]
 
 
 def env_distributions(purelib) -> list:

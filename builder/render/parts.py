@@ -10,10 +10,10 @@ from ..shell import cmd
 HOST_MOUNT = "/mnt"
 KEPT_DIR = "kept"  # one folder per kept step and inputs, under the mount
 KEPT_MOUNT = f"{HOST_MOUNT}/{KEPT_DIR}"
-HOST_SETTINGS = f"{HOST_MOUNT}/hpcml-build-host.sh"
+HOST_SETTINGS = f"{HOST_MOUNT}/hpcml-build-host.sh"  # CA bundle and pip settings, sourced by %post
 # `hpcml extend --pyenv`: a project env's files as a tar in the layer's context (Apptainer's
 # %files follows links, and the env's python links into the image), unpacked by its %post
-PYENV_TAR = "pyenv.tar"  # CA bundle and pip settings, sourced by %post
+PYENV_TAR = "pyenv.tar"
 # x86-64 compilers for an image of another arch, bound by a build on an x86-64 host
 CROSS_DIR = "cross"
 CROSS_MOUNT = f"{HOST_MOUNT}/{CROSS_DIR}"

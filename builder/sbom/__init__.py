@@ -27,14 +27,14 @@ ROOTFS_PROPERTY = PROPERTY + "rootfs-digest"  # sbom/rootfs.py's digest of the i
 MAX_SHOWN = 8  # differences named in the error; the SBOM beside the image has them all
 
 
-def path_for(image: Path) -> Path:
+def path_for(image: Path, suffix: str = ".sif") -> Path:
     """images/cpu.sif -> images/cpu.sbom.json"""
-    return image.with_name(image.name.removesuffix(".sif") + SUFFIX)
+    return image.with_name(image.name.removesuffix(suffix) + SUFFIX)
 
 
 def pyenv_path_for(env: Path) -> Path:
     """A project env's file -> its SBOM beside it: requirements.cpu.sqsh -> requirements.cpu.sbom.json"""
-    return env.with_name(env.name.removesuffix(PYENV_SUFFIX) + SUFFIX)
+    return path_for(env, PYENV_SUFFIX)
 
 
 def recorded_key(sbom: Path):
