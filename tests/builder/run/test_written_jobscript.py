@@ -94,7 +94,7 @@ def stand_ins(tmp_path_factory):
     srun.write_text(
         "#!/bin/bash\n"
         'call="$(mktemp "$CALLS/call.XXXXXX")"\n'
-        'printf "%s\\0" "$SING_IMAGE" "$SING_BIND" "$SING_STAGE" "$@" > "$call"\n'
+        'printf "%s\\0" "$SING_IMAGE" "$SING_BIND" "$SING_STAGE" "${SING_PYENV:-}" "$@" > "$call"\n'
     )
     srun.chmod(0o755)
     return folder
@@ -166,6 +166,38 @@ def test_paths_and_arguments_come_back_unchanged_and_add_no_directive(
     assert launch[:3] == [image_path, bind, stage]
     assert wrapper_path in launch
     assert launch[-len(args) - 1 :] == ["train.py", *args]
+
+
+@pytest.fixture(scope="module")
+def env_file(tmp_path_factory):
+    """A project env's file for the cpu image, as `hpcml env build` leaves one (its record)."""
+    folder = tmp_path_factory.mktemp("env")
+    (folder / "content").mkdir()
+    (folder / "content" / "hpcml-pyenv.json").write_text('{"target": "cpu"}')
+    subprocess.run(["mksquashfs", folder / "content", folder / "env.sqsh", "-quiet", "-no-progress"], check=True)
+    return folder / "env.sqsh"
+
+
+@PROPERTY
+@given(name=TEXT)
+@example(name="x\n#SBATCH --uid=0")
+@example(name="$(id)'")
+def test_a_project_envs_path_comes_back_unchanged_and_adds_no_directive(
+    tree, tmp_path_factory, stand_ins, env_file, name
+):
+    folder = tmp_path_factory.mktemp("job")
+    pyenv = folder / f"env-{file_name(name)}"
+    pyenv.write_bytes(env_file.read_bytes())
+    image = folder / "cpu.sif"
+    try:
+        plan = planned(tree, "cpu", image=str(image), wrapper="true", pyenv=str(pyenv))
+        text = jobscript.script(plan)
+    except RecipeError as error:
+        assert_one_line_refusal(error)
+        return
+    assert options(text) == options(jobscript.script(planned(tree, "cpu", image=str(image), wrapper="true")))
+    image.touch()
+    assert run_script(text, folder, stand_ins)[3] == str(pyenv)
 
 
 def test_the_property_finds_the_old_header_comment(tree, monkeypatch):
