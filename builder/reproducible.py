@@ -23,6 +23,8 @@ Example: stage_post("final", ["apt-get update", ...]) -> ["umask 022", "export S
 PYTHONHASHSEED=0 TZ=UTC LC_ALL=C.UTF-8", "apt-get update", ..., "echo '--- final: tidy'", "rm -rf ..."]
 """
 
+import datetime
+
 SOURCE_DATE_EPOCH = 1767225600  # 2026-01-01T00:00:00Z
 # the time zone and locale too: a build host's TZ and LANG must not reach what %post writes
 ENV = (("SOURCE_DATE_EPOCH", str(SOURCE_DATE_EPOCH)), ("PYTHONHASHSEED", "0"), ("TZ", "UTC"), ("LC_ALL", "C.UTF-8"))
@@ -54,18 +56,6 @@ FORGET_HOST = (
     "/etc/apt/sources.list.d/debian.sources; fi",
 )
 
-# Files two cold builds still write differently, with why: `hpcml verify --rebuild` leaves
-# them out of the comparison (and the root file system's digest), and docs/reproducibility.md lists
-# them. A path ending in / stands for everything under it.
-DECLARED = (
-    ("/.singularity.d/", "Apptainer's own: labels.json holds the build's date, Singularity the build arguments"),
-    (
-        "/dev/",
-        "Apptainer's mount points for a build's /dev (empty files, links into /proc): root's build leaves them, "
-        "a --fakeroot build does not; Apptainer mounts its own /dev over it whenever the image runs",
-    ),
-)
-
 
 def stage_post(stage: str, post: list, shipped_debian_root=False) -> list:
     """A stage's %post lines between the fixed build time and the tidy step; the tidy step of
@@ -81,6 +71,8 @@ def stage_post(stage: str, post: list, shipped_debian_root=False) -> list:
     return [*start, *post, *tidy]
 
 
-def declared(path: str) -> bool:
-    """Whether ``path`` (absolute, in the image) is one the comparison leaves out."""
-    return any(path == entry or (entry.endswith("/") and path.startswith(entry)) for entry, _ in DECLARED)
+def build_date() -> str:
+    """SOURCE_DATE_EPOCH as Apptainer writes a build's date in its label (Go's
+    "Monday_2_January_2006_15:4:5_MST"): "Thursday_1_January_2026_0:0:0_UTC"."""
+    when = datetime.datetime.fromtimestamp(SOURCE_DATE_EPOCH, datetime.UTC)
+    return f"{when:%A}_{when.day}_{when:%B}_{when.year}_{when.hour}:{when.minute}:{when.second}_UTC"

@@ -21,9 +21,8 @@ from ..render import runtime_wheel
 from ..render.layer_sharing import plan_layers
 from ..render.parts import CROSS_DIR, CROSS_MOUNT, HOST_MOUNT
 from ..render.plan import LAYERS, MIRROR_ARG, SECURITY_MIRROR_ARG, in_order
-from . import build_log, from_bundle, host_settings, sources, store, unpacked
+from . import build_log, from_bundle, host_settings, packing, sources, store, unpacked
 
-UNCOMPRESSED = "-noI -noD -noF -noX"  # no compression of inodes, data, fragments, xattrs
 # how a build's steps name the route where it is not Apptainer's own
 UNDER = {"proot": ", under proot", "unpacked": " and proot, without privilege (the builder runs the steps)"}
 WORK_PREFIX = "hpcml-build-"  # a build's work folder under the build space's tmp
@@ -49,11 +48,6 @@ class LayerBuild:
     bundle: object = None  # from_bundle.Bundle the layer takes every file from, or None
     apt_mirrors: tuple = ()  # (mirror, security mirror) of this build for a Debian root's apt
     route: str = None  # host.build_route's: "proot" drops --fakeroot, "unpacked" runs the steps itself
-
-    @property
-    def packed(self) -> bool:
-        """False writes the squashfs uncompressed, for a layer only the next layer reads."""
-        return self.plan.layer not in store.INTERMEDIATE
 
 
 def build(tree, name, *, images: Path, force=None, progress, space_check=True, bundle=None):
@@ -211,10 +205,15 @@ def build_layer(job: LayerBuild, progress):
         host_settings.write(host, job.plan.pip_indexes, progress, offline=bool(job.bundle), apt_mirrors=job.apt_mirrors)
         site_image = store.site_image_facts(job.plan.site_image) if job.plan.site_image else None
         kept = store.provide_kept(host, job.plan.kept, job.reuse_kept, site_image)
+        compressed = job.plan.layer not in store.INTERMEDIATE  # a layer only the next one reads is not
+        pack_as = packing.for_layer(job, args, compressed, (job.sif.parent.resolve(), work, where.tmp))
         if job.route == "unpacked":
-            unpacked.run_layer(job, args, _binds(job, host), work / "unpacked", tmp_sif, progress)
+            unpacked.run_layer(job, args, _binds(job, host), work / "unpacked", tmp_sif, progress, pack_as)
         else:
-            _run_apptainer(job, _argv(job, args, host, tmp_sif, definition), work, tmp_sif, where, progress)
+            built = work / "apptainer.sif"
+            _run_apptainer(job, _argv(job, args, host, built, definition), work, built, where, progress)
+            progress.step(f"packing the {job.plan.layer} layer the same way on every route (unsquashfs, mksquashfs)")
+            packing.repack(pack_as, built, tmp_sif, work)
         os.replace(tmp_sif, job.sif)
     finally:
         store.store_kept(host, kept, job.plan.owner, site_image)
@@ -226,17 +225,17 @@ def build_layer(job: LayerBuild, progress):
     sidecar.write(job.sif, job.key)
 
 
-def _argv(job, args, host, tmp_sif, definition) -> list:
+def _argv(job, args, host, built, definition) -> list:
     argv = [job.apptainer, "build"]
-    if not job.packed and takes_squashfs_args(job.apptainer):
-        argv += ["--mksquashfs-args", UNCOMPRESSED]
+    if takes_squashfs_args(job.apptainer):  # packing.py compresses it, once
+        argv += ["--mksquashfs-args", " ".join(packing.UNCOMPRESSED)]
     if job.route != "proot" and hostinfo.needs_fakeroot():
         argv.append("--fakeroot")
     for arg, value in sorted(args.items()):
         argv += ["--build-arg", f"{arg}={value}"]
     for source, inside in _binds(job, host):
         argv += ["--bind", f"{source}:{inside}" + (":ro" if inside != HOST_MOUNT else "")]
-    return argv + [str(tmp_sif.absolute()), str(definition)]
+    return argv + [str(built.absolute()), str(definition)]
 
 
 def _binds(job, host) -> list:
@@ -252,7 +251,7 @@ def _binds(job, host) -> list:
     return binds
 
 
-def _run_apptainer(job, argv, work, tmp_sif, where, progress):
+def _run_apptainer(job, argv, work, built, where, progress):
     """The build, in the images folder; a full disk, or the reason a block gave, in one line."""
     where.apptainer_cache.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, **where.env(work / "apptainer"))
@@ -273,7 +272,7 @@ def _run_apptainer(job, argv, work, tmp_sif, where, progress):
             env=env,
             what="apptainer build",
             note="; the previous image, if any, is unchanged",
-            cleanup=[tmp_sif, work],
+            cleanup=[built, work],
             on_line=build_log.progress_lines(progress),
         )
     except ToolError as error:

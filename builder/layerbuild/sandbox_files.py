@@ -11,14 +11,13 @@ directory without u+w (or a file without u+r) still stops %post and mksquashfs; 
 adds those bits and `restored` puts the image's modes back before packing.
 """
 
-import datetime
 import json
 import os
 import stat
 from pathlib import Path
 
 from ..render import def_reader
-from ..reproducible import SOURCE_DATE_EPOCH
+from ..reproducible import build_date
 
 META = ".singularity.d"
 BUILD_LABELS = "/.build.labels"  # $APPTAINER_LABELS in %post, read back and removed here
@@ -105,12 +104,10 @@ def _labels(root: Path, stage, apptainer_version: str) -> dict:
     if appended.exists():
         labels.update(def_reader.label_lines(appended.read_text()))
         appended.unlink()
-    when = datetime.datetime.fromtimestamp(SOURCE_DATE_EPOCH, datetime.UTC)
     labels.update(
         {
             "org.label-schema.schema-version": "1.0",
-            "org.label-schema.build-date": f"{when:%A}_{when.day}_{when:%B}_{when.year}_"
-            f"{when.hour}:{when.minute}:{when.second}_UTC",
+            "org.label-schema.build-date": build_date(),
             "org.label-schema.usage.apptainer.version": apptainer_version,
             "org.label-schema.build-arch": architecture(root),
         }

@@ -17,6 +17,7 @@ from ..host import cache, sidecar
 from ..render import runtime_wheel
 from ..render.parts import KEPT_DIR
 from ..render.plan import PARENT_ARGS, in_order
+from . import packing
 
 # Layers that never leave this machine: the next layer unpacks them again, so compressing
 # them is time spent twice for nothing. Same content either way, so not part of the key.
@@ -36,6 +37,7 @@ def build_key(text, args, parent_keys=(), shipped=False, left_out=(), site_image
     image it starts from is (site_image_facts), so a new image at the same path rebuilds it."""
     material = {
         "builder": __version__,
+        "packing": packing.VERSION,
         "definition": text,
         "parents": list(parent_keys),
         "build_args": {k: v for k, v in args.items() if k not in PATH_ARGS},

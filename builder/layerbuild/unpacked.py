@@ -12,14 +12,14 @@ does, in folders the user owns:
      binds: the host folder at /mnt, the cross compilers and the bundle's wheels;
   4. write /.singularity.d/ (sandbox_files.py), then run %test under proot with a private
      /tmp and home, bytecode off (Apptainer's %test sees a read-only image);
-  5. pack the last stage: mksquashfs -all-root, and a SIF assembled with `apptainer sif`
-     (definition, inspect metadata, root partition): all of which run without a namespace.
+  5. pack the last stage as every route does (packing.py): mksquashfs under `proot -0`, and a
+     SIF assembled with `apptainer sif`: all of which run without a namespace.
 
 proot must translate statx (5.2 and later): with an older one an image's coreutils see the
 host's files (host/build_route.py checks it). Example: build(Steps(...), text, work, out).
 """
 
-import json
+import dataclasses
 import os
 import shutil
 from dataclasses import dataclass, field
@@ -29,14 +29,13 @@ from .. import contract, runner
 from ..errors import ToolError
 from ..host import build_route, sif
 from ..render import def_reader
-from . import build_log, sandbox_files
+from . import build_log, packing, sandbox_files
 
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"  # Apptainer's
 SYSTEM_BINDS = ("/proc", "/dev", "/sys", "/etc/resolv.conf", "/etc/hosts")
 SOURCE_ENV = 'for script in /.singularity.d/env/*.sh; do if [ -f "$script" ]; then . "$script"; fi; done'
 MARKER = "--- unprivileged: "  # the builder's own steps in the log, shown as progress (build_log)
 TIMEOUT_S = 8 * 3600  # a step compiles DeepSpeed's ops under ptrace: hours, not days
-SIF_ARCH = {"386": 1, "amd64": 2, "arm": 3, "arm64": 4, "ppc64le": 6, "s390x": 11}  # --partarch
 
 
 @dataclass(frozen=True)
@@ -52,23 +51,26 @@ class Steps:
     test_env: dict = field(default_factory=dict)  # what %test sees besides its own settings
     on_line: object = None  # each log line, as the Apptainer build's
     apptainer_version: str = ""
+    packing: object = None  # packing.Packing: how the last stage becomes the layer's SIF
 
 
-def run_layer(job, args: dict, binds: list, work: Path, out: Path, progress):
-    """layers.LayerBuild ``job`` built this way into ``out``, logged as Apptainer's would be;
-    a block's own reason for a failure in one line."""
+def run_layer(job, args: dict, binds: list, work: Path, out: Path, progress, pack_as):
+    """layers.LayerBuild ``job`` built this way into ``out``, logged as Apptainer's would be,
+    packed as ``pack_as`` (a packing.Packing) says; a block's own reason for a failure in one line."""
     version = runner.run([job.apptainer, "--version"], timeout=60).stdout.split()
     proot = shutil.which("proot")
+    proot_env = build_route.proot_settings(proot) or {}
     steps = Steps(
         apptainer=job.apptainer,
         proot=proot,
-        proot_env=build_route.proot_settings(proot) or {},
+        proot_env=proot_env,
         log=job.log,
         images=job.sif.parent.resolve(),
         binds=tuple((str(source), inside) for source, inside in binds),
         test_env={contract.ALLOW_EMULATION: "1"} if job.emulated else {},
         on_line=build_log.progress_lines(progress),
         apptainer_version=version[-1] if version else "",
+        packing=dataclasses.replace(pack_as, proot=proot, env={**pack_as.env, **proot_env}),
     )
     job.log.write_text("")
     try:
@@ -102,7 +104,7 @@ def build(steps: Steps, text: str, work: Path, out: Path):
         if stage.script("test").strip():
             _test(steps, root, work)
         roots[stage.name or str(number)] = root
-    _pack(steps, root, (opened, sif.listing(partition)), text, work, out)
+    _pack(steps, root, (opened, sif.listing(partition)), work, out)
 
 
 def _image(stage, images: Path) -> Path:
@@ -179,31 +181,12 @@ def _proot(steps, root: Path, binds, env: dict, command: str, what: str):
     runner.run_logged(argv, steps.log, env=env, what=f"{what} under proot", on_line=steps.on_line, timeout=TIMEOUT_S)
 
 
-def _pack(steps, root: Path, base: tuple, text: str, work: Path, out: Path):
-    """The SIF of ``root``: its squashfs made under `proot -0` (every file the user owns is
-    root's, as Apptainer's unprivileged mksquashfs does), the owners the base image gave
-    other than root put back by a pseudo file; ``base``: (opened modes, the base's listing)."""
+def _pack(steps, root: Path, base: tuple, work: Path, out: Path):
+    """The SIF of ``root`` as every route packs it (packing.py); ``base``: (opened modes, the
+    base image's listing): every file the user owns is root's, the other owners put back."""
     _say(steps, "packing the image: mksquashfs, then the SIF's definition, metadata and root partition")
     opened, listing = base
-    arch = sandbox_files.architecture(root)
-    inspected = runner.run([steps.apptainer, "inspect", "--all", str(root)], timeout=300).stdout
-    sandbox_files.restored(opened)  # the image's own modes, where the steps left the paths
-    squashfs, definition, metadata = work / "root.squashfs", work / "Singularity", work / "inspect-metadata.json"
-    owners = work / "owners.pseudo"
-    owners.write_text(sandbox_files.owner_lines(root, listing))
-    mksquashfs = [steps.proot, "-0", "mksquashfs", str(root), str(squashfs), "-noappend", "-comp", "gzip"]
-    mksquashfs += ["-no-progress", "-pf", str(owners)]
-    env = dict(os.environ, **steps.proot_env, MALLOC_MMAP_MAX_="0", MALLOC_ARENA_MAX="1000000")  # as Apptainer's
-    runner.run_logged(mksquashfs, steps.log, env=env, what="mksquashfs of the image", timeout=TIMEOUT_S)
-    definition.write_text(text)
-    metadata.write_text(json.dumps(json.loads(inspected), separators=(",", ":")))
-    out.unlink(missing_ok=True)
-    runner.run([steps.apptainer, "sif", "new", str(out)], timeout=60)
-    add = [steps.apptainer, "sif", "add", "--groupid", "1"]
-    runner.run([*add, "--datatype", "1", str(out), str(definition)], timeout=60)
-    runner.run([*add, "--datatype", "6", "--filename", metadata.name, str(out), str(metadata)], timeout=60)
-    partition = ["--datatype", "4", "--parttype", "2", "--partfs", "1", "--partarch", str(SIF_ARCH[arch])]
-    runner.run([*add, *partition, str(out), str(squashfs)], timeout=600)
+    packing.pack(steps.packing, root, out, work, listing, opened)
 
 
 def _say(steps, line: str):

@@ -1,5 +1,5 @@
 """builder/reproducible.py: every %post of every definition starts at the fixed build time
-and hash seed and ends with the tidy step; the declared paths are what the comparison leaves out."""
+and hash seed and ends with the tidy step; the build date label is the fixed time's."""
 
 import re
 
@@ -36,14 +36,9 @@ def test_every_post_of_every_definition_is_wrapped(definition):
         assert lines[-1].startswith("rm -rf /var/log/apt/*.log")
 
 
-def test_only_apptainers_own_folders_are_declared_so_far():
-    """Found by rebuilds: two cold root builds (/.singularity.d/), root's and an ordinary
-    user's from one bundle (/dev/: ten mount points, tests/images/test_bundle_rebuild.py)."""
-    assert reproducible.declared("/.singularity.d/labels.json") and reproducible.declared("/dev/null")
-    assert [entry for entry, _ in reproducible.DECLARED] == ["/.singularity.d/", "/dev/"]
-    assert not reproducible.declared("/dev") and not reproducible.declared("/device/x")
-    assert not reproducible.declared("/opt/venv/lib/python3.11/site-packages/torch/__init__.py")
-    assert all(reason for _, reason in reproducible.DECLARED)
+def test_the_build_date_label_is_source_date_epochs_in_apptainers_form():
+    """Go's "Monday_2_January_2006_15:4:5_MST", as `apptainer inspect --labels` shows it."""
+    assert reproducible.build_date() == "Thursday_1_January_2026_0:0:0_UTC"
 
 
 def test_only_a_shipped_debian_root_forgets_the_build_host(tree):

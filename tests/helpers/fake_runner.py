@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from builder import runner
+from builder.layerbuild import packing
 
 # What a built image answers when asked about itself: its labels (`inspect`) and what the SBOM's
 # probe (`exec ... python -I -m smoke.contents`) prints, as a minimal image would
@@ -26,6 +27,7 @@ CPU_LABELS = {
 }
 IMAGE_ANSWERS = {
     ("inspect",): json.dumps({"data": {"attributes": {"labels": CPU_LABELS}}}),
+    ("sif",): "3    |1       |NONE    |86016-90112               |FS (Squashfs/*System/amd64)\n",  # `sif list`
     ("exec",): '{"os": {"ID": "debian", "VERSION_ID": "12"}, "debs": [["bash", "5.2.15-2+b7", "amd64"]], '
     '"dists": [["torch", "2.13.0+cpu"]], "ops": []}',
 }
@@ -37,7 +39,7 @@ class Build:
 
     argv: list
     definition: str  # the text of the .def it was given
-    output: Path  # where the image was to go (the temporary file beside it)
+    output: Path  # where Apptainer was to write it (in the build's work folder)
     build_args: dict
     uncompressed: bool
     env: dict = None  # the environment it ran in
@@ -50,15 +52,22 @@ class Build:
 
 
 class FakeRunner:
-    """Records commands; `apptainer build` writes a small image file, `build --help` names
-    --mksquashfs-args, anything else succeeds with no output (or what ``answers`` says:
+    """Records commands; `apptainer build` writes a small image file, which packing.repack
+    moves where the image goes (``packings``: how each was to be packed), `build --help`
+    names --mksquashfs-args, anything else succeeds with no output (or what ``answers`` says:
     {program name: stdout})."""
 
     def __init__(self, monkeypatch, answers=None):
-        self.commands, self.builds = [], []
+        self.commands, self.builds, self.packings = [], [], []
         self.answers = answers or {}
         monkeypatch.setattr(runner, "run", self.run)
         monkeypatch.setattr(runner, "run_logged", self.run_logged)
+        monkeypatch.setattr(packing, "repack", self.repack)
+
+    def repack(self, packed_as, built, out, work):
+        self.packings.append(packed_as)
+        out.write_bytes(built.read_bytes())
+        built.unlink()
 
     def run(self, argv, *, input=None, cwd=None, env=None, check=True, timeout=None):
         argv = [str(a) for a in argv]

@@ -65,7 +65,7 @@ def test_the_layer_builds_on_the_image_by_name_and_is_up_to_date_until_a_file_ch
     made = extended(images, dockerfile, "cpu-project")
     assert made == images / "cpu-project.sif" and made.is_file()
     (build,) = runner.builds
-    assert build.build_args == {"BASE": "cpu.sif"} and not build.uncompressed
+    assert build.build_args == {"BASE": "cpu.sif"} and runner.packings[0].compressed
     assert "cpu-project.context/greet.py /opt/project/" in build.definition
     assert (images / "cpu-project.def").read_text() == build.definition  # beside it, for the user to read
     assert not (images / "cpu-project.context").exists()  # the staged copies are gone

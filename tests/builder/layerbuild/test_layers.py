@@ -77,8 +77,12 @@ def test_a_first_build_makes_the_three_layers_in_order_each_from_the_one_before(
     assert base.build_args == {"DEVEL": "cpu.devel.sif", **MIRRORS}  # its final stage: debootstrap
     assert set(top.build_args) == {"DEVEL", "BASE", "RUNTIME_WHEEL"}
     assert (top.build_args["DEVEL"], top.build_args["BASE"]) == ("cpu.devel.sif", "cpu.base.sif")
-    # the layers only the next one reads are written uncompressed; the image is packed
-    assert (devel.uncompressed, base.uncompressed, top.uncompressed) == (True, True, False)
+    # Apptainer writes each uncompressed; packing.py compresses only the image, which users run,
+    # and puts the definition as committed in it, the host's values of its arguments named
+    assert (devel.uncompressed, base.uncompressed, top.uncompressed) == (True, True, True)
+    assert [p.compressed for p in fake.packings] == [False, False, True]
+    assert [p.definition for p in fake.packings] == [b.definition for b in fake.builds]
+    assert fake.packings[0].host_values == MIRRORS and set(fake.packings[2].host_values) == {"RUNTIME_WHEEL"}
     assert sorted(p.name for p in tmp_path.glob("*.sif")) == ["cpu.base.sif", "cpu.devel.sif", "cpu.sif"]
 
 
@@ -409,6 +413,8 @@ def test_a_build_from_a_bundle_asks_no_source_and_takes_every_file_from_it(fake,
     recording = runner.run_logged
 
     def run_logged(argv, log_path, **options):
+        if argv[1] != "build":  # the SBOM's unsquashfs
+            return recording(argv, log_path, **options)
         host = next(v.split(":")[0] for f, v in zip(argv, argv[1:]) if f == "--bind" and v.endswith(":/mnt"))
         mirror = [v.split("=", 1)[1] for f, v in zip(argv, argv[1:]) if f == "--build-arg" and "MIRROR=" in v]
         answers = []

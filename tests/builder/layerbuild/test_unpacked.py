@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from builder import runner
+from builder import reproducible, runner
 from builder.errors import ToolError
-from builder.layerbuild import unpacked
+from builder.layerbuild import packing, unpacked
 
+TEMPLATE = "Bootstrap: localimage\nFrom: {{ BASE }}\n"  # the definition as committed: packed in place of the built one
 DEFINITION = """Bootstrap: localimage
 From: base.sif
 Stage: build
@@ -45,9 +46,10 @@ OWNERS = (
 
 class Fakes:
     def __init__(self, monkeypatch):
-        self.commands = []
+        self.commands, self.packed, self.stamped = [], {}, []
         monkeypatch.setattr(runner, "run", self.run)
         monkeypatch.setattr(runner, "run_logged", self.run_logged)
+        monkeypatch.setattr(packing.sif_header, "stamp", lambda image, when: self.stamped.append((image, when)))
 
     def run(self, argv, **kwargs):
         self.commands.append(list(map(str, argv)))
@@ -68,6 +70,11 @@ class Fakes:
             subprocess.run(argv, check=True)
         elif argv[0].endswith("proot"):
             self.commands[-1].append(f"env:{(env or {}).get('PROOT_NO_SECCOMP')}")
+            if "mksquashfs" in argv:  # what it packs: Apptainer's folder as packing.py left it
+                root = Path(argv[argv.index("mksquashfs") + 1])
+                files = (p for p in root.rglob("*") if p.is_file() and p.name != "sh")
+                self.packed = {p.relative_to(root).as_posix(): p.read_text() for p in files}
+                Path(argv[argv.index("mksquashfs") + 2]).write_bytes(b"hsqs")
             if argv[-1].endswith("/.post.script"):  # what %post would do, in the stage's root
                 root = Path(argv[argv.index("-r") + 1])
                 (root / "opt" / "venv" / "made").write_text("built\n")
@@ -77,6 +84,7 @@ def steps(tmp_path):
     return unpacked.Steps(
         apptainer="apptainer", proot="/opt/proot", log=tmp_path / "log", images=tmp_path,
         binds=(("/srv/host", "/mnt"),), proot_env={"PROOT_NO_SECCOMP": "1"}, apptainer_version="1.4.5",
+        packing=packing.Packing("apptainer", TEMPLATE, {}, True, tmp_path / "log", "/opt/proot"),
     )  # fmt: skip
 
 
@@ -99,10 +107,12 @@ def test_two_stages_from_an_image_then_a_sif_of_three_objects(tmp_path, monkeypa
     assert post[:3] == ["/opt/proot", "-0", "--kill-on-exit"] and "/srv/host:/mnt" in post
     assert post[-1] == "env:1" and "APPTAINER_LABELS=/.build.labels" in post
     assert any(arg.endswith(":/tmp") for arg in test) and "PYTHONDONTWRITEBYTECODE=1" in test
-    final = tmp_path / "work" / "stage-1"
-    assert (final / "opt" / "venv.new" / "made").read_text() == "built\n"  # the build stage's output
     assert (tmp_path / "work" / "stage-0" / "opt" / "w.whl").read_text() == "wheel"
-    labels = json.loads((final / ".singularity.d" / "labels.json").read_text())
+    assert not (tmp_path / "work" / "stage-1").exists()  # packed, then removed
+    assert fakes.packed["opt/venv.new/made"] == "built\n"  # the build stage's output
+    assert fakes.packed[".singularity.d/Singularity"] == TEMPLATE  # as committed, not as substituted
+    assert fakes.stamped == [(tmp_path / "out.sif", reproducible.SOURCE_DATE_EPOCH)]
+    labels = json.loads(fakes.packed[".singularity.d/labels.json"])
     assert (
         labels["org.example.target"] == "demo" and labels["org.label-schema.usage.singularity.deffile.stage"] == "final"
     )
