@@ -152,13 +152,6 @@ def check(site=None, target=None) -> Route:
     return route
 
 
-def cannot_sandbox(runtime) -> bool:
-    """Whether ``runtime`` cannot unpack an image into a folder here (`build --sandbox` needs
-    root, a user namespace or a setuid starter: LUMI's login nodes have none), so that
-    unsquashfs must (host/sif.py)."""
-    return os.geteuid() != 0 and not _can_unshare() and not _setuid_starter(runtime)
-
-
 def _user_names() -> set:
     uid = os.getuid()
     try:

@@ -63,7 +63,7 @@ def ensure(target, image: Path, key: str, progress=None, apptainer=None, proot=N
     labels = read_labels(apptainer, image).stripped
     venv = target.python.venv
     contents = None if proot else inventory.read(apptainer, image, venv)
-    with rootfs.unpacked(apptainer, image, unprivileged=proot is not None) as root:
+    with rootfs.unpacked(apptainer, image) as root:
         contents = contents or inventory.read_unpacked(proot, root, venv, image)
         files = rootfs.digest(rootfs.listing(root))  # the CPU image: 10 s
         record = rootfs.file_text(root, wheel_record(target.python.venv))

@@ -3,9 +3,9 @@ write differently: what `hpcml verify --rebuild` and the two-cold-builds check c
 
 The listing has a line per path, sorted: the path, its kind (file, dir, link, other), its
 permission bits, and for a file the sha256 of its contents, for a link its target. Not the
-owner (an ordinary user who unpacks an image owns every file) and not the times (a rebuild is
-made on another day; SIF files differ in their header's time and UUID anyway). The paths
-builder.reproducible declares are left out, so two images that match give the same digest.
+owner (an ordinary user who unpacks an image owns every file) and not the times: it names the
+files that differ where two images' sha256 does not match (layerbuild/packing.py makes them
+match), and an image packed before that had the day's times.
 
     entries = listing(unpack(apptainer, Path("images/cpu.sif"), work))
     with unpacked(apptainer, Path("images/cpu.sif")) as root: ...  # a folder removed after
@@ -20,38 +20,31 @@ import stat
 import tempfile
 from pathlib import Path
 
-from .. import fileio, reproducible, runner
+from .. import fileio
 from ..errors import ToolError
-from ..host import build_route, sif
-
-UNPACK_TIMEOUT_S = 1800
+from ..host import sif
 
 
-def unpack(apptainer, image: Path, into: Path, unprivileged=None) -> Path:
-    """The image's root file system as a folder (Apptainer's sandbox), ``into`` replaced;
-    unprivileged: by unsquashfs at the root partition's offset, where Apptainer can make no
-    user namespace (the files then belong to the user: the listing has no owners anyway);
-    None: so where Apptainer cannot (build_route.cannot_sandbox)."""
-    if unprivileged is None:
-        unprivileged = build_route.cannot_sandbox(apptainer)
+def unpack(apptainer, image: Path, into: Path) -> Path:
+    """The image's root file system as a folder, ``into`` replaced: unsquashfs at the root
+    partition's offset, byte for byte what the image holds (`apptainer build --sandbox` would
+    add its own labels and definition), with no namespace (LUMI's login nodes have none). An
+    ordinary user owns the files then: the listing has no owners anyway."""
     fileio.remove_tree(into)
     try:
-        if unprivileged:
-            sif.unpack(sif.root_partition(apptainer, image), into, into.parent / "unsquashfs.log")
-        else:
-            runner.run([apptainer, "build", "--force", "--sandbox", str(into), str(image)], timeout=UNPACK_TIMEOUT_S)
+        sif.unpack(sif.root_partition(apptainer, image), into, into.parent / "unsquashfs.log")
     except ToolError as error:
         raise ToolError(f"could not unpack {image}: {error}") from None
     return into
 
 
 @contextlib.contextmanager
-def unpacked(apptainer, image: Path, near: Path = None, unprivileged=None):
+def unpacked(apptainer, image: Path, near: Path = None):
     """``image``'s root file system, unpacked for the while in the folder ``near`` (default:
     the image's own; a published image's may not be writable)."""
     work = Path(tempfile.mkdtemp(prefix=".hpcml-rootfs-", dir=(near or image).resolve().parent))
     try:
-        yield unpack(apptainer, image, work / "root", unprivileged)
+        yield unpack(apptainer, image, work / "root")
     finally:
         fileio.remove_tree(work)
 
@@ -63,17 +56,13 @@ def image_listing(apptainer, image: Path, near: Path = None) -> list:
 
 
 def listing(root: Path) -> list:
-    """The canonical lines of the tree under ``root``, the declared paths left out."""
+    """The canonical lines of the tree under ``root``, every path."""
     lines = []
     for folder, dirs, files in os.walk(root):
         dirs.sort()
         relative = "/" + os.path.relpath(folder, root) if folder != str(root) else "/"
         for name in sorted([*dirs, *files]):
-            path = f"{relative.rstrip('/')}/{name}"
-            if not reproducible.declared(path + ("/" if name in dirs else "")):
-                lines.append(_line(path, Path(folder, name)))
-        # a declared folder is not walked
-        dirs[:] = [d for d in dirs if not reproducible.declared(f"{relative.rstrip('/')}/{d}/")]
+            lines.append(_line(f"{relative.rstrip('/')}/{name}", Path(folder, name)))
     return sorted(lines)
 
 

@@ -81,9 +81,9 @@ def test_ensure_makes_the_sbom_once_per_image_key(monkeypatch, tmp_path):
     unlocked = dataclasses.replace(TREE.target("cpu"), python_lock=None, debian_locks=())  # the fake holds none
     made = sbom.ensure(unlocked, image, "key-1", apptainer="apptainer")
     assert made == tmp_path / "cpu.sbom.json" and sbom.recorded_key(made) == "key-1"
-    assert [c[1] for c in fake.commands] == ["inspect", "exec", "build"]
+    assert [c[1] for c in fake.commands] == ["inspect", "exec", "sif", "-offset"]
     assert fake.commands[1][3:] == ["/opt/venv/bin/python", "-I", "-m", "smoke.contents"]  # the image's own venv
-    assert fake.commands[2][2:4] == ["--force", "--sandbox"]  # unpacked for its files' digest
+    assert fake.commands[3][:3] == ["unsquashfs", "-offset", "86016"]  # unpacked for its files' digest
     assert not list(tmp_path.glob(".hpcml-rootfs-*"))  # and removed
     fake.commands.clear()
     sbom.ensure(unlocked, image, "key-1", apptainer="apptainer")

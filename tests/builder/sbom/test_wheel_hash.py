@@ -84,7 +84,7 @@ def test_ensure_reads_the_record_from_the_unpacked_image(monkeypatch, tmp_path):
     FakeRunner(monkeypatch)
     root = recorded_root(tmp_path)
 
-    def unpack(apptainer, image, into, unprivileged=False):  # the fake image's files, as `build --sandbox` leaves them
+    def unpack(apptainer, image, into):  # the fake image's files, as unsquashfs leaves them
         subprocess.run(["cp", "-a", str(root), str(into)], check=True)
         return into
 
