@@ -81,15 +81,15 @@ test: setup-test
 test-full: setup-test
 	$(PYTEST) -o console_output_style=times -m "full and not heavy"
 
-# Two cold builds of the CPU image, each in a cache of its own, compared file by file (part
-# of test-full; docs/reproducibility.md#rebuilds-that-hold-the-same-files).
+# Two cold builds of the CPU image, each in a cache of its own: the same sha256, each layer too (part
+# of test-full; docs/reproducibility.md#the-same-image-file-from-every-build).
 test-rebuild: setup-test
 	$(PYTEST) -o console_output_style=times -s tests/images/test_rebuild.py
 
 # The CPU image built online, its source bundle made, and the image built again from it in a
 # network namespace with no network, under another hostname, time zone, locale, umask,
-# checkout path and CPU count, then by an ordinary user on the login twin; each must hold
-# the online build's files (part of test-full;
+# checkout path and CPU count, then by an ordinary user on the login twin; each must be
+# the online build's file, byte for byte (part of test-full;
 # docs/reproducibility.md#source-bundles-the-same-image-later-elsewhere-with-no-network).
 test-bundle: setup-test
 	$(PYTEST) -o console_output_style=times -s tests/images/test_bundle_rebuild.py

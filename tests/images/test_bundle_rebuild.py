@@ -1,11 +1,11 @@
-"""The CPU image rebuilt from its source bundle with the network cut holds the same files as
-the online build: in a network namespace with only loopback, under another hostname, time
+"""The CPU image rebuilt from its source bundle with the network cut is the online build's
+file, byte for byte, each layer too: in a network namespace with only loopback, under another hostname, time
 zone, locale, umask, checkout path and CPU count, with an empty cache of its own, so that
 root's Apptainer toolbox is made from the bundle too. Before that, an online build from a
 local mirror on which a point release replaced a locked version stops, naming the bundle as
 the way out. Then an ordinary user on the site's login node (helpers/site_login.py: the
 site's Apptainer, no debootstrap, Python 3.13) sets the builder up and builds from the same
-bundle with no network, and gets the same files again.
+bundle with no network, with the site's Apptainer and --fakeroot, and gets the same bytes again.
 Marker full: three cold builds, about 3 x 15 minutes on 2 cores (`make test-bundle`).
 Figures: docs/performance.md#locks-and-rebuilds."""
 
@@ -24,6 +24,7 @@ from helpers import site_login
 
 from builder import reproducible
 from builder.bundle import manifest
+from builder.fileio import sha256_file
 from builder.host import hostinfo
 from builder.sbom import rootfs
 
@@ -148,8 +149,9 @@ def online(tmp_path_factory):
 
 
 def _same_files(apptainer, reference, image, work):
-    """The two images hold the same files; the rebuilt one's hostname and apt sources hold
-    nothing of the host that built it."""
+    """The two images hold the same files (named where they differ), and are the same bytes,
+    each layer's SIF too; the rebuilt one's hostname and apt sources hold nothing of the host
+    that built it."""
     first, _, _ = _listing(apptainer, reference, work / "root-reference")
     second, hostname, sources = _listing(apptainer, image, work / "root-rebuilt")
     differ = rootfs.differing(first, second)
@@ -162,6 +164,10 @@ def _same_files(apptainer, reference, image, work):
         f"# deb {reproducible.MIRROR_PLACEHOLDER} bookworm-updates main\n"
         f"# deb {reproducible.SECURITY_PLACEHOLDER} bookworm-security main\n"
     )
+    for name in ("cpu.devel.sif", "cpu.base.sif", "cpu.sif"):
+        sums = [sha256_file(folder / name) for folder in (reference.parent, image.parent)]
+        print(f"{name}: sha256 {sums[0]} and {sums[1]}", file=sys.stderr)
+        assert sums[0] == sums[1], name
 
 
 def test_a_bundle_rebuilds_the_online_image_with_no_network(apptainer, online, tmp_path):
