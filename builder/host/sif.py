@@ -72,13 +72,14 @@ def unpack(partition: Partition, dest: Path, log: Path):
 
 def listing(partition: Partition) -> dict:
     """{"/usr/bin/passwd": (0o4755, 0, 0), ...}: each path's mode, owner and group in the image
-    (links left out), from `unsquashfs -lln`; a name with a line break in it is skipped."""
+    (links too), from `unsquashfs -lln`; a name with a line break in it is skipped."""
     listed = runner.run(_unsquashfs(partition, "-lln", str(partition.image)), timeout=600).stdout
     found = {}
     for line in listed.splitlines():
         entry = _LISTED.match(line)
-        if entry and entry[1][0] != "l":
-            found[entry[4] or "/"] = (_mode_bits(entry[1]), int(entry[2]), int(entry[3]))
+        if entry:
+            path = (entry[4] or "/").split(" -> ")[0] if entry[1][0] == "l" else entry[4] or "/"
+            found[path] = (_mode_bits(entry[1]), int(entry[2]), int(entry[3]))
     return found
 
 

@@ -16,7 +16,9 @@ image; `neutral` puts fixed values in its place:
 Then mksquashfs with fixed options (no xattrs, one compression, reproducible order whatever
 the CPU count), a SIF of definition, inspect metadata and root partition, and its header and
 descriptors stamped (host/sif_header.py). An ordinary user's unpacked folder holds every file
-as the user's: mksquashfs runs under `proot -0` and a pseudo file gives other owners back.
+as the user's: a pseudo file gives every path its owner in the image it came from (root's for
+what the build made), which packs the same bytes as root's folder, with no proot (its
+mksquashfs crashes under some proot: Apptainer issue #3560).
 
     repack(Packing(apptainer, definition=plan.text, ...), Path("built.sif"), Path("out.sif"), work)
 """
@@ -24,10 +26,12 @@ as the user's: mksquashfs runs under `proot -0` and a pseudo file gives other ow
 import json
 import os
 import shutil
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import contract, fileio, reproducible, runner
+from ..errors import ToolError
 from ..host import sif, sif_header
 from ..render.plan import PARENT_ARGS
 from . import sandbox_files
@@ -51,8 +55,7 @@ class Packing:
     host_values: dict
     compressed: bool
     log: Path
-    proot: str = None  # for an ordinary user's owners; None as root
-    env: dict = field(default_factory=dict)  # what mksquashfs needs besides (proot's settings)
+    env: dict = field(default_factory=dict)  # what Apptainer needs besides (the toolbox's binds)
 
 
 def for_layer(job, args: dict, compressed: bool, folders: tuple) -> Packing:
@@ -88,11 +91,11 @@ def pack(packing: Packing, root: Path, out: Path, work: Path, listing: dict = No
     env = dict(os.environ, **packing.env, MALLOC_MMAP_MAX_="0", MALLOC_ARENA_MAX="1000000")  # as Apptainer's
     env["SOURCE_DATE_EPOCH"] = str(reproducible.SOURCE_DATE_EPOCH)
     if listing is not None:
-        (work / "owners.pseudo").write_text(sandbox_files.owner_lines(root, listing))
-        argv = [packing.proot, "-0", "mksquashfs", *argv, "-pf", work / "owners.pseudo"]
-    else:
-        argv = ["mksquashfs", *argv]
-    runner.run_logged(list(map(str, argv)), packing.log, env=env, what="mksquashfs of the image", timeout=TIMEOUT_S)
+        (work / "owners.pseudo").write_text(owners(root, listing))
+        argv += ["-pf", work / "owners.pseudo", "-root-uid", "0", "-root-gid", "0"]
+    runner.run_logged(
+        ["mksquashfs", *map(str, argv)], packing.log, env=env, what="mksquashfs of the image", timeout=TIMEOUT_S
+    )
     fileio.remove_tree(root)  # its space, before the SIF takes as much again
     _assemble(packing, squashfs, inspected, arch, work, out)
 
@@ -115,6 +118,22 @@ def neutral(root: Path, definition: str, host_values: dict):
     dev.mkdir(mode=0o755)
     dev.chmod(0o755)
     _clamp_times(root, written)
+
+
+def owners(root: Path, listing: dict) -> str:
+    """mksquashfs pseudo lines giving every path under ``root`` its mode as it is now and its
+    owner in the image it was unpacked from (host.sif.listing; root for what the build made)."""
+    lines = []
+    for folder, dirs, files in os.walk(root):
+        for name in sorted((*dirs, *files)):
+            path = os.path.join(folder, name)
+            relative = os.path.relpath(path, root)
+            if "\n" in relative:
+                raise ToolError(f"{path!r}: a line break in a path, which mksquashfs's pseudo file cannot name")
+            _, uid, gid = listing.get("/" + relative, (0, 0, 0))
+            quoted = relative.replace("\\", "\\\\").replace('"', '\\"')
+            lines.append(f'"{quoted}" m {stat.S_IMODE(os.lstat(path).st_mode):o} {uid} {gid}\n')
+    return "".join(lines)
 
 
 def _placeholders(value: str, host_values: dict) -> str:

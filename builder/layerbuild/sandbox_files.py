@@ -75,20 +75,6 @@ def restored(changed: list):
             path.chmod(mode)
 
 
-def owner_lines(root: Path, listing: dict) -> str:
-    """mksquashfs pseudo lines (`"path" m MODE UID GID`) giving each path of the base image
-    that another user or group owned (`host.sif.listing`) that owner again, with the mode it
-    has now; a name holding a quote or a line break stays root's."""
-    lines = []
-    for path, (_, uid, gid) in sorted(listing.items()):
-        where = root / path.lstrip("/")
-        if (uid, gid) == (0, 0) or path == "/" or '"' in path or "\n" in path or where.is_symlink():
-            continue
-        if where.exists():
-            lines.append(f'"{path.lstrip("/")}" m {stat.S_IMODE(where.lstat().st_mode):o} {uid} {gid}\n')
-    return "".join(lines)
-
-
 def _add_bits(path: Path, bits: int) -> list:
     mode = path.lstat().st_mode
     if stat.S_ISLNK(mode) or mode & bits == bits:

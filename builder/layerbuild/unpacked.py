@@ -12,14 +12,13 @@ does, in folders the user owns:
      binds: the host folder at /mnt, the cross compilers and the bundle's wheels;
   4. write /.singularity.d/ (sandbox_files.py), then run %test under proot with a private
      /tmp and home, bytecode off (Apptainer's %test sees a read-only image);
-  5. pack the last stage as every route does (packing.py): mksquashfs under `proot -0`, and a
-     SIF assembled with `apptainer sif`: all of which run without a namespace.
+  5. pack the last stage as every route does (packing.py): mksquashfs with the owners in a
+     pseudo file, and a SIF assembled with `apptainer sif`: none of it needs a namespace.
 
 proot must translate statx (5.2 and later): with an older one an image's coreutils see the
 host's files (host/build_route.py checks it). Example: build(Steps(...), text, work, out).
 """
 
-import dataclasses
 import os
 import shutil
 from dataclasses import dataclass, field
@@ -59,18 +58,17 @@ def run_layer(job, args: dict, binds: list, work: Path, out: Path, progress, pac
     packed as ``pack_as`` (a packing.Packing) says; a block's own reason for a failure in one line."""
     version = runner.run([job.apptainer, "--version"], timeout=60).stdout.split()
     proot = shutil.which("proot")
-    proot_env = build_route.proot_settings(proot) or {}
     steps = Steps(
         apptainer=job.apptainer,
         proot=proot,
-        proot_env=proot_env,
+        proot_env=build_route.proot_settings(proot) or {},
         log=job.log,
         images=job.sif.parent.resolve(),
         binds=tuple((str(source), inside) for source, inside in binds),
         test_env={contract.ALLOW_EMULATION: "1"} if job.emulated else {},
         on_line=build_log.progress_lines(progress),
         apptainer_version=version[-1] if version else "",
-        packing=dataclasses.replace(pack_as, proot=proot, env={**pack_as.env, **proot_env}),
+        packing=pack_as,
     )
     job.log.write_text("")
     try:
@@ -183,7 +181,7 @@ def _proot(steps, root: Path, binds, env: dict, command: str, what: str):
 
 def _pack(steps, root: Path, base: tuple, work: Path, out: Path):
     """The SIF of ``root`` as every route packs it (packing.py); ``base``: (opened modes, the
-    base image's listing): every file the user owns is root's, the other owners put back."""
+    base image's listing): its owners put back, root's for what the steps made."""
     _say(steps, "packing the image: mksquashfs, then the SIF's definition, metadata and root partition")
     opened, listing = base
     packing.pack(steps.packing, root, out, work, listing, opened)

@@ -12,6 +12,7 @@ from builder.host import sif
 
 LISTING = """drwxr-xr-x 0/0                      3 2026-01-01 00:00 squashfs-root
 lrwxrwxrwx 0/0                      7 2026-01-01 00:00 squashfs-root/bin -> usr/bin
+lrwxrwxrwx 0/7                     20 2026-01-01 00:00 squashfs-root/usr/bin/vi -> /etc/alternatives/vi
 -rwsr-xr-x 0/0                  68248 2025-12-14 14:00 squashfs-root/usr/bin/passwd
 drwxrwsr-x 0/50                     3 2026-01-01 00:00 squashfs-root/var/local
 -rw-rw---- 0/43                     0 2026-01-01 00:00 squashfs-root/var/log/btmp
@@ -38,9 +39,11 @@ def test_the_modes_of_an_image_are_read_from_its_listing(monkeypatch):
     found = sif.listing(sif.Partition(Path("x.sif"), 4096, 100))
     assert found == {
         "/": (0o755, 0, 0),
+        "/bin": (0o777, 0, 0),
         "/usr/bin/passwd": (0o4755, 0, 0),
         "/var/local": (0o2775, 0, 50),
         "/var/log/btmp": (0o660, 0, 43),
         "/tmp": (0o1777, 0, 0),
         "/opt/a name with spaces": (0o644, 0, 0),
-    }  # the link left out: chmod would follow it
+        "/usr/bin/vi": (0o777, 0, 7),  # a link: its owner, for packing.py; unpack's chmod skips it
+    }

@@ -93,3 +93,29 @@ def test_two_trees_written_apart_pack_into_one_file(apptainer, tmp_path):
     attributes = json.loads(metadata.stdout)["data"]["attributes"]
     assert attributes["labels"]["org.label-schema.build-date"] == reproducible.build_date()
     assert MIRROR not in metadata.stdout
+
+
+def test_a_users_folder_with_the_images_owners_packs_into_roots_bytes(apptainer, tmp_path):
+    """An ordinary user's unpacked folder holds every file as the user's; the pseudo file of
+    the image's owners (a group, a link's owner, names with quotes) gives root's bytes back."""
+    made = []
+    for name, uid in (("root", 0), ("user", 4242)):
+        root = _root(tmp_path / name / "root", day=60)
+        (root / "var" / "local").mkdir(parents=True)
+        (root / "etc" / 'a "quoted" name').write_text("q\n")
+        (root / "bin" / "vi").symlink_to("sh")
+        for path in (root, *root.rglob("*")):
+            os.lchown(path, uid, uid)
+        if uid == 0:  # the image's own owners, as root's unsquashfs keeps them
+            os.chown(root / "var" / "local", 0, 50)
+            os.lchown(root / "bin" / "vi", 0, 7)
+        listing = {"/var/local": (0o2775, 0, 50), "/bin/vi": (0o777, 0, 7)}
+        how = packing.Packing(apptainer, TEMPLATE, {}, True, tmp_path / name / "log")
+        out = tmp_path / name / "image.sif"
+        packing.pack(how, root, out, tmp_path / name, listing if uid else None)
+        made.append(out)
+    assert made[0].read_bytes() == made[1].read_bytes()
+    lines = subprocess.run(["unsquashfs", "-lln", "-o", str(packing.sif.root_partition(apptainer, made[1]).offset),
+                            str(made[1])], capture_output=True, text=True, timeout=60).stdout  # fmt: skip
+    assert " 0/50 " in next(line for line in lines.splitlines() if line.endswith("/var/local"))
+    assert "4242" not in lines

@@ -68,13 +68,13 @@ class Fakes:
             (root / "opt" / "venv").mkdir(parents=True)
         elif argv[0] == "cp":
             subprocess.run(argv, check=True)
+        elif argv[0] == "mksquashfs":  # what it packs: the folder as packing.py left it
+            root = Path(argv[1])
+            files = (p for p in root.rglob("*") if p.is_file() and p.name != "sh")
+            self.packed = {p.relative_to(root).as_posix(): p.read_text() for p in files}
+            Path(argv[2]).write_bytes(b"hsqs")
         elif argv[0].endswith("proot"):
             self.commands[-1].append(f"env:{(env or {}).get('PROOT_NO_SECCOMP')}")
-            if "mksquashfs" in argv:  # what it packs: Apptainer's folder as packing.py left it
-                root = Path(argv[argv.index("mksquashfs") + 1])
-                files = (p for p in root.rglob("*") if p.is_file() and p.name != "sh")
-                self.packed = {p.relative_to(root).as_posix(): p.read_text() for p in files}
-                Path(argv[argv.index("mksquashfs") + 2]).write_bytes(b"hsqs")
             if argv[-1].endswith("/.post.script"):  # what %post would do, in the stage's root
                 root = Path(argv[argv.index("-r") + 1])
                 (root / "opt" / "venv" / "made").write_text("built\n")
@@ -84,7 +84,7 @@ def steps(tmp_path):
     return unpacked.Steps(
         apptainer="apptainer", proot="/opt/proot", log=tmp_path / "log", images=tmp_path,
         binds=(("/srv/host", "/mnt"),), proot_env={"PROOT_NO_SECCOMP": "1"}, apptainer_version="1.4.5",
-        packing=packing.Packing("apptainer", TEMPLATE, {}, True, tmp_path / "log", "/opt/proot"),
+        packing=packing.Packing("apptainer", TEMPLATE, {}, True, tmp_path / "log"),
     )  # fmt: skip
 
 
@@ -97,13 +97,14 @@ def test_two_stages_from_an_image_then_a_sif_of_three_objects(tmp_path, monkeypa
     assert programs == [
         "apptainer sif list", "unsquashfs", "cp", "/opt/proot",  # build: image, %files, %post
         "apptainer sif list", "unsquashfs", "cp", "/opt/proot",  # final: image, %files from build, %test
-        "unsquashfs", "apptainer inspect --all", "/opt/proot",  # the base's owners, metadata, mksquashfs
+        "unsquashfs", "apptainer inspect --all", "mksquashfs",  # the base's owners, metadata, packing
         "apptainer sif new", "apptainer sif add", "apptainer sif add", "apptainer sif add",
     ]  # fmt: skip
-    post, test, pack = (c for c in fakes.commands if c[0] == "/opt/proot")
-    assert pack[:3] == ["/opt/proot", "-0", "mksquashfs"] and "-all-root" not in pack
-    pseudo = Path(pack[pack.index("-pf") + 1])  # the owner other than root, given back
-    assert pseudo.read_text() == '"opt/venv" m 755 0 50\n'
+    post, test = (c for c in fakes.commands if c[0] == "/opt/proot")
+    (pack,) = (c for c in fakes.commands if c[0] == "mksquashfs")  # no proot: the owners in a pseudo file
+    assert "-all-root" not in pack and pack[-4:] == ["-root-uid", "0", "-root-gid", "0"]
+    pseudo = Path(pack[pack.index("-pf") + 1]).read_text().splitlines()  # every path, its owner in the base
+    assert '"opt/venv" m 755 0 50' in pseudo and '"opt/venv.new/made" m 644 0 0' in pseudo
     assert post[:3] == ["/opt/proot", "-0", "--kill-on-exit"] and "/srv/host:/mnt" in post
     assert post[-1] == "env:1" and "APPTAINER_LABELS=/.build.labels" in post
     assert any(arg.endswith(":/tmp") for arg in test) and "PYTHONDONTWRITEBYTECODE=1" in test
