@@ -83,6 +83,14 @@ def listing(partition: Partition) -> dict:
     return found
 
 
+def sizes(partition: Partition) -> list:
+    """[("-rw-r--r--", 9), ...]: each path's symbolic mode and, for a file, its size (0 for the
+    rest: a device's column holds its numbers), from `unsquashfs -lln`."""
+    listed = runner.run(_unsquashfs(partition, "-lln", str(partition.image)), timeout=600).stdout
+    found = [line.split() for line in listed.splitlines() if _LISTED.match(line)]
+    return [(fields[0], int(fields[2]) if fields[0][0] == "-" else 0) for fields in found]
+
+
 def _mode_bits(symbolic: str) -> int:
     """ "-rwsr-xr-x" -> 0o4755; "drwxrwsr-x" -> 0o2775; "drwxrwxrwt" -> 0o1777 (S and T: the
     special bit without execute)."""

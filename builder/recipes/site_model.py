@@ -117,6 +117,19 @@ class Modules(SitePart):
 
 
 @dataclass(frozen=True)
+class BuildJob(SitePart):
+    """site_image.build_job: the Slurm job that builds a site-image target (run/build_job.py)."""
+
+    partition: str
+    tmpdir: str  # the build's temporary folders (APPTAINER_TMPDIR) on the node
+    source: str
+    read: str
+    cpus: int = 16
+    time: str = "04:00:00"
+    modules: tuple = ()  # loaded first: what puts proot on PATH
+
+
+@dataclass(frozen=True)
 class SiteImage(SitePart):
     """The site's own image, which site-image targets start from: site_image, such as
     `{path: /appl/local/laifs/containers/lumi-multitorch-latest.sif, module_use:
@@ -131,12 +144,14 @@ class SiteImage(SitePart):
     # ((name, SiteImage), ...): the site's other images a target may name (site_image: NAME),
     # each with its own path and runtime and the rest as this one
     others: tuple = ()
+    build_job: BuildJob = None  # None where the site names none
 
     @classmethod
     def from_yaml(cls, spec: Section):
         if not spec.data:
             return None
-        image = dataclasses.replace(super().from_yaml(spec), origin=_origin(spec, ("path",)), others=())
+        job = BuildJob.from_yaml(spec.part("build_job")) if spec.part("build_job").data else None
+        image = dataclasses.replace(super().from_yaml(spec), origin=_origin(spec, ("path",)), others=(), build_job=job)
         others = spec.part("others")
         return dataclasses.replace(
             image,

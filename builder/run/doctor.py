@@ -8,6 +8,7 @@ from ..host import build_route, cross_tools, emulation, hostinfo, space, toolbox
 from ..host.cache import cache_dir
 from ..recipes.site_model import Site
 from ..recipes.tree import RecipeTree
+from . import build_job
 
 
 def report(tree: RecipeTree | None, images, recipes=""):
@@ -19,7 +20,9 @@ def report(tree: RecipeTree | None, images, recipes=""):
         rows += [("recipes", recipes)] if recipes else []
     else:
         rows.append(("recipes", "none here (no recipe tree found): host facts only"))
-    rows += _runtime_rows(site)
+    runtime_rows, route, runtime = _runtime_rows(site)
+    rows += runtime_rows
+    rows += _build_job_rows(tree, route, runtime)
     rows.append(
         (
             "fakeroot",
@@ -58,7 +61,7 @@ def report(tree: RecipeTree | None, images, recipes=""):
 
 def _runtime_rows(site: Site | None) -> list:
     """The Apptainer a build would use, and the way this host lets it run (host.build_route),
-    both from one reading of the host's facts."""
+    both from one reading of the host's facts: (rows, the route, the runtime)."""
     facts = build_route.facts(site)
     rows = []
     if facts.runtime:
@@ -80,6 +83,20 @@ def _runtime_rows(site: Site | None) -> list:
         )
     route = build_route.decide(facts)
     rows.append(("build route", route.detail if route.name else f"none: {route.blocker}"))
+    return rows, route, facts.runtime
+
+
+def _build_job_rows(tree, route, runtime) -> list:
+    """Where a login node with no privilege sends each site-image target's build: its site's
+    Slurm job (run/build_job.py), with the memory worked out from the site's image."""
+    if tree is None or route.name not in build_job.NEEDS_A_JOB:
+        return []
+    rows = []
+    for target in tree.targets.values():
+        found = build_job.advice(target, runtime)
+        if found:
+            rows.append(("build job", f"{target.name}: {found.sbatch or 'unknown'}"))
+            rows.append(("build memory", f"{target.name}: {found.memory}"))
     return rows
 
 

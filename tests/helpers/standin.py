@@ -16,6 +16,10 @@ def stand_in_recipes(folder: Path, image: Path) -> Path:
     shutil.copytree(RECIPES, recipes)
     site = (RECIPES / "sites" / "local.yaml").read_text()
     site += f"site_image:\n  path: {image}\n  module_use: [{folder / 'modules'}]\n  module_load: [standin-bindings]\n"
+    site += (  # where the site builds it when a login node cannot (run/build_job.py)
+        "  build_job: {partition: cpu, cpus: 2, tmpdir: /tmp, source: 'https://example.org/build-in-a-job', "
+        "read: '2026-12-07'}\n"
+    )
     (recipes / "sites" / "standin.yaml").write_text(site)
     (recipes / "targets" / "standin-image.yaml").write_text(
         "description: the site-image route on a stand-in base\n"

@@ -65,7 +65,7 @@ if grep -q "^$USER:" /etc/subuid /etc/subgid; then echo "$USER has a subuid rang
 git clone -q "$HOME/hpc-ml-containers.git" hpc
 cd hpc
 make setup
-.venv/bin/python -m builder doctor | grep '^build route'
+.venv/bin/python -m builder doctor --recipes "$RECIPES" | grep '^build '
 .venv/bin/python -m builder build standin-image --recipes "$RECIPES" --images "$HOME/images"
 """
 # Seen at the same path inside the login node (its /tmp is this host's), and the same from
@@ -97,6 +97,11 @@ def test_a_user_without_user_namespaces_or_a_subuid_range_builds_on_the_sites_im
         )
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-4000:]
         assert "no privilege: the builder unpacks the site's image into your folder" in done.stdout
+        # the site's job for it (CSC's way on LUMI), its memory from the stand-in image's size
+        job = next(line for line in done.stdout.splitlines() if line.startswith("build job"))
+        assert "standin-image: sbatch -p cpu -c 2 --mem=" in job and "APPTAINER_TMPDIR=/tmp" in job, job
+        memory = next(line for line in done.stdout.splitlines() if line.startswith("build memory"))
+        assert "GB, the build's temporary folders in /tmp (node memory): twice the uncompressed" in memory
         assert "without privilege (the builder runs the steps)" in done.stderr and "its %test passed" in done.stderr
         image = home / "images" / "standin-image.sif"
         assert image.stat().st_uid == site_login.LUMI_UID
