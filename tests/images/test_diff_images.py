@@ -10,7 +10,7 @@ from conftest import RECIPES, run_builder
 
 pytestmark = pytest.mark.full
 
-PIN, OLDER = "  accelerate: 1.15.0\n", "  accelerate: 1.14.0\n"
+PIN, OLDER = "  accelerate: 1.16.0\n", "  accelerate: 1.15.0\n"
 
 
 def test_two_real_images_one_pin_apart_differ_in_that_package(cpu_image, tmp_path):
@@ -29,7 +29,7 @@ def test_two_real_images_one_pin_apart_differ_in_that_package(cpu_image, tmp_pat
     lines = shown.stdout.splitlines()
     python = lines[lines.index("Python distributions") + 1 :]
     python = python[: next(i for i, line in enumerate(python) if not line.startswith("  "))]
-    assert "  changed  accelerate 1.15.0 -> 1.14.0" in python, shown.stdout
+    assert "  changed  accelerate 1.16.0 -> 1.15.0" in python, shown.stdout
     # what moved with it, if anything, is a dependency of the frameworks step, never torch or numpy
     assert not [line for line in python if " torch " in line or " numpy " in line], shown.stdout
     assert "Debian packages" not in lines and "DeepSpeed ops" not in lines, shown.stdout

@@ -24,12 +24,12 @@ Example, recipes/targets/lumi-rocm.yaml (a GPU target: frameworks on) renders
     mkdir -p /opt/venv/share/hpc-ml-runtime
     pip list --format=freeze | grep -E '^[A-Za-z0-9._-]+==[^[:space:]]+$' > C
     pip_log="$(mktemp /tmp/hpcml-frameworks-XXXXXX)"
-    if ! pip install --no-cache-dir --log "$pip_log" -c C lightning==2.6.6 transformers==5.23.0 ...; then
+    if ! pip install --no-cache-dir --log "$pip_log" -c C lightning==2.6.6 transformers==5.25.0 ...; then
         ...
         if [ -n "$pinned" ]; then echo "hpcml-error: the frameworks need other versions of ..." >&2; fi
     ...
     echo '--- test: frameworks'
-    python -m smoke.imports lightning==2.6.6 transformers==5.23.0 accelerate==1.15.0 datasets==5.2.0
+    python -m smoke.imports lightning==2.6.6 transformers==5.25.0 accelerate==1.16.0 datasets==5.2.0
     pip check
     python -m smoke.pins C
 

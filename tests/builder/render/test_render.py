@@ -524,7 +524,7 @@ def test_labels_carry_provenance_and_the_resolved_recipe(tree, name):
 
 # --- frameworks: Lightning and Hugging Face in the top layer ------------------------------------
 
-FRAMEWORK_PINS = "lightning==2.6.6 transformers==5.23.0 accelerate==1.15.0 datasets==5.2.0"
+FRAMEWORK_PINS = "lightning==2.6.6 transformers==5.25.0 accelerate==1.16.0 datasets==5.2.0"
 FRAMEWORK_TARGETS = ["cpu", "a100-cuda", "v100-cuda", "h100-cuda", "csc-cuda", "lumi-rocm"]
 CONSTRAINTS = "/opt/venv/share/hpc-ml-runtime/constraints.txt"
 
