@@ -16,8 +16,11 @@ by removing what a build leaves behind that is about the build, not the image (l
     the host's name into /etc/hostname and writes the build's mirror (the host's, or a
     bundle's server on loopback) into apt's sources. They become a fixed name and sources
     that name no mirror: the line stays, commented out, with MIRROR-URL where the mirror was,
-    for whoever installs on top to fill in. Not before: a layer above the base still
-    installs packages from the build's mirror.
+    for whoever installs on top to fill in.
+  - a layer below it on a Debian root forgets the mirror too, but keeps apt's lines active:
+    `deb MIRROR-URL bookworm main`, which the next layer's build points at its own mirrors
+    before it installs anything (layerbuild/host_settings.apt_lines). So the devel and base
+    layers are the same files whichever mirror built them (a bundle's loopback server too).
 
 Example: stage_post("final", ["apt-get update", ...]) -> ["umask 022", "export SOURCE_DATE_EPOCH=...
 PYTHONHASHSEED=0 TZ=UTC LC_ALL=C.UTF-8", "apt-get update", ..., "echo '--- final: tidy'", "rm -rf ..."]
@@ -57,15 +60,25 @@ FORGET_HOST = (
 )
 
 
-def stage_post(stage: str, post: list, shipped_debian_root=False) -> list:
+# What a Debian root's layer below the image holds in place of the build's mirrors
+NEUTRAL_SOURCES = (
+    "if [ -f /etc/apt/sources.list ]; then sed -i -E "
+    f"'s#^deb [^ ]+ ([a-z]+-security) #deb {SECURITY_PLACEHOLDER} \\1 #;t;s#^deb [^ ]+ #deb {MIRROR_PLACEHOLDER} #' "
+    "/etc/apt/sources.list; fi",
+)
+
+
+def stage_post(stage: str, post: list, shipped_debian_root=False, lower_debian_root=False) -> list:
     """A stage's %post lines between the fixed build time and the tidy step; the tidy step of
-    the shipped layer's last stage on a Debian root also forgets the build host (FORGET_HOST)."""
+    the shipped layer's last stage on a Debian root also forgets the build host (FORGET_HOST),
+    that of a lower layer's stage on one its mirrors (NEUTRAL_SOURCES)."""
     if not post:
         return post
     start = [f"umask {UMASK}", "export " + " ".join(f"{name}={value}" for name, value in ENV)]
     tidy = [
         f"echo '--- {stage}: tidy'",
         *(FORGET_HOST if shipped_debian_root else ()),
+        *(NEUTRAL_SOURCES if lower_debian_root else ()),
         "rm -rf " + " ".join(LEFT_BEHIND),
     ]
     return [*start, *post, *tidy]
