@@ -152,7 +152,7 @@ def full_folder(log_text: str, where: Folders):
     if not lines:
         return None
     for line in lines:
-        for path in _PATH.findall(line):
+        for path in reversed(_PATH.findall(line)):  # the one nearest the message: not the command's
             for label, folder in sorted(where.named(), key=lambda item: -len(str(item[1]))):
                 if path == str(folder) or path.startswith(str(folder) + "/"):
                     return label, folder

@@ -1,7 +1,11 @@
 """What a layer build's log tells its user: the steps as they start, and the reason a block's
-own line gave when it failed the build."""
+own line gave when it failed the build, or the folder that filled."""
 
-from .. import contract
+import contextlib
+
+from .. import contract, runner
+from ..errors import ToolError
+from ..host import space
 
 STEP_MARKERS = (
     "--- devel: ",
@@ -33,3 +37,23 @@ def progress_lines(progress):
             progress.step(text.replace("INFO:    ", "").rstrip("."))
 
     return on_line
+
+
+@contextlib.contextmanager
+def said_in_one_line(log, where, what):
+    """A failure of ``what`` (logged in ``log``) in one line: the folder of ``where``
+    (space.Folders) that filled, or the reason a block gave; else the failure as it is."""
+    try:
+        yield
+    except ToolError as error:
+        last = f"{runner.tail(log, 40)}\n{error}"
+        full = space.full_folder(last, where)
+        if full is not None:
+            raise ToolError(
+                f"{what} {space.ran_out(*full)}; the previous image, if any, "
+                f"is unchanged and the partial files are removed; log: {log}"
+            ) from error
+        reason = failure_line(last)
+        if reason is None:
+            raise
+        raise ToolError(f"{reason}; the previous image, if any, is unchanged; log: {log}") from error

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import contract, fileio, reproducible, runner, sbom
-from ..errors import ToolError
 from ..host import build_route, cache, debootstrap_kit, emulation, hostinfo, sidecar, space
 from ..host.images import image_lock, takes_squashfs_args
 from ..render import runtime_wheel
@@ -213,7 +212,8 @@ def build_layer(job: LayerBuild, progress):
             built = work / "apptainer.sif"
             _run_apptainer(job, _argv(job, args, host, built, definition), work, built, where, progress)
             progress.step(f"packing the {job.plan.layer} layer the same way on every route (unsquashfs, mksquashfs)")
-            packing.repack(pack_as, built, tmp_sif, work)
+            with build_log.said_in_one_line(job.log, where, "packing the layer"):
+                packing.repack(pack_as, built, tmp_sif, work)
         os.replace(tmp_sif, job.sif)
     finally:
         store.store_kept(host, kept, job.plan.owner, site_image)
@@ -264,7 +264,7 @@ def _run_apptainer(job, argv, work, built, where, progress):
     env.update({"PATH": job.path} if job.path else {})
     env.update(from_bundle.environment() if job.bundle else {})
     job.log.write_text("")
-    try:
+    with build_log.said_in_one_line(job.log, where, "apptainer build"):
         runner.run_logged(
             argv,
             job.log,
@@ -275,18 +275,6 @@ def _run_apptainer(job, argv, work, built, where, progress):
             cleanup=[built, work],
             on_line=build_log.progress_lines(progress),
         )
-    except ToolError as error:
-        last = runner.tail(job.log, 40)
-        full = space.full_folder(last, where)
-        if full is not None:
-            raise ToolError(
-                f"apptainer build {space.ran_out(*full)}; the previous image, if any, "
-                f"is unchanged and the partial files are removed; log: {job.log}"
-            ) from error
-        reason = build_log.failure_line(last)
-        if reason is None:
-            raise
-        raise ToolError(f"{reason}; the previous image, if any, is unchanged; log: {job.log}") from error
 
 
 def _remove_stale_temps(images, where, name):
