@@ -17,14 +17,16 @@ Usage: python bench/build_bench.py [--rev REV] [--baseline REV] [--keep DIR] [--
 
 --quick: a dry run of the same steps. The builder of the commit runs each build for real
 (layer keys, cache, locks, plans, host settings, the recipe edit for the top-layer rebuild)
-but a stub stands in for `apptainer build` and writes each layer's definition as its file, so
-nothing is compiled or installed (a few seconds). The image-size line then measures the real
-image given by --image (skipped without one). Its times are the builder's own overhead, not
-build figures.
+but a stub stands in for `apptainer build` and writes each layer as a tiny SIF holding its
+definition and a shell (the real Apptainer's `sif` commands assemble it, and the builder's
+packing step unpacks and packs it as any layer), so nothing is compiled or installed. The
+image-size line then measures the real image given by --image (skipped without one). Its
+times are the builder's own overhead, not build figures.
 """
 
 import argparse
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -34,19 +36,31 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 EXTRA = ("six", "1.17.0")  # a small pure-Python package for the top-layer rebuild
-# --quick: what runs in place of `apptainer build`; the layer file is the definition itself
-# (and answers the two reads the SBOM makes of the image: its labels and one probe of its contents)
+# --quick: what runs in place of `apptainer build`: a SIF of a shell and the definition, made
+# with the real Apptainer's `sif` commands (the builder's packing uses them too); it answers the
+# two reads the SBOM makes of the image, its labels and one probe of its contents
 STUB = r"""#!/bin/sh
+real=REAL_APPTAINER
 case "$1" in
   inspect) echo '{"data": {"attributes": {"labels": {}}}}'; exit 0 ;;
   exec) exec python3 "$(dirname "$0")/stub-probe.py" ;;
+  sif) exec "$real" "$@" ;;
   build) ;;
-  *) echo "build_bench stub: only build, inspect and exec" >&2; exit 2 ;;
+  *) echo "build_bench stub: only build, inspect, exec and sif" >&2; exit 2 ;;
 esac
 if [ "$2" = --help ]; then echo "      --mksquashfs-args string"; exit 0; fi
 for arg; do out="$definition"; definition="$arg"; done
 echo "INFO:    Starting build (build_bench stub)"
-cp "$definition" "$out"
+root="$out.root"
+mkdir -p "$root/bin" "$root/.singularity.d"
+cp /bin/sh "$root/bin/sh"
+cp "$definition" "$root/.singularity.d/Singularity"
+mksquashfs "$root" "$out.squashfs" -noappend -quiet -no-progress >/dev/null
+rm -rf "$root"
+"$real" sif new "$out" && "$real" sif add --datatype 4 --parttype 2 --partfs 1 --partarch 2 "$out" "$out.squashfs"
+status=$?
+rm -f "$out.squashfs"
+exit $status
 """
 
 
@@ -141,7 +155,7 @@ def measure(args, work: Path):
     stub = None
     if args.quick:
         stub = work / "stub-apptainer"
-        stub.write_text(STUB)
+        stub.write_text(STUB.replace("REAL_APPTAINER", shlex.quote(real_apptainer())))
         stub.chmod(0o755)
         (work / "stub-probe.py").write_text(f"RECIPES = {str(work / 'current' / 'recipes')!r}\n{PROBE}")
         print("quick mode: a stub stands in for apptainer build (the times are the builder's overhead)")
@@ -188,12 +202,17 @@ def add_package(recipes: Path):
         path.write_text(text.replace(old, new, 1))
 
 
-def image_size(sif: Path):
-    """The SIF's size against what it must hold: the venv and the installed OS packages."""
+def real_apptainer() -> str:
+    """The installed Apptainer, or the toolbox's."""
     sys.path.insert(0, str(ROOT))
     from builder.host import toolbox
 
-    apptainer = shutil.which("apptainer") or shutil.which("singularity") or str(toolbox.command())
+    return shutil.which("apptainer") or shutil.which("singularity") or str(toolbox.command())
+
+
+def image_size(sif: Path):
+    """The SIF's size against what it must hold: the venv and the installed OS packages."""
+    apptainer = real_apptainer()
     measure = "du -sb /opt/venv | cut -f1; dpkg-query -Wf '${Installed-Size}\\n' | awk '{s+=$1} END {print s*1024}'"
     out = subprocess.run(
         [apptainer, "exec", sif, "sh", "-c", measure], capture_output=True, text=True, check=True, timeout=600
