@@ -13,6 +13,7 @@ adds those bits and `restored` puts the image's modes back before packing.
 
 import json
 import os
+import platform
 import stat
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from ..reproducible import build_date
 META = ".singularity.d"
 BUILD_LABELS = "/.build.labels"  # $APPTAINER_LABELS in %post, read back and removed here
 ELF_ARCH = {0x3E: "amd64", 0xB7: "arm64", 0x15: "ppc64le"}  # e_machine of the image's /bin/sh
+HOST_ARCH = {"x86_64": "amd64", "aarch64": "arm64", "ppc64le": "ppc64le"}  # uname -m
 
 
 def insert(root: Path, stage, definition: str, apptainer_version: str):
@@ -46,8 +48,11 @@ def insert(root: Path, stage, definition: str, apptainer_version: str):
 
 
 def architecture(root: Path) -> str:
-    """The image's architecture as SIF names it, from its /bin/sh, as Apptainer reads it."""
+    """The image's architecture as SIF names it, from its /bin/sh, as Apptainer reads it; the
+    host's for an image without a shell."""
     shell = root / "bin" / "sh"
+    if not (shell.exists() or shell.is_symlink()):
+        return HOST_ARCH.get(platform.machine(), "amd64")
     target = os.readlink(shell) if shell.is_symlink() else None
     if target is not None:  # /bin/sh -> dash: relative to /bin, or absolute inside the root
         shell = (root / target.lstrip("/")) if target.startswith("/") else shell.parent / target
