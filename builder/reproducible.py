@@ -68,17 +68,18 @@ NEUTRAL_SOURCES = (
 )
 
 
-def stage_post(stage: str, post: list, shipped_debian_root=False, lower_debian_root=False) -> list:
-    """A stage's %post lines between the fixed build time and the tidy step; the tidy step of
-    the shipped layer's last stage on a Debian root also forgets the build host (FORGET_HOST),
-    that of a lower layer's stage on one its mirrors (NEUTRAL_SOURCES)."""
+def stage_post(stage: str, post: list, debian_layer=None) -> list:
+    """A stage's %post lines between the fixed build time and the tidy step. ``debian_layer``:
+    the layer ("devel", "base", "image") of a stage on a Debian root, None for another root:
+    the image layer's last stage then also forgets the build host (FORGET_HOST), a lower
+    layer's stage its mirrors (NEUTRAL_SOURCES)."""
     if not post:
         return post
     start = [f"umask {UMASK}", "export " + " ".join(f"{name}={value}" for name, value in ENV)]
     tidy = [
         f"echo '--- {stage}: tidy'",
-        *(FORGET_HOST if shipped_debian_root else ()),
-        *(NEUTRAL_SOURCES if lower_debian_root else ()),
+        *(FORGET_HOST if debian_layer == "image" and stage == "final" else ()),
+        *(NEUTRAL_SOURCES if debian_layer in ("devel", "base") else ()),
         "rm -rf " + " ".join(LEFT_BEHIND),
     ]
     return [*start, *post, *tidy]

@@ -220,9 +220,8 @@ def _where(target: Target) -> str:
 
 def _render(target: Target, layer, stages, site_image="", apt_packages=()) -> LayerPlan:
     # copies: the devel layer's stages are rendered twice (once for the image layer's kept step)
-    debian = not site_image and target.stage("final").bootstrap == "debootstrap"
-    forget, lower = debian and layer == "image", debian and layer != "image"
-    fixed = [replace(s, post=stage_post(s.name, s.post, forget and s.name == "final", lower)) for s in stages[layer]]
+    debian_layer = layer if not site_image and target.stage("final").bootstrap == "debootstrap" else None
+    fixed = [replace(s, post=stage_post(s.name, s.post, debian_layer)) for s in stages[layer]]
     for stage in fixed:
         check_stage(stage, _where(target))
     text = templates.get_template("apptainer.def.j2").render(
