@@ -98,9 +98,13 @@ def test_a_user_without_user_namespaces_or_a_subuid_range_builds_on_the_sites_im
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-4000:]
         assert "no privilege: the builder unpacks the site's image into your folder" in done.stdout
         # the site's job for it (CSC's way on LUMI), its memory from the stand-in image's size
-        job = next(line for line in done.stdout.splitlines() if line.startswith("build job"))
+        job = next(
+            line for line in done.stdout.splitlines() if line.startswith("build job") and "standin-image:" in line
+        )
         assert "standin-image: sbatch -p cpu -c 2 --mem=" in job and "APPTAINER_TMPDIR=/tmp" in job, job
-        memory = next(line for line in done.stdout.splitlines() if line.startswith("build memory"))
+        memory = next(
+            line for line in done.stdout.splitlines() if line.startswith("build memory") and "standin-" in line
+        )
         assert "GB, the build's temporary folders in /tmp (node memory): twice the uncompressed" in memory
         assert "without privilege (the builder runs the steps)" in done.stderr and "its %test passed" in done.stderr
         image = home / "images" / "standin-image.sif"
