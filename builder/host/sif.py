@@ -73,22 +73,24 @@ def unpack(partition: Partition, dest: Path, log: Path):
 def listing(partition: Partition) -> dict:
     """{"/usr/bin/passwd": (0o4755, 0, 0), ...}: each path's mode, owner and group in the image
     (links too), from `unsquashfs -lln`; a name with a line break in it is skipped."""
-    listed = runner.run(_unsquashfs(partition, "-lln", str(partition.image)), timeout=600).stdout
     found = {}
-    for line in listed.splitlines():
-        entry = _LISTED.match(line)
-        if entry:
-            path = (entry[4] or "/").split(" -> ")[0] if entry[1][0] == "l" else entry[4] or "/"
-            found[path] = (_mode_bits(entry[1]), int(entry[2]), int(entry[3]))
+    for entry in _entries(partition):
+        path = (entry[4] or "/").split(" -> ")[0] if entry[1][0] == "l" else entry[4] or "/"
+        found[path] = (_mode_bits(entry[1]), int(entry[2]), int(entry[3]))
     return found
 
 
 def sizes(partition: Partition) -> list:
     """[("-rw-r--r--", 9), ...]: each path's symbolic mode and, for a file, its size (0 for the
     rest: a device's column holds its numbers), from `unsquashfs -lln`."""
-    listed = runner.run(_unsquashfs(partition, "-lln", str(partition.image)), timeout=600).stdout
-    found = [line.split() for line in listed.splitlines() if _LISTED.match(line)]
+    found = [entry[0].split() for entry in _entries(partition)]
     return [(fields[0], int(fields[2]) if fields[0][0] == "-" else 0) for fields in found]
+
+
+def _entries(partition: Partition) -> list:
+    """The matches of `unsquashfs -lln`'s lines (_LISTED): what listing and sizes read."""
+    listed = runner.run(_unsquashfs(partition, "-lln", str(partition.image)), timeout=600).stdout
+    return [entry for entry in map(_LISTED.match, listed.splitlines()) if entry]
 
 
 def _mode_bits(symbolic: str) -> int:

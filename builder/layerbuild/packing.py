@@ -115,8 +115,8 @@ def neutral(root: Path, definition: str, host_values: dict):
     if dev.is_symlink() or dev.is_file():
         dev.unlink()
     shutil.rmtree(dev, ignore_errors=True)
-    dev.mkdir(mode=0o755)
-    dev.chmod(0o755)
+    dev.mkdir()
+    dev.chmod(0o755)  # whatever the umask
     _clamp_times(root, written)
 
 
@@ -154,8 +154,6 @@ def _clamp_times(root: Path, written: list):
             path = os.path.join(folder, name)
             if os.lstat(path).st_mtime > epoch:
                 os.utime(path, (epoch, epoch), follow_symlinks=False)
-    if os.lstat(root).st_mtime > epoch:
-        os.utime(root, (epoch, epoch), follow_symlinks=False)
 
 
 def _assemble(packing: Packing, squashfs: Path, inspected: str, arch: str, work: Path, out: Path):
