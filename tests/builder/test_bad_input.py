@@ -530,14 +530,14 @@ CASES = [
     Case(
         "cuda-target-without-toolkit",
         "targets/a100-cuda.yaml",
-        replace("cuda_toolkit: {from: pypi, version: 13.0.3}\n", ""),
+        replace("cuda_toolkit: {from: pypi, version: 13.2.2}\n", ""),
         line_with("torch:"),
         "a cuda image needs cuda_toolkit",
     ),
     Case(
         "pypi-toolkit-without-version",
         "targets/a100-cuda.yaml",
-        replace("cuda_toolkit: {from: pypi, version: 13.0.3}", "cuda_toolkit: {from: pypi}"),
+        replace("cuda_toolkit: {from: pypi, version: 13.2.2}", "cuda_toolkit: {from: pypi}"),
         line_with("cuda_toolkit:"),
         "expected the cuda-toolkit release torch pins",
     ),
@@ -551,7 +551,7 @@ CASES = [
     Case(
         "toolkit-on-a-cpu-image",
         "targets/cpu.yaml",
-        replace("torch:\n  flavour: cpu\n", "torch:\n  flavour: cpu\ncuda_toolkit: {from: pypi, version: 13.0.3}\n"),
+        replace("torch:\n  flavour: cpu\n", "torch:\n  flavour: cpu\ncuda_toolkit: {from: pypi, version: 13.2.2}\n"),
         line_with("cuda_toolkit:"),
         "a cpu image has no CUDA toolkit",
     ),

@@ -21,8 +21,8 @@ def test_list_names_every_target_alias_and_site_with_torch_and_arch(tmp_path):
         ("lumi-rocm", "torch 2.10.0 rocm", "gfx90a"),
         ("lumi-rocm64", "torch 2.9.1  rocm", "gfx90a"),
         ("v100-cuda", "torch 2.10.0 cuda", "sm_70"),
-        ("a100-cuda", "torch 2.14.1 cuda", "sm_80"),
-        ("h100-cuda", "torch 2.14.1 cuda", "sm_90"),
+        ("a100-cuda", "torch 2.15.0 cuda", "sm_80"),
+        ("h100-cuda", "torch 2.15.0 cuda", "sm_90"),
         ("cpu", "torch 2.13.0 cpu", "-"),
     ]:
         assert any(line.split()[0] == target and torch in line and f"gpu {arch} " in line for line in lines), target

@@ -28,11 +28,11 @@ pytestmark = pytest.mark.heavy
 # target: (the CUDA release of its torch, the driver that needs, the archs of its ops)
 CUDA_TARGETS = {
     "v100-cuda": ("12.8", "525.60.13", ("sm_70",)),
-    "a100-cuda": ("13.0", "580.65.06", ("sm_80",)),
-    "h100-cuda": ("13.0", "580.65.06", ("sm_90",)),
+    "a100-cuda": ("13.2", "580.65.06", ("sm_80",)),
+    "h100-cuda": ("13.2", "580.65.06", ("sm_90",)),
     "csc-cuda": ("12.8", "525.60.13", ("sm_70", "sm_80")),
     # aarch64, built and examined here under QEMU (issue 34)
-    "gh200-cuda": ("13.0", "580.65.06", ("sm_90",)),
+    "gh200-cuda": ("13.2", "580.65.06", ("sm_90",)),
 }
 CUOBJDUMP = "nvidia-cuda-cuobjdump==13.2.86"  # reads CUDA 12 and 13 objects alike
 

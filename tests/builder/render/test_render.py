@@ -244,7 +244,7 @@ def test_cuda_targets_carry_their_arch_list(name, arch_list):
 
 @pytest.mark.parametrize(
     "name, torch_version",
-    [("v100-cuda", "2.10.0"), ("csc-cuda", "2.10.0"), ("a100-cuda", "2.14.1"), ("h100-cuda", "2.14.1")],
+    [("v100-cuda", "2.10.0"), ("csc-cuda", "2.10.0"), ("a100-cuda", "2.15.0"), ("h100-cuda", "2.15.0")],
 )
 def test_cuda_targets_start_from_debootstrap_and_pick_a_torch_with_their_archs(name, torch_version):
     stages = [stages_of(LAYER_FILES[name]["devel"])[0], stages_of(LAYER_FILES[name]["base"])[1]]
@@ -270,7 +270,7 @@ def test_the_volta_route_compiles_with_debians_cuda_12_nvcc_and_gcc_13():
 def test_the_hopper_and_ampere_route_takes_nvcc_from_pypi_at_torchs_cuda_release():
     devel = section("a100-cuda", "devel", "post").splitlines()
     # the lock holds the metapackage and the parts its extras name
-    assert {"cuda-toolkit==13.0.3.0", "nvidia-cuda-nvcc==13.0.88"} <= {line.split(" ")[0] for line in devel}
+    assert {"cuda-toolkit==13.2.2", "nvidia-cuda-nvcc==13.2.86", "nvidia-curand==10.4.2.66"} <= {line.split(" ")[0] for line in devel}
     assert 'ln -sfn "$cuda_home" /opt/cuda' in devel
     assert any(line.startswith("for so in /opt/cuda/lib/lib*.so.*;") for line in devel)  # -lcurand
     assert "export CUDA_HOME=/opt/cuda" in section("a100-cuda", "build", "post").splitlines()

@@ -13,7 +13,10 @@ def test_the_pypi_toolkit_is_pip_installed_and_linked_to_cuda_home(tree):
     (part,) = cuda_toolkit.parts(mini_target(tree, cuda_changes(), sites=("mahti",)))
     assert (part.block, part.stage, part.packages) == ("cuda_toolkit", "build", ())
     assert part.build_env == (("CUDA_HOME", "/opt/cuda"),)
-    assert part.post[0] == "pip install --no-cache-dir 'cuda-toolkit[nvcc,cccl,cudart,profiler]==13.0.3'"
+    # curand for DeepSpeed's -lcurand; CCCL unpinned, so the one torch's NVSHMEM brings stays
+    assert part.post[0] == (
+        "pip install --no-cache-dir 'cuda-toolkit[nvcc,cudart,curand,profiler]==13.0.3' nvidia-cuda-cccl"
+    )
     # pip puts CUDA 13 under nvidia/cu13, which torch does not look in
     assert "cu13" in part.post[1] and part.post[2] == 'ln -sfn "$cuda_home" /opt/cuda'
     assert part.post[-1] == "/opt/cuda/bin/nvcc --version"
