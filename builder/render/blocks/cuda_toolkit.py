@@ -36,8 +36,9 @@ from ...recipes.target_model import Target
 from ..parts import Part
 from ..pip_install import Request, lines
 
-PIP_HOME = "/opt/cuda"
-_CCCL = "nvidia-cuda-cccl"  # any version: the one torch brings, else the newest  # a fixed path for the pip toolkit, whatever Python's version
+PIP_HOME = "/opt/cuda"  # a fixed path for the pip toolkit, whatever Python's version
+_CCCL = "nvidia-cuda-cccl"  # any version: the one torch brings, else the newest
+_EXTRAS = "nvcc,cudart,curand,profiler"
 _UNVERSIONED = (
     'for so in {lib}/lib*.so.*; do [ -e "$so" ] || continue; name="${{so%%.so.*}}.so"; '
     '[ -e "$name" ] || ln -s "${{so##*/}}" "$name"; done'
@@ -54,7 +55,7 @@ def parts(target: Target):
     if kit.source == "pypi":
         major = kit.version.split(".")[0]
         post = (
-            *lines(target, Request("cuda_toolkit", (f"cuda-toolkit[nvcc,cudart,curand,profiler]=={kit.version}", _CCCL))),
+            *lines(target, Request("cuda_toolkit", (f"cuda-toolkit[{_EXTRAS}]=={kit.version}", _CCCL))),
             _FIND_PIP_HOME.format(folder=f"cu{major}"),
             f'ln -sfn "$cuda_home" {PIP_HOME}',
             # -lcudart (torch's cpp_extension), -lcurand (DeepSpeed's ops) need these names

@@ -270,7 +270,8 @@ def test_the_volta_route_compiles_with_debians_cuda_12_nvcc_and_gcc_13():
 def test_the_hopper_and_ampere_route_takes_nvcc_from_pypi_at_torchs_cuda_release():
     devel = section("a100-cuda", "devel", "post").splitlines()
     # the lock holds the metapackage and the parts its extras name
-    assert {"cuda-toolkit==13.2.2", "nvidia-cuda-nvcc==13.2.86", "nvidia-curand==10.4.2.66"} <= {line.split(" ")[0] for line in devel}
+    pins = {"cuda-toolkit==13.2.2", "nvidia-cuda-nvcc==13.2.86", "nvidia-curand==10.4.2.66"}
+    assert pins <= {line.split(" ")[0] for line in devel}
     assert 'ln -sfn "$cuda_home" /opt/cuda' in devel
     assert any(line.startswith("for so in /opt/cuda/lib/lib*.so.*;") for line in devel)  # -lcurand
     assert "export CUDA_HOME=/opt/cuda" in section("a100-cuda", "build", "post").splitlines()
