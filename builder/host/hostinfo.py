@@ -9,8 +9,6 @@ from .. import contract
 from ..errors import ToolError
 from . import pip_config
 
-CAP_SYS_RESOURCE = 24
-
 
 def debian_mirror() -> str:
     """The host's Debian mirror URI (HPCML_MIRROR overrides), read from its apt sources."""
@@ -63,18 +61,6 @@ def has_gpus(dev: Path = Path("/dev")) -> bool:
     """Whether this machine shows a GPU to containers: NVIDIA's device files (nvidia0, ...)
     or AMD's compute device (kfd); what the wrapper's --nv and --rocm bind."""
     return (dev / "kfd").exists() or any(re.fullmatch(r"nvidia\d+", path.name) for path in dev.glob("nvidia*"))
-
-
-def capability_bounding_set() -> int:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("CapBnd:"):
-            return int(line.split()[1], 16)
-    return 0
-
-
-def needs_fakeroot() -> bool:
-    """A root build whose %post cannot get CAP_SYS_RESOURCE fails; --fakeroot avoids that."""
-    return os.geteuid() != 0 or not capability_bounding_set() >> CAP_SYS_RESOURCE & 1
 
 
 @cache

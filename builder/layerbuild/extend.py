@@ -14,7 +14,7 @@ from pathlib import Path
 
 from .. import runner
 from ..fileio import sha256_file, write_atomic
-from ..host import emulation, sidecar
+from ..host import build_route, emulation, sidecar
 from ..host.images import checked_labels, find_apptainer, image_lock
 from ..render.parts import PYENV_TAR
 from .layers import LayerBuild, build_layer
@@ -24,6 +24,7 @@ def build_extension(built, extension, *, images: Path, progress) -> Path:
     """built: host.images.Built, the image to start from; extension: render.extension.Extension."""
     target, plan = built.target, extension.plan
     sif = images / f"{plan.owner}.sif"
+    route = build_route.check(target.sites[0])  # no way to build here: one line, nothing written
     apptainer, label = find_apptainer(target.sites[0], progress, images)
     checked_labels(apptainer, built)  # the base is the target it names, before anything is written
     with image_lock(images, target.name, shared=True), image_lock(images, plan.owner):
@@ -39,7 +40,7 @@ def build_extension(built, extension, *, images: Path, progress) -> Path:
             log = images / f"{plan.owner}.build.log"
             progress.step(f"building {sif} on {built.path} ({label}; log: {log})")
             emulated = target.arch != emulation.host_arch()
-            job = LayerBuild(plan, apptainer, sif, key, {"BASE": built.path.name}, log, emulated=emulated)
+            job = LayerBuild(plan, apptainer, sif, key, {"BASE": built.path.name}, log, emulated=emulated, route=route)
             build_layer(job, progress)
         finally:
             shutil.rmtree(context, ignore_errors=True)

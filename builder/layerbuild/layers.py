@@ -22,8 +22,6 @@ from ..render.parts import CROSS_DIR, CROSS_MOUNT, HOST_MOUNT
 from ..render.plan import LAYERS, MIRROR_ARG, SECURITY_MIRROR_ARG, in_order
 from . import build_log, from_bundle, host_settings, packing, sources, store, unpacked
 
-# how a build's steps name the route where it is not Apptainer's own
-UNDER = {"proot": ", under proot", "unpacked": " and proot, without privilege (the builder runs the steps)"}
 WORK_PREFIX = "hpcml-build-"  # a build's work folder under the build space's tmp
 
 
@@ -46,7 +44,7 @@ class LayerBuild:
     path: str = None  # PATH for Apptainer when the builder's own debootstrap goes first on it
     bundle: object = None  # from_bundle.Bundle the layer takes every file from, or None
     apt_mirrors: tuple = ()  # (mirror, security mirror) of this build for a Debian root's apt
-    route: str = None  # host.build_route's: "proot" drops --fakeroot, "unpacked" runs the steps itself
+    route: build_route.Route = None  # how this host builds: its flags, and who runs the steps
 
 
 def build(tree, name, *, images: Path, force=None, progress, space_check=True, bundle=None):
@@ -100,7 +98,7 @@ def build(tree, name, *, images: Path, force=None, progress, space_check=True, b
             args = {arg: paths[parent].name for arg, parent in plan.parent_args().items()}
             args.update(store.used_args(plan, host_args))
             log = images / f"{plan.owner}.{layer}.build.log"
-            progress.step(f"building the {layer} layer {sif} with {label}{UNDER.get(route.name, '')} (log: {log})")
+            progress.step(f"building the {layer} layer {sif} with {label}{route.under} (log: {log})")
             host = _host_fields(target, plan, cross, label, progress, host_args, bundle, route)
             job = LayerBuild(plan, apptainer, sif, keys[layer], args, log, force != "all", where, **host)
             build_layer(job, progress)
@@ -120,7 +118,7 @@ def _up_to_date(target, image, key, progress, route):
 def _prober(route):
     """The proot the SBOM's probe runs under where Apptainer can run no image (the unpacked
     route: no user namespace); None elsewhere."""
-    return shutil.which("proot") if route.name == "unpacked" else None
+    return shutil.which("proot") if route.proot_probe else None
 
 
 def _host_fields(target, plan, cross, label, progress, host_args, bundle, route) -> dict:
@@ -137,7 +135,7 @@ def _host_fields(target, plan, cross, label, progress, host_args, bundle, route)
         "path": path,
         "bundle": bundle,
         "apt_mirrors": _apt_mirrors(host_args),
-        "route": route.name,
+        "route": route,
     }
 
 
@@ -206,7 +204,7 @@ def build_layer(job: LayerBuild, progress):
         kept = store.provide_kept(host, job.plan.kept, job.reuse_kept, site_image)
         compressed = job.plan.layer not in store.INTERMEDIATE  # a layer only the next one reads is not
         pack_as = packing.for_layer(job, args, compressed, (job.sif.parent.resolve(), work, where.tmp))
-        if job.route == "unpacked":
+        if job.route.runs_steps:
             unpacked.run_layer(job, args, _binds(job, host), work / "unpacked", tmp_sif, progress, pack_as)
         else:
             built = work / "apptainer.sif"
@@ -226,16 +224,9 @@ def build_layer(job: LayerBuild, progress):
 
 
 def _argv(job, args, host, built, definition) -> list:
-    argv = [job.apptainer, "build"]
-    if takes_squashfs_args(job.apptainer):  # packing.py compresses it, once
-        argv += ["--mksquashfs-args", " ".join(packing.UNCOMPRESSED)]
-    if job.route != "proot" and hostinfo.needs_fakeroot():
-        argv.append("--fakeroot")
-    for arg, value in sorted(args.items()):
-        argv += ["--build-arg", f"{arg}={value}"]
-    for source, inside in _binds(job, host):
-        argv += ["--bind", f"{source}:{inside}" + (":ro" if inside != HOST_MOUNT else "")]
-    return argv + [str(built.absolute()), str(definition)]
+    squashfs = packing.UNCOMPRESSED if takes_squashfs_args(job.apptainer) else ()  # packing.py compresses, once
+    binds = [f"{source}:{inside}" + (":ro" if inside != HOST_MOUNT else "") for source, inside in _binds(job, host)]
+    return job.route.build_argv(job.apptainer, args, binds, built.absolute(), definition, squashfs)
 
 
 def _binds(job, host) -> list:

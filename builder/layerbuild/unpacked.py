@@ -26,7 +26,7 @@ from pathlib import Path
 
 from .. import contract, runner
 from ..errors import ToolError
-from ..host import build_route, sif
+from ..host import route_facts, sif
 from ..render import def_reader
 from . import build_log, packing, sandbox_files
 
@@ -46,7 +46,7 @@ class Steps:
     log: Path
     images: Path  # where `From: cpu.devel.sif` is
     binds: tuple = ()  # (host path, path in the image) for %post and %test
-    proot_env: dict = field(default_factory=dict)  # host.build_route.proot_settings: what makes it translate statx
+    proot_env: dict = field(default_factory=dict)  # host.route_facts.proot_settings: what makes it translate statx
     test_env: dict = field(default_factory=dict)  # what %test sees besides its own settings
     on_line: object = None  # each log line, as the Apptainer build's
     apptainer_version: str = ""
@@ -61,7 +61,7 @@ def run_layer(job, args: dict, binds: list, work: Path, out: Path, progress, pac
     steps = Steps(
         apptainer=job.apptainer,
         proot=proot,
-        proot_env=build_route.proot_settings(proot) or {},
+        proot_env=route_facts.proot_settings(proot) or {},
         log=job.log,
         images=job.sif.parent.resolve(),
         binds=tuple((str(source), inside) for source, inside in binds),

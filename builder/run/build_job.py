@@ -18,7 +18,6 @@ from ..host import sif
 from ..invocation import program
 from ..recipes.target_model import Target
 
-NEEDS_A_JOB = ("proot", "unpacked")  # build routes with no privilege: a login node like LUMI's
 MIN_MEMORY_GB = 8
 
 

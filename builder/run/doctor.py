@@ -4,7 +4,7 @@ from pathlib import Path
 
 from .. import runner
 from ..errors import ToolError
-from ..host import build_route, cross_tools, emulation, hostinfo, space, toolbox
+from ..host import build_route, cross_tools, emulation, hostinfo, route_facts, space, toolbox
 from ..host.cache import cache_dir
 from ..recipes.site_model import Site
 from ..recipes.tree import RecipeTree
@@ -23,12 +23,7 @@ def report(tree: RecipeTree | None, images, recipes=""):
     runtime_rows, route, runtime = _runtime_rows(site)
     rows += runtime_rows
     rows += _build_job_rows(tree, route, runtime)
-    rows.append(
-        (
-            "fakeroot",
-            "needed: no CAP_SYS_RESOURCE in the capability bounding set" if hostinfo.needs_fakeroot() else "not needed",
-        )
-    )
+    rows.append(("fakeroot", route.fakeroot_row()))
     for arch in _other_archs(tree):
         rows.append((f"emulation {arch}", emulation.state(arch)[1]))
         rows.append((f"compilers {arch}", cross_tools.state(arch)))
@@ -62,7 +57,7 @@ def report(tree: RecipeTree | None, images, recipes=""):
 def _runtime_rows(site: Site | None) -> list:
     """The Apptainer a build would use, and the way this host lets it run (host.build_route),
     both from one reading of the host's facts: (rows, the route, the runtime)."""
-    facts = build_route.facts(site)
+    facts = route_facts.facts(site)
     rows = []
     if facts.runtime:
         rows.append(("runtime", f"{facts.runtime}: {_version(facts.runtime)}"))
@@ -89,7 +84,7 @@ def _runtime_rows(site: Site | None) -> list:
 def _build_job_rows(tree, route, runtime) -> list:
     """Where a login node with no privilege sends each site-image target's build: its site's
     Slurm job (run/build_job.py), with the memory worked out from the site's image."""
-    if tree is None or route.name not in build_job.NEEDS_A_JOB:
+    if tree is None or not route.unprivileged:
         return []
     rows = []
     for target in tree.targets.values():

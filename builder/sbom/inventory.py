@@ -47,7 +47,7 @@ def read_unpacked(proot, root: Path, venv: str, image: Path) -> Inventory:
     make no user namespace to run it (the unprivileged build's host)."""
     argv = [proot, "-r", str(root), "-w", "/", "-b", "/proc", "-b", "/dev", "/usr/bin/env", "-i"]
     argv += ["PATH=/usr/local/bin:/usr/bin:/bin", "LC_ALL=C.UTF-8", f"{venv}/bin/python", *PROBE]
-    env = dict(os.environ, PROOT_NO_SECCOMP="1")  # slower, and right with every proot (build_route)
+    env = dict(os.environ, PROOT_NO_SECCOMP="1")  # slower, and right with every proot (host/route_facts.py)
     return _answer(runner.run(argv, check=False, timeout=300, env=env), image)
 
 

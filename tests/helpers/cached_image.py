@@ -7,7 +7,7 @@ import subprocess
 import sys
 import time
 
-from builder.host import cache, hostinfo
+from builder.host import build_route, cache, hostinfo
 
 
 def path_for(name: str, text: str):
@@ -21,7 +21,7 @@ def build(apptainer, image, text: str, timeout: int, what: str):
     path = image.with_suffix(".def")
     path.write_text(text)
     partial = image.with_suffix(".partial.sif")
-    argv = [apptainer, "build", "--force", *(["--fakeroot"] if hostinfo.needs_fakeroot() else [])]
+    argv = [apptainer, "build", "--force", *(["--fakeroot"] if build_route.check().fakeroot else [])]
     argv += ["--build-arg", f"MIRROR={hostinfo.debian_mirror()}", str(partial), str(path)]
     started = time.monotonic()
     built = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from builder.layerbuild.layers import LayerBuild, build_layer
 from builder.render.plan import LayerPlan
+from builder.host import build_route
 from builder.host.images import find_apptainer
 from builder.errors import BuilderError
 from builder.host.progress import Progress
@@ -30,7 +31,7 @@ plan = LayerPlan(layer="base" if "--uncompressed" in extra else "image", owner="
                  pip_indexes=tuple(a.split("=", 1)[1] for a in extra if a.startswith("--index=")))
 try:
     build_layer(LayerBuild(plan=plan, apptainer=apptainer, sif=sif, key="k", args={"BASE": sys.argv[4]},
-                           log=sif.parent / "x.build.log"), progress)
+                           log=sif.parent / "x.build.log", route=build_route.check(site)), progress)
 except BuilderError as error:
     print(error, file=sys.stderr)
     sys.exit(error.exit_status)

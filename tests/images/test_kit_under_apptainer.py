@@ -5,7 +5,7 @@ debootstrap builds one (issue 51). About a minute: one bookworm minbase."""
 import os
 import subprocess
 
-from builder.host import debootstrap_kit, hostinfo
+from builder.host import build_route, debootstrap_kit, hostinfo
 from builder.host.progress import Progress
 
 DEFINITION = """Bootstrap: debootstrap
@@ -24,7 +24,7 @@ def test_apptainers_debootstrap_agent_runs_the_kit_when_it_is_first_on_path(appt
     if path is None:  # this host has a debootstrap of its own: put the kit first all the same
         path = f"{debootstrap_kit.kit_bin(Progress(), mirror)}{os.pathsep}{os.environ['PATH']}"
     (tmp_path / "kit.def").write_text(DEFINITION)
-    argv = [apptainer, "build", *(["--fakeroot"] if hostinfo.needs_fakeroot() else [])]
+    argv = [apptainer, "build", *(["--fakeroot"] if build_route.check().fakeroot else [])]
     argv += ["--build-arg", f"MIRROR={mirror}", str(tmp_path / "kit.sif"), str(tmp_path / "kit.def")]
     env = dict(os.environ, PATH=path, APPTAINER_TMPDIR=str(tmp_path), APPTAINER_CACHEDIR=str(tmp_path / "ac"))
     built = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=900, cwd=tmp_path)

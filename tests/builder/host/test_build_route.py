@@ -6,15 +6,14 @@ builder's own steps under proot where the runtime is Apptainer (`unpacked`), wit
 that proot translates statx."""
 
 import dataclasses
-import subprocess
 
 import pytest
 from conftest import RECIPES, run_builder
 
 from builder.errors import RecipeError, SetupError
-from builder.host import build_route
-from builder.host.build_route import Facts
+from builder.host import build_route, route_facts
 from builder.host.progress import Progress
+from builder.host.route_facts import Facts
 from builder.layerbuild import layers
 from builder.recipes.tree import RecipeTree
 
@@ -31,7 +30,7 @@ USER = Facts(
 
 def test_a_user_with_namespaces_and_a_subuid_range_builds_with_fakeroot():
     route = build_route.decide(USER)
-    assert route.name == "fakeroot" and route.blocker is None
+    assert isinstance(route, build_route.Fakeroot) and route.fakeroot
     assert route.detail == "/usr/bin/apptainer --fakeroot: user namespace with this user's /etc/subuid range"
 
 
@@ -81,33 +80,11 @@ def test_a_build_without_a_route_stops_before_anything_is_written(tmp_path, monk
     assert not images.exists() and not (tmp_path / "cache").exists()
 
 
-def test_the_facts_of_this_host_are_read_without_failing():
-    facts = build_route.facts()
-    # this machine: user namespaces open (unshare -U -r), as the kernel and `unshare` say
-    unshared = subprocess.run(["unshare", "--user", "--map-root-user", "true"], capture_output=True, check=False)
-    assert facts.userns is (unshared.returncode == 0)
-
-
 def test_doctor_names_the_route():
     result = run_builder("doctor")
     assert result.returncode == 0, result.stderr
     row = next(line for line in result.stdout.splitlines() if line.startswith("build route"))
-    assert row.split(None, 2)[2] == build_route.decide(build_route.facts()).detail
-
-
-def test_a_setuid_starter_is_found_where_source_and_distribution_installs_put_it(tmp_path):
-    for prefix, starter in (
-        ("opt/apptainer", "libexec/apptainer/bin/starter-suid"),
-        ("usr", "lib/x86_64-linux-gnu/apptainer/bin/starter-suid"),
-    ):
-        (tmp_path / prefix / starter).parent.mkdir(parents=True)
-        (tmp_path / prefix / starter).write_text("")
-        (tmp_path / prefix / "bin").mkdir()
-        command = tmp_path / prefix / "bin" / "apptainer"
-        command.write_text("")
-        assert not build_route._setuid_starter(str(command))  # not setuid
-        (tmp_path / prefix / starter).chmod(0o4755)  # root owns it: the tests run as root
-        assert build_route._setuid_starter(str(command))
+    assert row.split(None, 2)[2] == build_route.decide(route_facts.facts()).detail
 
 
 LUMI_LOGIN = dataclasses.replace(
@@ -132,53 +109,13 @@ def test_singularityce_without_proot_says_to_load_it():
 def test_apptainer_with_a_statx_proot_runs_the_steps_itself_and_an_older_proot_is_one_line():
     apptainer = dataclasses.replace(LUMI_LOGIN, runtime="/usr/bin/apptainer", proot_builds=False)
     route = build_route.decide(dataclasses.replace(apptainer, proot_statx=True))
-    assert route.name == "unpacked" and route.blocker is None
+    assert isinstance(route, build_route.Unpacked) and route.runs_steps and route.proot_probe
     assert "unpacks the site's image into your folder" in route.detail and "/appl/bin/proot" in route.detail
     old = build_route.decide(apptainer)
     assert old.name is None and "\n" not in old.blocker
     assert "does not translate statx (proot before 5.2)" in old.blocker and "proot 5.2 or newer" in old.blocker
     bare = build_route.decide(dataclasses.replace(apptainer, proot=None))
     assert bare.name is None and bare.blocker.startswith("this host lets you build no image: Apptainer's")
-
-
-def _fake_proot(path, binds: bool):
-    """A proot stand-in: its -b binds made real by a mount namespace (the tests run as root),
-    or ignored (as proot 5.1 leaves statx's path untranslated)."""
-    mount = 'mkdir "${bind#*:}" && mount --bind "${bind%%:*}" "${bind#*:}"' if binds else "true"
-    unmount = 'umount "${bind#*:}"; rmdir "${bind#*:}"' if binds else "true"  # the mount point too
-    path.write_text(
-        "#!/bin/bash\n"
-        f'if [ -z "${{INSIDE:-}}" ]; then exec env INSIDE=1 unshare -m --propagation private "$0" "$@"; fi\n'
-        f'bind="$2"; shift 2; {mount}; "$@"; status=$?; {unmount}; exit $status\n'
-    )
-    path.chmod(0o755)
-    return str(path)
-
-
-def test_the_statx_probe_tells_a_proot_that_maps_the_path_from_one_that_does_not(tmp_path):
-    assert build_route.proot_settings(None) is None
-    assert build_route.proot_settings(_fake_proot(tmp_path / "good", binds=True)) == {}
-    assert build_route.proot_settings(_fake_proot(tmp_path / "old", binds=False)) is None
-    assert not build_route.translates_statx(_fake_proot(tmp_path / "old2", binds=False))
-    assert not (build_route.Path("/") / build_route.STATX_PROBE.lstrip("/")).exists()
-
-
-@pytest.mark.parametrize(
-    "said, builds",
-    [
-        ("singularity-ce version 4.1.3-jammy", True),
-        ("singularity-ce version 3.11.0", True),
-        ("singularity-ce version 3.10.5", False),
-        ("apptainer version 1.4.5", False),
-        ("singularity version 3.8.7", False),  # the older Singularity, before the CE/Apptainer split
-    ],
-)
-def test_a_proot_capable_runtime_is_told_by_its_version(tmp_path, said, builds):
-    runtime = tmp_path / "singularity"
-    runtime.write_text(f"#!/bin/sh\necho '{said}'\n")
-    runtime.chmod(0o755)
-    assert build_route.builds_under_proot(str(runtime)) is builds
-    assert build_route.builds_under_proot(None) is False
 
 
 def test_under_proot_a_debian_rooted_target_is_refused_in_one_line_and_nothing_is_written(tmp_path, monkeypatch):
@@ -203,17 +140,39 @@ def test_under_proot_a_target_on_the_sites_image_gets_past_the_route(tmp_path, m
     assert not (tmp_path / "images").exists()
 
 
-def test_the_proot_route_builds_without_fakeroot(tmp_path, monkeypatch):
-    """SingularityCE takes the proot route only when --fakeroot is not given."""
-    from builder.render.layer_sharing import plan_layers
+def _argv(route, apptainer="apptainer", squashfs_args=()):
+    args = {"MIRROR": "http://m/debian", "BASE": "cpu.base.sif"}
+    binds = ["/w/host:/mnt/hpcml-build-host"]
+    return route.build_argv(apptainer, args, binds, "/w/apptainer.sif", "cpu.def", squashfs_args)
 
-    monkeypatch.setattr(layers.hostinfo, "needs_fakeroot", lambda: True)
-    monkeypatch.setattr(layers, "takes_squashfs_args", lambda apptainer: False)
-    plan = plan_layers(RecipeTree(RECIPES), "lumi-laif")["image"]
-    job = layers.LayerBuild(plan, "singularity", tmp_path / "x.sif", "key", {}, tmp_path / "log")
-    argv = layers._argv(job, {}, tmp_path / "host", tmp_path / ".x.sif.tmp", tmp_path / "x.def")
-    assert "--fakeroot" in argv
-    argv = layers._argv(
-        dataclasses.replace(job, route="proot"), {}, tmp_path / "host", tmp_path / ".x.sif.tmp", tmp_path / "x.def"
-    )
-    assert "--fakeroot" not in argv and argv[:2] == ["singularity", "build"]
+
+def test_each_route_writes_its_own_apptainer_command_line():
+    tail = ["--build-arg", "BASE=cpu.base.sif", "--build-arg", "MIRROR=http://m/debian",
+            "--bind", "/w/host:/mnt/hpcml-build-host", "/w/apptainer.sif", "cpu.def"]  # fmt: skip
+    assert _argv(build_route.Root("as root")) == ["apptainer", "build", *tail]
+    assert _argv(build_route.Toolbox("the toolbox")) == ["apptainer", "build", *tail]
+    assert _argv(build_route.Fakeroot("--fakeroot")) == ["apptainer", "build", "--fakeroot", *tail]
+    # SingularityCE takes the proot route only when --fakeroot is not given
+    assert _argv(build_route.Proot("under proot"), "singularity") == ["singularity", "build", *tail]
+    squashfs = _argv(build_route.Root("as root"), squashfs_args=("-noI", "-noD"))
+    assert squashfs[2:4] == ["--mksquashfs-args", "-noI -noD"]
+
+
+def test_root_without_cap_sys_resource_builds_with_fakeroot_and_doctor_says_why():
+    root = dataclasses.replace(USER, root=True, toolbox_reason=None)
+    assert not build_route.decide(root).fakeroot and build_route.decide(root).fakeroot_row() == "not needed"
+    capless = build_route.decide(dataclasses.replace(root, cap_sys_resource=False))
+    assert isinstance(capless, build_route.Root) and "--fakeroot" in _argv(capless)
+    assert capless.fakeroot_row() == "needed: no CAP_SYS_RESOURCE in the capability bounding set"
+    toolbox = build_route.decide(dataclasses.replace(root, runtime=None, toolbox_ready=True, cap_sys_resource=False))
+    assert isinstance(toolbox, build_route.Toolbox) and toolbox.fakeroot
+    assert build_route.decide(USER).fakeroot_row() == "needed: not root"
+
+
+def test_only_the_routes_without_privilege_need_a_site_image_and_only_unpacked_runs_the_steps():
+    routes = [build_route.decide(f) for f in (dataclasses.replace(USER, root=True), USER, LUMI_LOGIN)]
+    routes.append(build_route.decide(dataclasses.replace(LUMI_LOGIN, proot_builds=False, proot_statx=True)))
+    assert [type(r).__name__ for r in routes] == ["Root", "Fakeroot", "Proot", "Unpacked"]
+    assert [r.unprivileged for r in routes] == [False, False, True, True]
+    assert [r.runs_steps for r in routes] == [False, False, False, True]
+    assert [r.under for r in routes][:2] == ["", ""] and "proot" in routes[2].under

@@ -12,7 +12,7 @@ from helpers.fake_runner import FakeRunner
 from helpers.pip_sources import serve, wheel
 
 from builder.errors import RecipeError
-from builder.host import hostinfo
+from builder.host import build_route
 from builder.host.images import Built
 from builder.host.progress import Progress
 from builder.layerbuild import extend, layers
@@ -47,7 +47,7 @@ def project(folder):
 @pytest.fixture
 def fake(monkeypatch, tmp_path):
     monkeypatch.setattr(extend, "find_apptainer", lambda site, progress, images: ("apptainer", "apptainer (fake)"))
-    monkeypatch.setattr(hostinfo, "needs_fakeroot", lambda: False)
+    monkeypatch.setattr(build_route, "check", lambda site=None, target=None: build_route.Root("as root"))
     monkeypatch.setattr(
         layers.host_settings,
         "write",

@@ -40,10 +40,9 @@ def fake(monkeypatch, tmp_path):
     )
     monkeypatch.setattr(hostinfo, "debian_mirror", lambda: MIRROR)
     monkeypatch.setattr(hostinfo, "security_mirror", lambda: SECURITY)
-    monkeypatch.setattr(hostinfo, "needs_fakeroot", lambda: False)
     monkeypatch.setattr(debootstrap_kit, "host_debootstrap", lambda env_path=None: "/usr/sbin/debootstrap")
     # test_build_route.py tests the route
-    monkeypatch.setattr(build_route, "check", lambda site=None, target=None: build_route.Route("root", "as root"))
+    monkeypatch.setattr(build_route, "check", lambda site=None, target=None: build_route.Root("as root"))
     monkeypatch.setattr(indexes, "why_down", lambda url, cafile=None: None)  # asks no index
     # the fake image holds one distribution, not its lock's (tests/builder/sbom tests that check)
     monkeypatch.setattr(lock_check, "differences", lambda sbom, lock: [])

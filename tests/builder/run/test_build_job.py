@@ -9,11 +9,17 @@ import pytest
 from conftest import RECIPES
 from helpers.fake_runner import FakeRunner
 
-from builder.host import build_route
+from builder.host import build_route, route_facts
 from builder.recipes.tree import RecipeTree
 from builder.run import build_job, doctor
 
 TREE = RecipeTree(RECIPES)
+ROUTES = {
+    "unpacked": build_route.Unpacked,
+    "proot": build_route.Proot,
+    "root": build_route.Root,
+    "fakeroot": build_route.Fakeroot,
+}
 # 20 GB and 10.6 GB of files, a link and a device (whose "size" is its numbers)
 LISTING = """drwxr-xr-x 0/0                      3 2026-01-01 00:00 squashfs-root
 -rw-r--r-- 0/0            20000000000 2026-01-01 00:00 squashfs-root/opt/big
@@ -64,10 +70,10 @@ def test_a_site_image_that_is_not_here_gives_no_figure(monkeypatch):
 )
 def test_doctor_names_the_job_only_where_a_login_node_has_no_privilege(route, shown, monkeypatch, tmp_path, capsys):
     FakeRunner(monkeypatch, answers={"apptainer": "apptainer version 1.4.5\n", "unsquashfs": LISTING})
-    facts = build_route.Facts(root=False, runtime="/usr/bin/apptainer", userns=False, subids=False, setuid=False,
+    facts = route_facts.Facts(root=False, runtime="/usr/bin/apptainer", userns=False, subids=False, setuid=False,
                               fakeroot_command=False)  # fmt: skip
-    monkeypatch.setattr(build_route, "facts", lambda site=None: facts)
-    monkeypatch.setattr(build_route, "decide", lambda found: build_route.Route(route, f"the {route} route"))
+    monkeypatch.setattr(route_facts, "facts", lambda site=None: facts)
+    monkeypatch.setattr(build_route, "decide", lambda found: ROUTES[route](f"the {route} route"))
     doctor.report(TREE, tmp_path)
     rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("build ")]
     jobs = [row for row in rows if row.startswith(("build job", "build memory"))]

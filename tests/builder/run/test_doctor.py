@@ -9,7 +9,7 @@ from helpers.fake_runner import FakeRunner
 
 from builder import runner
 from builder.errors import ToolError
-from builder.host import build_route
+from builder.host import route_facts
 from builder.recipes.tree import RecipeTree
 from builder.run import doctor
 
@@ -23,7 +23,7 @@ def found(monkeypatch):
         lookups.append(site)
         return "/opt/fake/bin/apptainer"
 
-    monkeypatch.setattr(build_route, "installed_apptainer", installed)
+    monkeypatch.setattr(route_facts, "installed_apptainer", installed)
     return lookups
 
 
