@@ -7,7 +7,7 @@ import yaml
 
 from ..errors import CheckFailed, RecipeError, ToolError
 from ..fileio import write_atomic
-from ..host.images import image_facts
+from ..host.images import built_facts
 from ..invocation import program
 from ..lockfile import PythonLock
 from ..recipes import driver_fit
@@ -31,7 +31,7 @@ class List(Command):
                 f"  {name:<13} torch {target.torch.version:<6} {target.torch.flavour:<4} "
                 f"{target.arch:<7} gpu {','.join(target.archs) or '-':<11} sites {_site_names(target)}"
             )
-            measured = image_facts(target, Path(args.images))
+            measured = built_facts(target, Path(args.images))
             if measured:
                 print(f"  {'':<13} built: " + ", ".join(f"{key} {value}" for key, value in measured.items()))
             if why := unlocked_why(target):
@@ -85,7 +85,7 @@ class Show(Command):
         target = tree.target(args.target)
         # the site files as written, beside what the image is made of
         shown = dict(target.resolved, site_facts={site.name: tree.site_docs[site.name].data for site in target.sites})
-        measured = image_facts(target, Path(args.images))
+        measured = built_facts(target, Path(args.images))
         if measured:
             shown["built_image"] = measured
         if why := unlocked_why(target):

@@ -17,7 +17,7 @@ they take the targets on a site's own image (lumi-laif); a Debian root needs roo
 `route_facts.facts()` reads the host; `decide(facts)` is pure, so each case is tested
 without the host. A new route is a class here, its line in `decide`, and its test.
 
-Example: decide(Facts(root=False, runtime="/usr/bin/apptainer", userns=True, subids=True,
+Example: decide(Facts(root=False, apptainer="/usr/bin/apptainer", userns=True, subids=True,
 setuid=False, fakeroot_command=False)) -> Fakeroot("/usr/bin/apptainer --fakeroot: user
 namespace with ...")
 """
@@ -108,7 +108,7 @@ class NoRoute(Route):
 
 
 def decide(facts: Facts) -> Route:
-    if facts.runtime is None:
+    if facts.apptainer is None:
         if facts.toolbox_ready and facts.root:
             return Toolbox("the toolbox's Apptainer, as root (no Apptainer installed)", not facts.cap_sys_resource)
         if facts.toolbox_reason is None:
@@ -120,19 +120,19 @@ def decide(facts: Facts) -> Route:
             f"Apptainer 1.1+ installed; {facts.toolbox_reason}",
         )
     if facts.root:
-        return Root(f"{facts.runtime} as root", not facts.cap_sys_resource)
+        return Root(f"{facts.apptainer} as root", not facts.cap_sys_resource)
     if facts.subids and (facts.userns or facts.setuid):
         how = "user namespace" if facts.userns else "setuid starter"
-        return Fakeroot(f"{facts.runtime} --fakeroot: {how} with this user's /etc/subuid range")
+        return Fakeroot(f"{facts.apptainer} --fakeroot: {how} with this user's /etc/subuid range")
     if facts.userns:
         helper = " and the fakeroot command" if facts.fakeroot_command else " (no fakeroot command: some may fail)"
-        return Fakeroot(f"{facts.runtime} --fakeroot: a one-ID user namespace{helper}; no /etc/subuid range")
+        return Fakeroot(f"{facts.apptainer} --fakeroot: a one-ID user namespace{helper}; no /etc/subuid range")
     if facts.proot_builds and facts.proot:
-        return Proot(f"{facts.runtime} under {facts.proot}, no privilege: targets on a site's image only")
+        return Proot(f"{facts.apptainer} under {facts.proot}, no privilege: targets on a site's image only")
     if facts.proot and facts.proot_statx:
         return Unpacked(
             f"no privilege: the builder unpacks the site's image into your folder and runs the steps under "
-            f"{facts.proot}, packing with {facts.runtime}; targets on a site's image only"
+            f"{facts.proot}, packing with {facts.apptainer}; targets on a site's image only"
         )
     detail, blocker = _blocked(facts)
     return NoRoute(detail, blocker=blocker)
@@ -142,18 +142,18 @@ def _blocked(facts: Facts) -> tuple:
     """(detail, blocker) of a host with a runtime but no way to build."""
     if facts.proot:
         return (
-            f"{facts.runtime}, no user namespaces, {facts.proot} too old",
+            f"{facts.apptainer}, no user namespaces, {facts.proot} too old",
             f"this host lets you build no image yet: {facts.proot} does not translate statx (proot before 5.2), "
             "so the image's own ls and cp would see this host's files; put proot 5.2 or newer first on PATH",
         )
     if facts.proot_builds:
         return (
-            f"{facts.runtime}, no user namespaces, no proot",
+            f"{facts.apptainer}, no user namespaces, no proot",
             "this host lets you build no image yet: SingularityCE builds without privilege when proot is on "
             "PATH; load it (on LUMI: module load LUMI systools) and retry",
         )
     return (
-        f"{facts.runtime}, no user namespaces",
+        f"{facts.apptainer}, no user namespaces",
         "this host lets you build no image: Apptainer's --fakeroot needs unprivileged user namespaces "
         "(sysctl user.max_user_namespaces > 0) or a setuid Apptainer with a /etc/subuid range for you; "
         f"ask the site for either, or build elsewhere and copy the image; {PROOT_NOTE}",

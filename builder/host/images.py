@@ -140,7 +140,7 @@ def checked_labels(apptainer, built: Built, foreign=False) -> dict:
     return labels.stripped
 
 
-def image_facts(target, images: Path) -> dict:
+def built_facts(target, images: Path) -> dict:
     """What the target's built image says about itself ({} when it is not built): its path and
     the labels only a build could measure (NCCL, CUDA runtime, oldest driver), for list/show."""
     path = images / f"{target.name}.sif"

@@ -1,10 +1,10 @@
 """What this host offers a build, read once before it writes anything: the facts that
-host/build_route.py decides the route from (root, an installed runtime, user namespaces, a
+host/build_route.py decides the route from (root, an installed Apptainer, user namespaces, a
 /etc/subuid range, a setuid starter, the fakeroot command, a toolbox, proot and whether it
 translates statx, CAP_SYS_RESOURCE). Each probe runs the real thing where asking the kernel's
 settings would not do: AppArmor and seccomp have a say in user namespaces too.
 
-Example: facts(site) -> Facts(root=True, runtime="/usr/bin/apptainer", userns=True, ...)
+Example: facts(site) -> Facts(root=True, apptainer="/usr/bin/apptainer", userns=True, ...)
 """
 
 import functools
@@ -33,34 +33,34 @@ CAP_SYS_RESOURCE = 24
 @dataclass(frozen=True)
 class Facts:
     root: bool  # effective uid 0
-    runtime: str | None  # an installed apptainer or singularity; None: none on PATH
+    apptainer: str | None  # the installed apptainer or singularity command; None: none on PATH
     userns: bool  # this user can make a user namespace (unshare -U -r ran)
     subids: bool  # /etc/subuid and /etc/subgid give this user a range (a full ID map)
-    setuid: bool  # the runtime's setuid starter is installed (it maps IDs without newuidmap)
+    setuid: bool  # its setuid starter is installed (it maps IDs without newuidmap)
     fakeroot_command: bool  # `fakeroot` on PATH: Apptainer's fallback for a one-ID namespace
     toolbox_reason: str | None = None  # why no toolbox can be provisioned (None: one can)
     toolbox_ready: bool = False  # one was provisioned before
     proot: str | None = None  # proot on PATH
-    proot_builds: bool = False  # the runtime builds under proot when unprivileged (SingularityCE 3.11+)
+    proot_builds: bool = False  # it builds under proot when unprivileged (SingularityCE 3.11+)
     proot_statx: bool = False  # proot translates statx's path (5.2+): an image's ls and cp see its files
     cap_sys_resource: bool = True  # in the capability bounding set: a root build's %post needs it
 
 
 def facts(site=None) -> Facts:
-    runtime = installed_apptainer(site)
+    apptainer = installed_apptainer(site)
     user = _user_names()
     userns = _can_unshare()
     return Facts(
         root=os.geteuid() == 0,
-        runtime=runtime,
+        apptainer=apptainer,
         userns=userns,
         subids=all(_has_range(Path(f"/etc/sub{kind}"), user) for kind in ("uid", "gid")),
-        setuid=_setuid_starter(runtime),
+        setuid=_setuid_starter(apptainer),
         fakeroot_command=shutil.which("fakeroot") is not None,
         toolbox_reason=toolbox.can_provision(),
         toolbox_ready=toolbox.is_ready(),
         proot=shutil.which("proot"),
-        proot_builds=builds_under_proot(runtime),
+        proot_builds=builds_under_proot(apptainer),
         # probed only where the route may be taken: root and user namespaces need no proot
         proot_statx=os.geteuid() != 0 and not userns and translates_statx(shutil.which("proot")),
         cap_sys_resource=bool(_capability_bounding_set() >> CAP_SYS_RESOURCE & 1),
@@ -101,12 +101,12 @@ def _number(path) -> int:
         return 0
 
 
-def builds_under_proot(runtime) -> bool:
+def builds_under_proot(apptainer) -> bool:
     """SingularityCE 3.11 and later build as an ordinary user under proot; Apptainer does not."""
-    if runtime is None:
+    if apptainer is None:
         return False
     try:
-        said = runner.run([runtime, "--version"], check=False, timeout=60).stdout
+        said = runner.run([apptainer, "--version"], check=False, timeout=60).stdout
     except ToolError:
         return False
     found = SINGULARITYCE_VERSION.search(said or "")
@@ -141,10 +141,10 @@ def proot_settings(proot):
     return None
 
 
-def _setuid_starter(runtime) -> bool:
-    if runtime is None:
+def _setuid_starter(apptainer) -> bool:
+    if apptainer is None:
         return False
-    prefix = Path(runtime).resolve().parent.parent
+    prefix = Path(apptainer).resolve().parent.parent
     # libexec/ where built from source, lib/<triplet>/ in Debian's package
     for starter in [*prefix.glob("libexec/*/bin/starter-suid"), *prefix.glob("lib/*/*/bin/starter-suid")]:
         if starter.stat().st_mode & 0o4000 and starter.stat().st_uid == 0:

@@ -157,7 +157,7 @@ def normal(name: str) -> str:
     return out
 
 
-def image_facts(sites) -> dict:
+def held_facts(sites) -> dict:
     """What `env lock` reads of an image whose target has no lock."""
     return {
         "python": f"{sys.version_info[0]}.{sys.version_info[1]}",
@@ -169,7 +169,7 @@ def image_facts(sites) -> dict:
 
 def main(argv):
     if argv == ["--facts"]:
-        print(json.dumps(image_facts(image_sites())))
+        print(json.dumps(held_facts(image_sites())))
         return
     root, lock, target, expected = argv
     os.umask(0o022)

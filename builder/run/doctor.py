@@ -20,9 +20,9 @@ def report(tree: RecipeTree | None, images, recipes=""):
         rows += [("recipes", recipes)] if recipes else []
     else:
         rows.append(("recipes", "none here (no recipe tree found): host facts only"))
-    runtime_rows, route, runtime = _runtime_rows(site)
-    rows += runtime_rows
-    rows += _build_job_rows(tree, route, runtime)
+    apptainer_rows, route, apptainer = _apptainer_rows(site)
+    rows += apptainer_rows
+    rows += _build_job_rows(tree, route, apptainer)
     rows.append(("fakeroot", route.fakeroot_row()))
     for arch in _other_archs(tree):
         rows.append((f"emulation {arch}", emulation.state(arch)[1]))
@@ -54,20 +54,20 @@ def report(tree: RecipeTree | None, images, recipes=""):
         print(f"{label:<21} {value}")
 
 
-def _runtime_rows(site: Site | None) -> list:
+def _apptainer_rows(site: Site | None) -> list:
     """The Apptainer a build would use, and the way this host lets it run (host.build_route),
-    both from one reading of the host's facts: (rows, the route, the runtime)."""
+    both from one reading of the host's facts: (rows, the route, the Apptainer command)."""
     facts = route_facts.facts(site)
     rows = []
-    if facts.runtime:
-        rows.append(("runtime", f"{facts.runtime}: {_version(facts.runtime)}"))
+    if facts.apptainer:
+        rows.append(("apptainer", f"{facts.apptainer}: {_version(facts.apptainer)}"))
     elif facts.toolbox_ready:
-        rows.append(("runtime", f"toolbox {toolbox.home()}: {_version(str(toolbox.command()))}"))
+        rows.append(("apptainer", f"toolbox {toolbox.home()}: {_version(str(toolbox.command()))}"))
     else:
         why = facts.toolbox_reason
         rows.append(
             (
-                "runtime",
+                "apptainer",
                 "none on PATH; "
                 + (
                     f"cannot provision a toolbox: {why}"
@@ -78,17 +78,17 @@ def _runtime_rows(site: Site | None) -> list:
         )
     route = build_route.decide(facts)
     rows.append(("build route", route.detail if route.name else f"none: {route.blocker}"))
-    return rows, route, facts.runtime
+    return rows, route, facts.apptainer
 
 
-def _build_job_rows(tree, route, runtime) -> list:
+def _build_job_rows(tree, route, apptainer) -> list:
     """Where a login node with no privilege sends each site-image target's build: its site's
     Slurm job (run/build_job.py), with the memory worked out from the site's image."""
     if tree is None or not route.unprivileged:
         return []
     rows = []
     for target in tree.targets.values():
-        found = build_job.advice(target, runtime)
+        found = build_job.advice(target, apptainer)
         if found:
             rows.append(("build job", f"{target.name}: {found.sbatch or 'unknown'}"))
             rows.append(("build memory", f"{target.name}: {found.memory}"))

@@ -250,4 +250,4 @@ def test_doctor_outside_a_checkout_reports_the_host_and_the_installed_recipes(tm
     result = run_here("doctor", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     rows = dict(line.split(None, 1) for line in result.stdout.splitlines() if line.strip())
-    assert rows["recipes"].endswith("(installed with the builder)") and "runtime" in rows and "mirror" in rows
+    assert rows["recipes"].endswith("(installed with the builder)") and "apptainer" in rows and "mirror" in rows

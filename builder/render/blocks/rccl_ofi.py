@@ -5,7 +5,7 @@ bundle their own, which does not use the plugin.
 Emits: "rccl_ofi", build (a kept step: the pinned plugin fetched and compiled into
 /opt/aws-ofi-nccl against the libfabric block's libfabric or the distribution's) and final
 (hwloc, the plugin copied from build, the loader's cache, LD_PRELOAD and NCCL_NET_PLUGIN in
-%environment, the netcheck %tests, a %help line). Nothing without a plugin. `image_facts()`:
+%environment, the netcheck %tests, a %help line). Nothing without a plugin. `comm_stack()`:
 the communication stack of any target (gloo and nccl too), for the runtime block's image.json.
 Reads: target.comm.library (rccl), .plugin (a versions.yaml source: aws-ofi-nccl, or
 aws-ofi-nccl-1.18 for the ROCm 6.4 stack), .libfabric (cxi, else the distribution's). No site
@@ -44,7 +44,7 @@ def parts(target: Target):
     return []
 
 
-def image_facts(target: Target) -> CommStack:
+def comm_stack(target: Target) -> CommStack:
     """The communication stack as image.json records it (the runtime block writes it): the
     library, and where the smoke suite's preflight finds the plugin, the RCCL it must be used
     with and the libfabric it was built against."""

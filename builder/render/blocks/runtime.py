@@ -12,7 +12,7 @@ and install, image.json under the venv) and final (the %tests: launchenv, the sm
 a small all-reduce and the DeepSpeed check; %help).
 Reads: target.name, .python.venv, .deepspeed (accelerator, listed and promised ops),
 .cuda_min_driver (versions.yaml, CUDA images), .amdgpu_runs and .amdgpu_modules (versions.yaml,
-ROCm images: AMD's driver matrix), the communication stack (rccl_ofi.image_facts: .comm.library,
+ROCm images: AMD's driver matrix), the communication stack (rccl_ofi.comm_stack: .comm.library,
 .plugin, .libfabric); of the sites, only target.archs (site.gpu.arch) and target.wavefront_size
 (site.gpu.wavefront_size).
 
@@ -66,7 +66,7 @@ def image_facts(target: Target) -> ImageFacts:
         deepspeed=DeepSpeedPromise(
             target.deepspeed.accelerator, tuple(target.deepspeed.listed), tuple(target.deepspeed.promised)
         ),
-        comm=rccl_ofi.image_facts(target),
+        comm=rccl_ofi.comm_stack(target),
     )
 
 

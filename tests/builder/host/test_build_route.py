@@ -19,7 +19,7 @@ from builder.recipes.tree import RecipeTree
 
 USER = Facts(
     root=False,
-    runtime="/usr/bin/apptainer",
+    apptainer="/usr/bin/apptainer",
     userns=True,
     subids=True,
     setuid=False,
@@ -48,7 +48,7 @@ def test_without_a_subuid_range_apptainer_falls_back_to_a_one_id_namespace():
 
 def test_root_builds_as_root_and_a_toolbox_stands_in_for_a_missing_apptainer():
     assert build_route.decide(dataclasses.replace(USER, root=True)).name == "root"
-    provisioned = dataclasses.replace(USER, root=True, runtime=None, toolbox_reason=None)
+    provisioned = dataclasses.replace(USER, root=True, apptainer=None, toolbox_reason=None)
     assert build_route.decide(provisioned).name == "toolbox"
 
 
@@ -61,7 +61,7 @@ def test_no_namespaces_and_no_setuid_is_one_line_naming_what_the_site_must_allow
 
 
 def test_no_apptainer_for_a_user_says_to_load_the_sites_module():
-    route = build_route.decide(dataclasses.replace(USER, runtime=None))
+    route = build_route.decide(dataclasses.replace(USER, apptainer=None))
     assert route.name is None
     assert route.blocker == (
         "no apptainer or singularity on PATH: load the site's module (module load apptainer) or have "
@@ -88,7 +88,7 @@ def test_doctor_names_the_route():
 
 
 LUMI_LOGIN = dataclasses.replace(
-    USER, runtime="/usr/bin/singularity", userns=False, subids=False, proot="/appl/bin/proot", proot_builds=True
+    USER, apptainer="/usr/bin/singularity", userns=False, subids=False, proot="/appl/bin/proot", proot_builds=True
 )
 
 
@@ -107,7 +107,7 @@ def test_singularityce_without_proot_says_to_load_it():
 
 
 def test_apptainer_with_a_statx_proot_runs_the_steps_itself_and_an_older_proot_is_one_line():
-    apptainer = dataclasses.replace(LUMI_LOGIN, runtime="/usr/bin/apptainer", proot_builds=False)
+    apptainer = dataclasses.replace(LUMI_LOGIN, apptainer="/usr/bin/apptainer", proot_builds=False)
     route = build_route.decide(dataclasses.replace(apptainer, proot_statx=True))
     assert isinstance(route, build_route.Unpacked) and route.runs_steps and route.proot_probe
     assert "unpacks the site's image into your folder" in route.detail and "/appl/bin/proot" in route.detail
@@ -164,7 +164,7 @@ def test_root_without_cap_sys_resource_builds_with_fakeroot_and_doctor_says_why(
     capless = build_route.decide(dataclasses.replace(root, cap_sys_resource=False))
     assert isinstance(capless, build_route.Root) and "--fakeroot" in _argv(capless)
     assert capless.fakeroot_row() == "needed: no CAP_SYS_RESOURCE in the capability bounding set"
-    toolbox = build_route.decide(dataclasses.replace(root, runtime=None, toolbox_ready=True, cap_sys_resource=False))
+    toolbox = build_route.decide(dataclasses.replace(root, apptainer=None, toolbox_ready=True, cap_sys_resource=False))
     assert isinstance(toolbox, build_route.Toolbox) and toolbox.fakeroot
     assert build_route.decide(USER).fakeroot_row() == "needed: not root"
 

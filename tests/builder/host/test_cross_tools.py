@@ -46,7 +46,7 @@ def made(monkeypatch, tmp_path):
         if argv[:4] == [argv[0], "-m", "pip", "download"]:
             wheels = Path(argv[argv.index("-d") + 1])
             wheels.mkdir(parents=True)
-            _wheel(wheels / "cuda_toolkit-13.0.3.0-py2.py3-none-any.whl", {"cuda_toolkit/x": ""})
+            _wheel(wheels / "cuda_toolkit-13.2.2-py2.py3-none-any.whl", {"cuda_toolkit/x": ""})
             nvcc = {"nvidia/cu13/bin/nvcc": "x86-64 nvcc", "nvidia/cu13/include/cuda.h": "header"}
             _wheel(wheels / "nvidia_cuda_nvcc-13.0.88-py3-none-manylinux2014_x86_64.whl", nvcc)
             nvvm = {"nvidia/cu13/nvvm/bin/cicc": "cicc", "nvidia/cu13/nvvm/libdevice/libdevice.10.bc": "bc"}
@@ -80,7 +80,7 @@ def test_the_root_is_a_debian_of_the_host_with_gccs_cross_compiler_and_nvcc_of_t
         2:
     ]
     pip = commands[-1]
-    assert pip[-1] == "cuda-toolkit[nvcc]==13.0.3" and "--only-binary=:all:" in pip
+    assert pip[-1] == "cuda-toolkit[nvcc]==13.2.2" and "--only-binary=:all:" in pip
     assert [pip[i + 1] for i, word in enumerate(pip) if word == "--platform"][:2] == [
         "manylinux_2_28_x86_64",
         "manylinux_2_17_x86_64",
@@ -95,7 +95,7 @@ def test_the_root_is_a_debian_of_the_host_with_gccs_cross_compiler_and_nvcc_of_t
     assert f'export CC="{wrappers}-gcc" CXX="{wrappers}-g++"' in enter
     assert 'ln -s "$CUDA_HOME/include" "$cross_cuda/include"' in enter
     assert 'mktemp -d "${ds_tmp:-/tmp}/hpcml-cross-cuda-XXXXXX"' in enter  # removed with the step's folder
-    assert (root / "READY").read_text() == "cuda-toolkit[nvcc]==13.0.3\n"
+    assert (root / "READY").read_text() == "cuda-toolkit[nvcc]==13.2.2\n"
     assert [path.name for path in root.parent.iterdir()] == [root.name]  # the older root went
 
 

@@ -50,6 +50,6 @@ def test_list_and_show_take_only_what_the_build_measured(monkeypatch, tmp_path):
     )
     monkeypatch.setattr(images, "ready_apptainer", lambda site: "apptainer")
     target = RecipeTree(RECIPES).target("cpu")
-    assert images.image_facts(target, tmp_path) == {}  # not built
+    assert images.built_facts(target, tmp_path) == {}  # not built
     (tmp_path / "cpu.sif").write_bytes(b"an image")
-    assert images.image_facts(target, tmp_path) == {"image": str(tmp_path / "cpu.sif"), measured: "2.27.3"}
+    assert images.built_facts(target, tmp_path) == {"image": str(tmp_path / "cpu.sif"), measured: "2.27.3"}

@@ -70,7 +70,7 @@ def test_a_site_image_that_is_not_here_gives_no_figure(monkeypatch):
 )
 def test_doctor_names_the_job_only_where_a_login_node_has_no_privilege(route, shown, monkeypatch, tmp_path, capsys):
     FakeRunner(monkeypatch, answers={"apptainer": "apptainer version 1.4.5\n", "unsquashfs": LISTING})
-    facts = route_facts.Facts(root=False, runtime="/usr/bin/apptainer", userns=False, subids=False, setuid=False,
+    facts = route_facts.Facts(root=False, apptainer="/usr/bin/apptainer", userns=False, subids=False, setuid=False,
                               fakeroot_command=False)  # fmt: skip
     monkeypatch.setattr(route_facts, "facts", lambda site=None: facts)
     monkeypatch.setattr(build_route, "decide", lambda found: ROUTES[route](f"the {route} route"))

@@ -1,4 +1,4 @@
-"""`doctor` with the runner swapped for a fake: what it says of the runtime it finds, and of
+"""`doctor` with the runner swapped for a fake: what it says of the Apptainer it finds, and of
 one that does not answer, without Apptainer on the machine."""
 
 import os
@@ -27,17 +27,17 @@ def found(monkeypatch):
     return lookups
 
 
-def test_the_runtime_found_is_named_with_its_version(found, monkeypatch, tmp_path, capsys):
+def test_the_apptainer_found_is_named_with_its_version(found, monkeypatch, tmp_path, capsys):
     fake = FakeRunner(monkeypatch, answers={"apptainer": "apptainer version 1.4.5\n"})
     doctor.report(RecipeTree(RECIPES), tmp_path)
     out = capsys.readouterr().out
-    assert "runtime               /opt/fake/bin/apptainer: apptainer version 1.4.5" in out
+    assert "apptainer             /opt/fake/bin/apptainer: apptainer version 1.4.5" in out
     assert ["/opt/fake/bin/apptainer", "--version"] in fake.commands
     assert "disk images" in out and "fakeroot" in out
-    assert len(found) == 1  # the runtime row and the build route share one reading
+    assert len(found) == 1  # the apptainer row and the build route share one reading
 
 
-def test_a_runtime_that_fails_is_reported_broken_not_raised(found, monkeypatch, tmp_path, capsys):
+def test_an_apptainer_that_fails_is_reported_broken_not_raised(found, monkeypatch, tmp_path, capsys):
     FakeRunner(monkeypatch)
 
     def refuses(argv, **kwargs):
