@@ -61,7 +61,7 @@ def test_an_nvidia_driver_older_than_the_cuda_major_needs_is_named(tmp_path):
     assert driver_fit.misfit(tree.targets["csc-cuda"], site) == ""
     tree = _tree_with(tmp_path / "b", "karolina", "  per_node: 8\n", NVIDIA_DRIVER.replace("4", "8", 1))
     assert driver_fit.misfit(tree.targets["a100-cuda"], tree.sites["karolina"]) == (
-        "a100-cuda's CUDA 13.0 needs an NVIDIA driver of 580.65.06 or newer; karolina runs 570.124.06 "
+        "a100-cuda's CUDA 13.2 needs an NVIDIA driver of 580.65.06 or newer; karolina runs 570.124.06 "
         "(a stand-in page, read 2026-12-02)"
     )
 
