@@ -166,8 +166,8 @@ def compare_golden(path: Path, text: str, update: bool):
 def apptainer(tmp_path_factory):
     """The installed apptainer or singularity, else the toolbox's, provisioned here (root) as
     a build would: one worker at a time, as a provision replaces the toolbox's folder."""
-    from builder.host.images import find_apptainer
     from builder.host.progress import Progress
+    from builder.host.which_apptainer import find_apptainer
 
     with run_lock(tmp_path_factory, "toolbox") as folder:
         return find_apptainer(None, Progress(), folder)[0]

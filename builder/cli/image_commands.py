@@ -135,7 +135,8 @@ class Sign(Command):
 
     def run(self, args):
         from ..host import sidecar
-        from ..host.images import built_image, checked_labels, image_lock, ready_apptainer
+        from ..host.images import built_image, checked_labels, image_lock
+        from ..host.which_apptainer import ready_apptainer
         from ..publish import signing
 
         key = Path(args.key)

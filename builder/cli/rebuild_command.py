@@ -41,7 +41,7 @@ class Rebuild(Command):
     def run(self, args):
         from ..host.progress import Progress
         from ..layerbuild import layers
-        from ..publish.way_back import rebuild
+        from ..publish.rebuild import rebuild
 
         progress = Progress()
 

@@ -231,7 +231,7 @@ class Verify(Command):
 
         verify(args.prefix, args.module, key=Path(args.key) if args.key else None)
         if args.rebuild:
-            from ..host.images import ready_apptainer
+            from ..host.which_apptainer import ready_apptainer
             from ..publish import rebuild_check
             from ..publish.verify import locate
             from ..published import IMAGE

@@ -12,7 +12,8 @@ from pathlib import Path
 
 from ..errors import RecipeError, ToolError
 from ..host import sif
-from ..host.images import built_image, checked_labels, image_lock, ready_apptainer
+from ..host.images import built_image, checked_labels, image_lock
+from ..host.which_apptainer import ready_apptainer
 from ..invocation import hint
 from . import edf, enroot, metadata, oci
 

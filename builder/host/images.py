@@ -1,58 +1,20 @@
-"""What build, smoke, publish and doctor share about images on this machine: the Apptainer
-that runs them, which image and site a command means, the checksum file beside the smoke
+"""What build, smoke, publish and doctor share about built images on this machine (the
+Apptainer that runs them is which_apptainer.py's): which image and site a command means, the checksum file beside the smoke
 report (the report's own name is in the contract) and the image's own labels. A low-level
 module: it imports none of the commands that use it."""
 
 import fcntl
-import functools
-import os
-import shutil
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import contract, runner
+from .. import runner
 from ..errors import RecipeError, ToolError
-from ..invocation import hint, program
+from ..invocation import hint
 from ..labels import LABEL_PREFIX, MEASURED, ImageLabels
-from . import toolbox
+from .which_apptainer import ready_apptainer
 
 IMAGE_SUM = "image.sha256"  # sha256sum's format: `sha256sum IMAGE > DIR/image.sha256` by hand
-
-
-def installed_apptainer(site):
-    """HPCML_APPTAINER, the site's `runtime.path` (when a site is given), apptainer or
-    singularity: the first found."""
-    wanted = [os.environ.get(contract.APPTAINER), site and site.runtime.path, "apptainer", "singularity"]
-    return next(filter(None, map(shutil.which, filter(None, wanted))), None)
-
-
-def ready_apptainer(site) -> str:
-    """An installed Apptainer (or Singularity), or the toolbox if one was provisioned; never provisions."""
-    found = installed_apptainer(site)
-    if found:
-        return found
-    if toolbox.is_ready():
-        return str(toolbox.command())
-    raise ToolError(
-        f"no apptainer or singularity found; run `{program()} toolbox provision` (root) or install Apptainer"
-    )
-
-
-@functools.cache
-def takes_squashfs_args(apptainer) -> bool:
-    """Apptainer 1.1+ and SingularityCE 3.9+ pass --mksquashfs-args on; older ones refuse it."""
-    result = runner.run([apptainer, "build", "--help"], check=False, timeout=60)
-    return "--mksquashfs-args" in result.stdout
-
-
-def find_apptainer(site, progress, log_dir, mirror=None):
-    """(path, label): an installed Apptainer, or else a toolbox under the user's cache (made
-    from ``mirror`` when there is none yet; default: the host's Debian mirror)."""
-    found = installed_apptainer(site)
-    if found:
-        return found, found
-    return str(toolbox.ensure(progress, log_dir, mirror)), "toolbox"
 
 
 @dataclass(frozen=True)

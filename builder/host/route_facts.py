@@ -20,7 +20,7 @@ from pathlib import Path
 from .. import runner
 from ..errors import ToolError
 from . import toolbox
-from .images import installed_apptainer
+from .which_apptainer import installed_apptainer
 
 # SingularityCE's `--version`: "singularity-ce version 4.1.3-jammy"; proot builds from 3.11
 SINGULARITYCE_VERSION = re.compile(r"singularity-ce version (\d+)\.(\d+)")

@@ -15,7 +15,8 @@ from pathlib import Path
 from .. import runner
 from ..fileio import sha256_file, write_atomic
 from ..host import build_route, emulation, sidecar
-from ..host.images import checked_labels, find_apptainer, image_lock
+from ..host.images import checked_labels, image_lock
+from ..host.which_apptainer import find_apptainer
 from ..render.parts import PYENV_TAR
 from .layers import LayerBuild, build_layer
 

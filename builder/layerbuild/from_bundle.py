@@ -21,7 +21,7 @@ from pathlib import Path
 
 from ..bundle import make, python_part, serve, toolbox_part
 from ..errors import ToolError
-from ..host import images, toolbox
+from ..host import toolbox, which_apptainer
 from ..render.parts import HOST_MOUNT
 from ..render.plan import MIRROR_ARG, SECURITY_MIRROR_ARG
 
@@ -75,12 +75,12 @@ def find_apptainer(bundle, host_args: dict, site, progress, log_dir):
     mirror = None
     if bundle is not None and toolbox_part.holds(bundle.files):
         mirror = host_args[MIRROR_ARG]
-    elif bundle is not None and not (images.installed_apptainer(site) or toolbox.is_ready()):
+    elif bundle is not None and not (which_apptainer.installed_apptainer(site) or toolbox.is_ready()):
         raise ToolError(
             f"{bundle.folder}: holds no Apptainer toolbox for {platform.machine()}, and this host has no "
             "Apptainer; install Apptainer, or make the bundle again with this builder on such a host"
         )
-    return images.find_apptainer(site, progress, log_dir, mirror)
+    return which_apptainer.find_apptainer(site, progress, log_dir, mirror)
 
 
 def settings_lines() -> list:

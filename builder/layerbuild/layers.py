@@ -15,7 +15,8 @@ from pathlib import Path
 
 from .. import contract, fileio, reproducible, runner, sbom
 from ..host import build_route, cache, debootstrap_kit, emulation, hostinfo, sidecar, space
-from ..host.images import image_lock, takes_squashfs_args
+from ..host.images import image_lock
+from ..host.which_apptainer import takes_squashfs_args
 from ..render import runtime_wheel
 from ..render.layer_sharing import plan_layers
 from ..render.parts import CROSS_DIR, CROSS_MOUNT, HOST_MOUNT

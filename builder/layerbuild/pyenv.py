@@ -29,8 +29,9 @@ from .. import contract, fileio, pyenv_lock, reproducible, runner, sbom
 from ..bundle import manifest, pyenv_part, python_part
 from ..errors import RecipeError, ToolError, shown
 from ..host import cache
-from ..host.images import checked_labels, find_apptainer, image_lock
+from ..host.images import checked_labels, image_lock
 from ..host.pyenv_file import RECORD
+from ..host.which_apptainer import find_apptainer
 from ..render.parts import HOST_MOUNT, HOST_SETTINGS
 from ..sbom import pyenv_document
 from ..shell import cmd

@@ -30,7 +30,7 @@ from ..bundle import python_part
 from ..errors import RecipeError, ToolError, shown
 from ..fileio import read_given
 from ..host import uv
-from ..host.images import ready_apptainer
+from ..host.which_apptainer import ready_apptainer
 from ..layerbuild import host_settings, pyenv
 from ..resources import runtime_source
 from .python import _pinned

@@ -29,7 +29,8 @@ from .. import __version__, contract, faults, resources, sbom
 from ..errors import CheckFailed, RecipeError
 from ..fileio import copy_hashed, sha256_file, write_atomic
 from ..host import sidecar
-from ..host.images import IMAGE_SUM, built_image, checked_labels, image_lock, ready_apptainer
+from ..host.images import IMAGE_SUM, built_image, checked_labels, image_lock
+from ..host.which_apptainer import ready_apptainer
 from ..invocation import hint
 from ..published import IMAGE, MANIFEST
 from ..recipes import driver_fit

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from ..bundle import manifest
 from ..errors import RecipeError
-from ..host.images import ready_apptainer
+from ..host.which_apptainer import ready_apptainer
 from ..invocation import program
 from ..published import IMAGE, MANIFEST
 from . import rebuild_check

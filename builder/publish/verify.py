@@ -19,7 +19,7 @@ from hpcml_facts import PASS, FactsError, SmokeReport
 from .. import contract
 from ..errors import CheckFailed, RecipeError
 from ..fileio import sha256_file
-from ..host.images import ready_apptainer
+from ..host.which_apptainer import ready_apptainer
 from ..published import IMAGE
 from . import kept_bundle, signing
 from .placing import settle

@@ -11,7 +11,8 @@ from pathlib import Path
 
 from ..errors import ToolError
 from ..host import pyenv_file
-from ..host.images import Built, checked_labels, ready_apptainer
+from ..host.images import Built, checked_labels
+from ..host.which_apptainer import ready_apptainer
 from ..invocation import program as builder_command
 from ..recipes.site_model import Site
 from ..recipes.target_model import Target

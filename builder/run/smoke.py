@@ -8,7 +8,8 @@ from .. import contract, resources, runner
 from ..errors import CheckFailed
 from ..fileio import sha256_file, write_atomic
 from ..host import hostinfo, pyenv_file
-from ..host.images import IMAGE_SUM, built_image, checked_labels, image_lock, ready_apptainer
+from ..host.images import IMAGE_SUM, built_image, checked_labels, image_lock
+from ..host.which_apptainer import ready_apptainer
 from ..recipes.tree import RecipeTree
 from ..render.sitefile import render_site
 

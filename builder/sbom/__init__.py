@@ -13,7 +13,8 @@ from pathlib import Path
 from ..errors import ToolError
 from ..fileio import write_atomic
 from ..host import cache
-from ..host.images import read_labels, ready_apptainer
+from ..host.images import read_labels
+from ..host.which_apptainer import ready_apptainer
 from ..lockfile import PythonLock
 from . import inventory, lock_check, rootfs
 

@@ -145,7 +145,8 @@ def verify(argument: str, tree, named: str = "", apptainer=None) -> Verdict:
 
 
 def _from_image(image: Path, tree, named: str, apptainer) -> Verdict:
-    from ..host.images import read_labels, ready_apptainer
+    from ..host.images import read_labels
+    from ..host.which_apptainer import ready_apptainer
     from . import inventory
 
     apptainer = apptainer or ready_apptainer(None)

@@ -14,7 +14,7 @@ from pathlib import Path
 from builder.layerbuild.layers import LayerBuild, build_layer
 from builder.render.plan import LayerPlan
 from builder.host import build_route
-from builder.host.images import find_apptainer
+from builder.host.which_apptainer import find_apptainer
 from builder.errors import BuilderError
 from builder.host.progress import Progress
 from builder.recipes.tree import RecipeTree

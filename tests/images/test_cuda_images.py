@@ -56,9 +56,9 @@ def run_in(apptainer, image, *argv):
 
 @pytest.fixture(scope="module")
 def apptainer(tree):
-    from builder.host import images
+    from builder.host.which_apptainer import ready_apptainer
 
-    return images.ready_apptainer(tree.target("cpu").sites[0])
+    return ready_apptainer(tree.target("cpu").sites[0])
 
 
 def test_labels_record_nccl_cuda_and_the_oldest_driver(built, apptainer):

@@ -9,7 +9,7 @@ import pytest
 
 from builder.bundle import toolbox_part
 from builder.errors import ToolError
-from builder.host import images, toolbox
+from builder.host import toolbox, which_apptainer
 from builder.host.progress import Progress
 from builder.layerbuild import from_bundle
 
@@ -20,10 +20,12 @@ SERVED = {"MIRROR": "http://127.0.0.1:40001/debian", "SECURITY_MIRROR": "http://
 def asked(monkeypatch):
     """The mirror find_apptainer was given, and no installed Apptainer nor toolbox."""
     seen = []
-    monkeypatch.setattr(images, "installed_apptainer", lambda site: None)
+    monkeypatch.setattr(which_apptainer, "installed_apptainer", lambda site: None)
     monkeypatch.setattr(toolbox, "is_ready", lambda: False)
     monkeypatch.setattr(
-        images, "find_apptainer", lambda site, progress, log_dir, mirror=None: seen.append(mirror) or ("a", "toolbox")
+        which_apptainer,
+        "find_apptainer",
+        lambda site, progress, log_dir, mirror=None: seen.append(mirror) or ("a", "toolbox"),
     )
     return seen
 
@@ -54,6 +56,6 @@ def test_a_bundle_without_a_toolbox_on_a_host_without_apptainer_is_one_line(aske
 
 
 def test_a_bundle_without_a_toolbox_is_fine_where_apptainer_is_installed(asked, monkeypatch):
-    monkeypatch.setattr(images, "installed_apptainer", lambda site: "/usr/bin/apptainer")
+    monkeypatch.setattr(which_apptainer, "installed_apptainer", lambda site: "/usr/bin/apptainer")
     from_bundle.find_apptainer(_bundle("debian/dists/bookworm/Release"), SERVED, None, Progress(), Path("/l"))
     assert asked == [None]

@@ -34,7 +34,7 @@ REAL_RUN_LOGGED = runner.run_logged  # before the fake runner's fixture swaps it
 def fake(monkeypatch, tmp_path):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.setattr(
-        layers.from_bundle.images,
+        layers.from_bundle.which_apptainer,
         "find_apptainer",
         lambda site, progress, images, mirror=None: ("apptainer", "apptainer (fake)"),
     )
@@ -233,7 +233,7 @@ def test_a_failed_layer_build_reports_the_marked_line_alone(fake, monkeypatch, t
     apptainer.write_text(f"#!/bin/sh\ncat <<'EOF'\n{log_text}EOF\nexit 255\n")
     apptainer.chmod(0o755)
     monkeypatch.setattr(
-        layers.from_bundle.images,
+        layers.from_bundle.which_apptainer,
         "find_apptainer",
         lambda site, progress, images, mirror=None: (str(apptainer), "apptainer (fake)"),
     )
@@ -370,7 +370,7 @@ def test_a_host_without_debootstrap_gets_the_builders_own_first_on_path_where_a_
 
 def test_the_toolbox_brings_its_own_debootstrap_so_the_kit_is_not_fetched(fake, monkeypatch, tmp_path):
     monkeypatch.setattr(
-        layers.from_bundle.images,
+        layers.from_bundle.which_apptainer,
         "find_apptainer",
         lambda site, progress, images, mirror=None: ("apptainer", "toolbox"),
     )

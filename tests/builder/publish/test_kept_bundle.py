@@ -25,7 +25,8 @@ from builder import sbom
 from builder.bundle import make, manifest
 from builder.errors import CheckFailed
 from builder.layerbuild import layers
-from builder.publish import install, kept_bundle, rebuild_check, way_back
+from builder.publish import install, kept_bundle, rebuild_check
+from builder.publish import rebuild as rebuild_module
 
 LOCKS = ("debian-build.txt", "debian-final.txt", "python.txt")
 WHEEL = "python/big-1.0-py3-none-any.whl"
@@ -56,7 +57,7 @@ def site(tmp_path, monkeypatch):
     # the fake image holds no package: the SBOM's proof that it holds its lock is not this test's
     monkeypatch.setattr(sbom, "_holds_its_lock", lambda target, image, found: found, raising=False)
     monkeypatch.setattr(install, "ready_apptainer", lambda site: "apptainer")
-    monkeypatch.setattr(way_back, "ready_apptainer", lambda site: "apptainer")
+    monkeypatch.setattr(rebuild_module, "ready_apptainer", lambda site: "apptainer")
     images, prefix, work = tmp_path / "images", tmp_path / "appl" / "ml", tmp_path / "work"
     for folder in (images, prefix, work):
         folder.mkdir(parents=True)
