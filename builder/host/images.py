@@ -1,7 +1,7 @@
 """What build, smoke, publish and doctor share about built images on this machine (the
-Apptainer that runs them is which_apptainer.py's): which image and site a command means, the checksum file beside the smoke
-report (the report's own name is in the contract) and the image's own labels. A low-level
-module: it imports none of the commands that use it."""
+Apptainer that runs them is which_apptainer.py's): which image and site a command means,
+the checksum file beside the smoke report (the report's own name is in the contract) and
+the image's own labels. A low-level module: it imports none of the commands that use it."""
 
 import fcntl
 from contextlib import contextmanager
