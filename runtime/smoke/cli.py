@@ -4,7 +4,7 @@ import argparse
 import os
 import socket
 import sys
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import hpcml_contract as contract
@@ -17,7 +17,6 @@ from .verdict import ERROR, FAIL, PASS, Verdict
 
 # the suite's own summary (the package's first paragraph), not this module's docstring
 _DESCRIPTION = " ".join(sys.modules[__package__].__doc__.split("\n\n")[0].split())
-CHECKS = ("all", "preflight", "allreduce", "groups", "deepspeed", "mpi", "ddp")
 EXIT_BAD_INPUT = 2
 
 
@@ -116,39 +115,19 @@ def main(argv=None):
             _say_preflight(checks, failed and args.check == "all")
             return EXIT_FAILED if failed else 0
     session = Session(out, args.op_timeout, args.timeout)
-    rows = []
+    run = Run(session, facts, site, args, sizes, dtypes)
     try:
         session.join()
         session.say(
             f"smoke: {session.world} rank(s) on {session.nodes} node(s), {session.backend} "
             f"on {session.device}, launched by {session.launch.source}, site {site_name or 'unknown'}"
         )
-        if args.check in ("all", "allreduce"):
-            dtypes = dtypes or allreduce.default_dtypes(session.backend)
-            sizes = sizes or parse_sweep("8:256M" if session.backend == "nccl" else "8:64M")
-            rows = allreduce.run(session, sizes, dtypes, args.warmup, args.iters)
-            wrong = sum(row["wrong"] for row in rows)
-            checks["allreduce sum"] = Verdict.judged(
-                not wrong, f"{wrong} wrong values" if wrong else f"exact at all {len(rows)} sizes"
-            )
-            threshold = bandwidth.pick_threshold(site.allreduce, session.nodes, dtypes)
-            checks["allreduce busbw"] = bandwidth.judge(rows, threshold)
-            session.doing("reading the transport logs")
-            summary = transport.parse(session.transport_lines())
-            checks["transport"] = transport.judge(session.gather(summary), site.network, session.nodes, session.backend)
-        if args.check in ("all", "groups"):
-            checks["groups"] = groups.run(session)
-        if args.check in ("all", "deepspeed"):
-            checks.update(_deepspeed(session, facts, args.op_timeout))
-        if args.check in ("all", "mpi"):
-            session.doing("the mpi4py all-reduce")
-            results = session.gather(mpicheck.check(session, site.slurm_mpi, args.op_timeout))
-            checks["mpi4py"] = next((r for r in results if r.verdict == FAIL), results[0])
-        if args.check in ("all", "ddp"):
-            checks["ddp"] = ddp.run(session)
+        for name, check in COLLECTIVE.items():
+            if args.check in ("all", name):
+                checks.update(check(run))
         session.doing("writing the report")
         if session.rank == 0:
-            _report(session, site_name, argv, checks, rows)
+            _report(session, site_name, argv, checks, run.rows)
         session.leave()
     except KeyboardInterrupt:
         os.write(2, f"smoke: rank {session.rank} interrupted while {session.phase}\n".encode())
@@ -157,7 +136,7 @@ def main(argv=None):
         status = fail(session, error)
         if session.rank == 0:
             checks["error"] = Verdict(ERROR, session.diagnosis(str(error)))
-            _write_quietly(session, site_name, argv, checks, rows)
+            _write_quietly(session, site_name, argv, checks, run.rows)
         return status
     return EXIT_FAILED if report.overall(checks) == FAIL else 0
 
@@ -179,8 +158,9 @@ def _say_preflight(checks, stopped):
         print("smoke: the preflight failed, so no collective was started", flush=True)
 
 
-def _deepspeed(session, facts, op_timeout):
+def _deepspeed(run):
     """ds_report and the op loads on rank 0, the engine on every rank; one verdict each."""
+    session, facts, op_timeout = run.session, run.facts, run.args.op_timeout
     session.doing("the DeepSpeed op checks (rank 0)")
     results = {}
     ds = facts.deepspeed
@@ -206,6 +186,57 @@ def _deepspeed(session, facts, op_timeout):
         (e for e in engines if e.verdict != PASS), replace(engines[0], why=engines[0].why + ranks)
     )
     return merged
+
+
+@dataclass
+class Run:
+    """What the collective checks read, and the all-reduce table they leave for the report."""
+
+    session: Session
+    facts: object  # config.image: the image's promises
+    site: object  # config.site: the site's references
+    args: argparse.Namespace
+    sizes: list | None
+    dtypes: list | None
+    rows: list = field(default_factory=list)
+
+
+def _allreduce(run):
+    session, dtypes = run.session, run.dtypes or allreduce.default_dtypes(run.session.backend)
+    sizes = run.sizes or parse_sweep("8:256M" if session.backend == "nccl" else "8:64M")
+    run.rows = rows = allreduce.run(session, sizes, dtypes, run.args.warmup, run.args.iters)
+    wrong = sum(row["wrong"] for row in rows)
+    checks = {
+        "allreduce sum": Verdict.judged(
+            not wrong, f"{wrong} wrong values" if wrong else f"exact at all {len(rows)} sizes"
+        )
+    }
+    checks["allreduce busbw"] = bandwidth.judge(
+        rows, bandwidth.pick_threshold(run.site.allreduce, session.nodes, dtypes)
+    )
+    session.doing("reading the transport logs")
+    summary = transport.parse(session.transport_lines())
+    checks["transport"] = transport.judge(session.gather(summary), run.site.network, session.nodes, session.backend)
+    return checks
+
+
+def _groups(run):
+    return {"groups": groups.run(run.session)}
+
+
+def _mpi(run):
+    run.session.doing("the mpi4py all-reduce")
+    results = run.session.gather(mpicheck.check(run.session, run.site.slurm_mpi, run.args.op_timeout))
+    return {"mpi4py": next((r for r in results if r.verdict == FAIL), results[0])}
+
+
+def _ddp(run):
+    return {"ddp": ddp.run(run.session)}
+
+
+# the registry of the checks that run on a joined session, in the order `all` runs them
+COLLECTIVE = {"allreduce": _allreduce, "groups": _groups, "deepspeed": _deepspeed, "mpi": _mpi, "ddp": _ddp}
+CHECKS = ("all", "preflight", *COLLECTIVE)
 
 
 def _report(session, site_name, argv, checks, rows):

@@ -43,7 +43,6 @@ import hpcml_contract as contract
 
 from . import commands
 
-CHECKS = ("plugin", "rccl", "provider", "wavefront")
 LOAD_MODE = os.RTLD_NOW | os.RTLD_GLOBAL
 # RCCL looks up the newest interface it knows first; plugins export one or several versions
 NET_VERSIONS = range(11, 1, -1)
@@ -361,13 +360,14 @@ def parser():
     return top
 
 
-RUNNERS = {"plugin": check_plugin, "rccl": check_rccl, "provider": check_provider, "wavefront": check_wavefront}
+# the registry: each check by name, in --help order (its options are in parser())
+CHECKS = {"plugin": check_plugin, "rccl": check_rccl, "provider": check_provider, "wavefront": check_wavefront}
 
 
 def main(argv=None):
     args = parser().parse_args(argv)
     try:
-        details = RUNNERS[args.check](args)
+        details = CHECKS[args.check](args)
     except Fail as failure:
         print(f"netcheck {args.check}: FAIL: {failure}", file=sys.stderr, flush=True)
         return 1
