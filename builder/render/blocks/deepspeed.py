@@ -92,6 +92,10 @@ _CUDA_LINK = (
     'export LIBRARY_PATH="$ds_tmp/stubs${LIBRARY_PATH:+:$LIBRARY_PATH}"',
     "export LDFLAGS=-Wl,--as-needed",
 )
+# The pip toolkit's libraries (libcurand.so.10, which the transformer and inference ops need)
+# stay in the venv's nvidia/cuNN/lib, where the loader does not look and which torch does not
+# load since 2.15: the ops carry that folder as their run path, the venv's path in the image.
+_PIP_TOOLKIT_RPATH = 'export LDFLAGS="$LDFLAGS -Wl,-rpath,$(readlink -f "$CUDA_HOME")/lib"'
 
 
 # An image of another arch than x86-64 built on an x86-64 host runs its compilers under QEMU;
@@ -164,7 +168,9 @@ def parts(target: Target):
         compile_ops, extra, restored, installed, checks = _rocm_steps(target)
         saved += extra
     if target.torch.flavour == "cuda":
-        compile_ops = [*_CUDA_LINK, *compile_ops, 'rm -rf "$ds_tmp/stubs"']
+        pip_toolkit = target.cuda_toolkit is not None and target.cuda_toolkit.source == "pypi"
+        link = (*_CUDA_LINK, *(_PIP_TOOLKIT_RPATH,) * pip_toolkit)
+        compile_ops = [*link, *compile_ops, 'rm -rf "$ds_tmp/stubs"']
     if target.arch != "x86_64":
         compile_ops = [*_CROSS, *compile_ops]
     # the ops' own packages (libaio) go in this layer, so an op change never rebuilds the OS

@@ -288,6 +288,16 @@ def test_cuda_ops_link_without_a_driver_and_need_none_to_load(name):
     assert "stubs" not in section("cpu", "build", "post")
 
 
+def test_ops_linked_against_the_pip_toolkit_find_its_libraries_in_the_image():
+    """The a100-cuda build of 2026-12-07 failed its %test: libcurand.so.10 not found. The pip
+    toolkit's curand stays in the venv; the ops name that folder as their run path."""
+    rpath = '    export LDFLAGS="$LDFLAGS -Wl,-rpath,$(readlink -f "$CUDA_HOME")/lib"'
+    build = section("a100-cuda", "build", "post").splitlines()
+    compile_at = next(i for i, line in enumerate(build) if "setup.py --quiet build_ext" in line)
+    assert build.index("    export LDFLAGS=-Wl,--as-needed") < build.index(rpath) < compile_at
+    assert rpath not in section("v100-cuda", "build", "post").splitlines()  # Debian's toolkit: /usr/lib
+
+
 def test_the_op_compile_works_in_a_folder_of_its_own():
     """%post can see the host's /tmp: a fixed folder there would mix two builds' compiles. The
     folder is fixed (the ops record its name: two builds write the same files) and in the root
