@@ -98,6 +98,11 @@ _CUDA_LINK = (
 _PIP_TOOLKIT_RPATH = 'export LDFLAGS="$LDFLAGS -Wl,-rpath,$(readlink -f "$CUDA_HOME")/lib"'
 
 
+def _cuda_link(target: Target) -> tuple:
+    pip_toolkit = target.cuda_toolkit is not None and target.cuda_toolkit.source == "pypi"
+    return (*_CUDA_LINK, *(_PIP_TOOLKIT_RPATH,) * pip_toolkit)
+
+
 # An image of another arch than x86-64 built on an x86-64 host runs its compilers under QEMU;
 # that build binds x86-64 ones here (builder/host/cross_tools.py): GCC's cross compiler and
 # nvcc of the image's release, which write the same code natively. Built elsewhere: not there.
@@ -168,9 +173,7 @@ def parts(target: Target):
         compile_ops, extra, restored, installed, checks = _rocm_steps(target)
         saved += extra
     if target.torch.flavour == "cuda":
-        pip_toolkit = target.cuda_toolkit is not None and target.cuda_toolkit.source == "pypi"
-        link = (*_CUDA_LINK, *(_PIP_TOOLKIT_RPATH,) * pip_toolkit)
-        compile_ops = [*link, *compile_ops, 'rm -rf "$ds_tmp/stubs"']
+        compile_ops = [*_cuda_link(target), *compile_ops, 'rm -rf "$ds_tmp/stubs"']
     if target.arch != "x86_64":
         compile_ops = [*_CROSS, *compile_ops]
     # the ops' own packages (libaio) go in this layer, so an op change never rebuilds the OS
