@@ -12,7 +12,7 @@ HPCML  := $(PY) -m builder.cli.make_variables
 # builder, on every run (docs/performance.md).
 PYTEST := PYTHONDONTWRITEBYTECODE= $(PY) -m pytest
 
-.PHONY: setup setup-test render check lock test unit test-full test-rebuild test-bundle test-heavy test-gpu gpu-bundle build bundle smoke jobscript publish sign export two-nodes doctor list show clean
+.PHONY: setup setup-test render check lock test unit test-full test-rebuild test-bundle test-heavy test-gpu gpu-bundle build bundle smoke jobscript reframe publish sign export two-nodes doctor list show clean
 
 # The builder's own Python environment: all that `make build` and the other image commands set
 # up. Apptainer is the host's (or, for root, a toolbox under the cache) and debootstrap the host's
@@ -150,6 +150,11 @@ smoke: build
 jobscript:
 	@$(MAKE) --no-print-directory setup >&2
 	@$(HPCML) jobscript $(TARGET) -- $(ARGS)
+
+# Writes the image's ReFrame checks for its site into OUT (SITE, NODES, ACCOUNT, TIME, ...;
+# docs/reframe.md): reframe -C OUT/settings.py -c OUT/hpcml_checks.py -r
+reframe: setup
+	$(HPCML) reframe $(TARGET)
 
 # Installs images/$(TARGET).sif as the module $(NAME)/$(VERSION) under $(PREFIX) (version
 # default: <torch version>-<target>). Needs a passing smoke report of this very image (make

@@ -59,3 +59,8 @@ def runtime_files() -> dict[str, Path]:
 def recipes():
     """The recipe tree released with the builder; None when this install has none."""
     return next((root / "recipes" for root in _ROOTS if (root / "recipes" / "versions.yaml").is_file()), None)
+
+
+def reframe_checks() -> Path:
+    """The ReFrame checks `hpcml reframe` writes beside their parameters."""
+    return wrappers() / "reframe" / "hpcml_checks.py"

@@ -7,6 +7,7 @@ from .env_command import Env
 from .image_commands import Build, Bundle, Diff, Export, Extend, Sign, Smoke
 from .rebuild_command import Rebuild
 from .recipe_commands import Check, List, Lock, Render, Show
+from .reframe_command import Reframe
 from .site_commands import Default, Doctor, Jobscript, Publish, Verify
 from .toolbox_command import Toolbox
 
@@ -19,6 +20,7 @@ COMMANDS: tuple[Command, ...] = (
     Bundle(),
     Smoke(),
     Jobscript(),
+    Reframe(),
     Publish(),
     Sign(),
     Extend(),

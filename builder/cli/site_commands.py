@@ -23,33 +23,14 @@ class Jobscript(Command):
             help="then -- and what the ranks run: train.py ARGS (named by its absolute path), or -m MODULE ARGS",
         )
         parser.set_defaults(program=[])
-        _slurm_options(parser)
-        _image_options(parser)
+        slurm_options(parser)
+        image_options(parser)
         parser.add_argument("--out", metavar="FILE", help="write the script here (default: stdout)")
 
     def run(self, args):
         from ..run import jobscript
 
-        request = jobscript.Request(
-            site=args.site or "",
-            nodes=args.nodes,
-            gpus=args.gpus or 0,
-            tasks_per_node=args.tasks_per_node or 0,
-            launch=args.launch or "",
-            time=args.time or "",
-            account=args.account or "",
-            partition=args.partition or "",
-            qos=args.qos or "",
-            binds=tuple(args.bind),
-            stage=tuple(args.stage),
-            nvme_pool=args.nvme_pool or "",
-            image=args.image or "",
-            wrapper=args.wrapper or "",
-            published=args.published or "",
-            pyenv=args.pyenv or "",
-            program=tuple(args.program),
-            folder=os.getcwd(),  # the script names its paths from here, wherever the job is submitted
-        )
+        request = job_request(args)
         plan = jobscript.plan(load_tree(args.recipes), args.target, request)
         text = jobscript.script(plan)
         if args.out:
@@ -63,7 +44,33 @@ class Jobscript(Command):
         print(plan.summary(), file=sys.stderr)
 
 
-def _slurm_options(parser):
+def job_request(args):
+    """What jobscript's options ask for (and reframe's, which take the same)."""
+    from ..run.job_request import Request
+
+    return Request(
+        site=args.site or "",
+        nodes=args.nodes,
+        gpus=args.gpus or 0,
+        tasks_per_node=args.tasks_per_node or 0,
+        launch=args.launch or "",
+        time=args.time or "",
+        account=args.account or "",
+        partition=args.partition or "",
+        qos=args.qos or "",
+        binds=tuple(args.bind),
+        stage=tuple(args.stage),
+        nvme_pool=args.nvme_pool or "",
+        image=args.image or "",
+        wrapper=args.wrapper or "",
+        published=args.published or "",
+        pyenv=args.pyenv or "",
+        program=tuple(args.program),
+        folder=os.getcwd(),  # the script names its paths from here, wherever the job is submitted
+    )
+
+
+def slurm_options(parser):
     """What the job asks Slurm for, and how its ranks start."""
     parser.add_argument("--site", help="default: the target's first site")
     parser.add_argument("--nodes", type=positive, default=1, help="default: 1")
@@ -88,7 +95,7 @@ def _slurm_options(parser):
     )
 
 
-def _image_options(parser):
+def image_options(parser):
     """The data the job reaches, and the image and wrapper it runs."""
     parser.add_argument(
         "--bind",
