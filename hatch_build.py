@@ -8,7 +8,8 @@ copies those into editable installs too, where they would hide the checkout's ow
 
 from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
-SHARED_RECORDS = ("hpcml_contract.py", "hpcml_facts.py")
+# hpcml_facts imports the other two: the builder imports them with it
+SHARED_RECORDS = ("hpcml_contract.py", "hpcml_facts.py", "hpcml_json.py", "hpcml_report.py")
 
 
 class CustomBuildHook(BuildHookInterface):

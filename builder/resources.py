@@ -12,6 +12,7 @@ from .errors import ToolError
 
 _PACKAGE = Path(__file__).resolve().parent
 _ROOTS = (_PACKAGE / "_data", _PACKAGE.parent)
+RECORD_PARTS = ("hpcml_json", "hpcml_report")  # what hpcml_facts is made of (hatch_build.py ships them)
 
 
 def _find(name: str) -> Path:
@@ -40,8 +41,9 @@ def runtime_source() -> Path:
 
 def runtime_files() -> dict[str, Path]:
     """Every file of the runtime package's project, by its path in it (the runtime wheel's
-    build copies them). An installed builder keeps the two records it shares with the images
-    at the top level, where it imports them (hatch_build.py), not in _data/runtime/."""
+    build copies them). An installed builder keeps the records it shares with the images
+    (and the readers they are made of) at the top level, where it imports them
+    (hatch_build.py), not in _data/runtime/."""
     import hpcml_contract  # imported here: only a build of the wheel asks where they are
     import hpcml_facts
 
@@ -53,6 +55,8 @@ def runtime_files() -> dict[str, Path]:
     }
     for record in (hpcml_contract, hpcml_facts):
         files.setdefault(f"{record.__name__}.py", Path(record.__file__))
+    for part in RECORD_PARTS:  # beside hpcml_facts, wherever it is
+        files.setdefault(f"{part}.py", Path(hpcml_facts.__file__).with_name(f"{part}.py"))
     return files
 
 

@@ -32,7 +32,9 @@ or not below the world size, a node list it cannot read, a port out of range), o
 than one node, a MASTER_ADDR that does not resolve on this node. detect() and apply() raise
 LaunchError for the same. A CMD that cannot be started: one line, exit status 127 (not found)
 or 126, as env(1) does.
-Standard library only (and hpcml_contract, installed beside it): it runs in any image.
+Standard library only (and hpcml_contract and launchenv_ranks, installed beside it): it
+runs in any image. launchenv_ranks reads the launchers' rank variables; this module adds
+the master's address and port, and the command line.
 """
 
 import itertools
@@ -43,6 +45,7 @@ import sys
 from dataclasses import dataclass
 
 import hpcml_contract as contract
+from launchenv_ranks import LaunchError, check_ranks, integer, ranks
 
 
 def one_line(text) -> str:
@@ -53,10 +56,6 @@ def one_line(text) -> str:
 
 
 VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
-
-
-class LaunchError(RuntimeError):
-    pass
 
 
 @dataclass(frozen=True)
@@ -141,111 +140,6 @@ def _numbers(group, item, limit):
     return numbers
 
 
-def _integer(env, name, default=None, *, needed_by=None):
-    """The whole number in ``env[name]``; ``default`` when unset (None: it must be set)."""
-    value = env.get(name)
-    if value is None:
-        if default is not None:
-            return default
-        because = f" (needed with {needed_by})" if needed_by else ""
-        raise LaunchError(f"{name} is not set{because}; expected a whole number")
-    if not re.fullmatch(r"-?[0-9]+", value):  # ASCII digits only: int() takes more
-        raise LaunchError(f"{name}={value!r} is not a whole number")
-    return int(value)
-
-
-def _tasks_on_this_node(env):
-    """(tasks on this node, where that came from), from SLURM_NTASKS_PER_NODE, else a list
-    such as SLURM_STEP_TASKS_PER_NODE='4(x2),3' and SLURM_NODEID, else SLURM_NTASKS."""
-    if env.get("SLURM_NTASKS_PER_NODE"):
-        return _integer(env, "SLURM_NTASKS_PER_NODE"), "SLURM_NTASKS_PER_NODE"
-    name = "SLURM_STEP_TASKS_PER_NODE" if env.get("SLURM_STEP_TASKS_PER_NODE") else "SLURM_TASKS_PER_NODE"
-    spec = env.get(name)
-    if not spec:
-        return _integer(env, "SLURM_NTASKS", 1), "SLURM_NTASKS"
-    item = r"[0-9]+(\(x[1-9][0-9]*\))?"  # 4, or 4(x2): 4 on each of 2 nodes
-    if not re.fullmatch(f"{item}(,{item})*", spec):
-        raise LaunchError(f"{name}={spec!r} is not a list of task counts; expected such as '4(x2),3'")
-    node = _integer(env, "SLURM_NODEID", 0)
-    if node < 0:
-        raise LaunchError(f"SLURM_NODEID={node} is not a node number; expected 0 or more")
-    where = f"{name}={spec!r} on SLURM_NODEID={node}"
-    tasks = 0
-    for count, times in re.findall(r"([0-9]+)(?:\(x([0-9]+)\))?", spec):
-        tasks = int(count)
-        if node < int(times or 1):
-            return tasks, where
-        node -= int(times or 1)
-    return tasks, where  # a node past the list: its last count
-
-
-def _ranks(env):
-    """(source, rank, local_rank, world_size, local_world_size), each number with the name of
-    the variable it came from: (value, name)."""
-
-    def read(name, default=None, needed_by=None):
-        return _integer(env, name, default, needed_by=needed_by), name
-
-    if env.get("TORCHELASTIC_RUN_ID"):
-        return ("torchrun", read("RANK"), read("LOCAL_RANK"), read("WORLD_SIZE"), read("LOCAL_WORLD_SIZE"))
-    if all(name in env for name in ("RANK", "LOCAL_RANK", "WORLD_SIZE")):
-        # The DeepSpeed launcher says LOCAL_SIZE; torch.distributed.launch LOCAL_WORLD_SIZE.
-        world = read("WORLD_SIZE")
-        local_name = "LOCAL_WORLD_SIZE" if env.get("LOCAL_WORLD_SIZE") else "LOCAL_SIZE"
-        local_world = read(local_name) if env.get(local_name) else world
-        # set by `python -m launchenv --`, which found them: the launcher behind the variables
-        source = env.get(contract.LAUNCHED_BY, "env")
-        return source, read("RANK"), read("LOCAL_RANK"), world, local_world
-    if "OMPI_COMM_WORLD_RANK" in env:
-        return (
-            "openmpi",
-            read("OMPI_COMM_WORLD_RANK"),
-            read("OMPI_COMM_WORLD_LOCAL_RANK"),
-            read("OMPI_COMM_WORLD_SIZE"),
-            read("OMPI_COMM_WORLD_LOCAL_SIZE"),
-        )
-    if "PMIX_RANK" in env:
-        size_var = next((v for v in ("PMIX_SIZE", "SLURM_NTASKS", "PMI_SIZE") if v in env), None)
-        if size_var is None:
-            raise LaunchError("PMIX_RANK is set but no world size (PMIX_SIZE or SLURM_NTASKS)")
-        local = read("SLURM_LOCALID", 0)
-        local_size = _tasks_on_this_node(env) if "SLURM_JOB_ID" in env else (1, "PMIX_RANK without Slurm")
-        return "pmix", read("PMIX_RANK"), local, read(size_var), local_size
-    if "PMI_RANK" in env:
-        local = read("MPI_LOCALRANKID") if "MPI_LOCALRANKID" in env else read("SLURM_LOCALID", 0)
-        if "MPI_LOCALNRANKS" in env:
-            local_size = read("MPI_LOCALNRANKS")
-        else:
-            local_size = _tasks_on_this_node(env) if "SLURM_JOB_ID" in env else (1, "PMI_RANK without Slurm")
-        return "pmi", read("PMI_RANK"), local, read("PMI_SIZE", needed_by="PMI_RANK"), local_size
-    if "SLURM_PROCID" in env:
-        size_var = "SLURM_STEP_NUM_TASKS" if "SLURM_STEP_NUM_TASKS" in env else "SLURM_NTASKS"
-        return ("slurm", read("SLURM_PROCID"), read("SLURM_LOCALID"), read(size_var), _tasks_on_this_node(env))
-    return "single", (0, "rank"), (0, "local rank"), (1, "world size"), (1, "local world size")
-
-
-def _check_ranks(source, rank, local_rank, world, local_world):
-    """Each of ``rank`` ... is (value, the variable it came from)."""
-
-    def show(pair):
-        value, name = pair
-        return f"{name}={value}" if re.fullmatch(r"[A-Z_]+", name) else f"{value} (from {name})"
-
-    problem = None
-    if world[0] < 1:
-        problem = f"{show(world)} is not a world size; expected 1 or more"
-    elif not 0 <= rank[0] < world[0]:
-        problem = f"{show(rank)} is not a rank of {show(world)}; expected 0 to {world[0] - 1}"
-    elif not 1 <= local_world[0] <= world[0]:
-        problem = f"{show(local_world)} tasks on this node; expected 1 to {show(world)}"
-    elif not 0 <= local_rank[0] < local_world[0]:
-        problem = (
-            f"{show(local_rank)} is not a rank on this node of {show(local_world)}; expected 0 to {local_world[0] - 1}"
-        )
-    if problem:
-        raise LaunchError(f"{source}: inconsistent ranks: {problem}")
-
-
 def _first_host(env, name):
     try:
         hosts = expand_hostlist(env[name])
@@ -263,11 +157,11 @@ def _port(env, one_step):
         if not re.fullmatch(r"[0-9]{1,5}", port) or not 0 < int(port) < 65536:
             raise LaunchError(f"MASTER_PORT={port!r} is not a port number; expected 1 to 65535")
         return int(port)
-    base = _integer(env, contract.MASTER_PORT_BASE, 10000)
+    base = integer(env, contract.MASTER_PORT_BASE, 10000)
     job_var = next((v for v in ("SLURM_JOB_ID", "OMPI_MCA_ess_base_jobid") if env.get(v)), None)
     if job_var is None:
         return 29500  # torch's own default: one job on the node
-    job = _integer(env, job_var)
+    job = integer(env, job_var)
     if job < 0:
         raise LaunchError(f"{job_var}={job} is not a job id; expected 0 or more")
     if one_step:
@@ -281,7 +175,7 @@ def _port(env, one_step):
                 f"SLURM_STEP_ID={step_id!r} is not a step id; expected a whole number or one of {', '.join(STEP_NAMES)}"
             )
     else:
-        step = _integer(env, "OMPI_MCA_ess_base_jobid", 0) % 10
+        step = integer(env, "OMPI_MCA_ess_base_jobid", 0) % 10
     port = base + job % 2000 * 10 + step
     if not 0 < port < 65536:
         raise LaunchError(
@@ -295,8 +189,8 @@ def detect(env=None):
     """The Launch this process is part of, from ``env`` (default: os.environ). Any variable it
     reads that is not as a launcher sets it raises LaunchError, which names it."""
     env = dict(os.environ if env is None else env)
-    source, rank, local_rank, world, local_world = _ranks(env)
-    _check_ranks(source, rank, local_rank, world, local_world)
+    source, rank, local_rank, world, local_world = ranks(env)
+    check_ranks(source, rank, local_rank, world, local_world)
     # Open MPI's mpirun starts its ranks on the first node itself (in the batch step) and on
     # the others through `srun` steps of one node each: there, only the job's node list and
     # id are the same on every node. The other launchers' ranks are tasks of one step.

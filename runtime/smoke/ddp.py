@@ -13,21 +13,52 @@ RESUME_TOLERANCE = 1e-3
 
 
 def run(session, epochs=3):
+    """The DDP run's verdict: train, compare the ranks, checkpoint, resume (module docstring)."""
     import torch
-    import torch.distributed as dist
-    from torch.nn.parallel import DistributedDataParallel
-    from torch.utils.data import DataLoader, TensorDataset
-    from torch.utils.data.distributed import DistributedSampler
 
-    session.doing("building the DDP model and data")
-    generator = torch.Generator().manual_seed(1)
-    inputs = torch.randn(512, 16, generator=generator)
-    targets = inputs @ torch.randn(16, 1, generator=generator) + 0.01 * torch.randn(512, 1, generator=generator)
-    dataset = TensorDataset(inputs, targets)
-    sampler = DistributedSampler(dataset, num_replicas=session.world, rank=session.rank, shuffle=True, seed=0)
-    loader = DataLoader(dataset, batch_size=16, sampler=sampler)
+    training = _Training(session)
+    ddp, optimizer = training.make()
+    losses = []
+    for epoch in range(epochs):
+        session.doing(f"DDP training, epoch {epoch + 1} of {epochs}")
+        losses.append(training.epoch(ddp, optimizer, epoch))
+    session.doing("comparing parameters across ranks")
+    spread = _parameter_spread(session, ddp)
+    path = _save_checkpoint(session, ddp, optimizer, epochs - 1)
+    session.doing(f"resuming from {path}")
+    resumed, resumed_optimizer, last_epoch = training.resume(path)
+    same = all(torch.equal(a, b) for a, b in zip(ddp.parameters(), resumed.parameters()))
+    session.doing("DDP training after the resume")
+    losses.append(training.epoch(resumed, resumed_optimizer, last_epoch + 1))
+    restored = int(session.agree(0 if same else 1, "sum")) == 0
+    session.doing("the same epoch without the resume")
+    continued = training.epoch(ddp, optimizer, epochs)
+    return _verdict(session, epochs, losses, spread, restored, continued, path)
 
-    def make():
+
+class _Training:
+    """The data, the model and its optimizer, made the same way for the first run and the
+    resumed one, and one epoch of training on this rank's share of the data."""
+
+    def __init__(self, session):
+        import torch
+        from torch.utils.data import DataLoader, TensorDataset
+        from torch.utils.data.distributed import DistributedSampler
+
+        self.session = session
+        session.doing("building the DDP model and data")
+        generator = torch.Generator().manual_seed(1)
+        inputs = torch.randn(512, 16, generator=generator)
+        targets = inputs @ torch.randn(16, 1, generator=generator) + 0.01 * torch.randn(512, 1, generator=generator)
+        dataset = TensorDataset(inputs, targets)
+        self.sampler = DistributedSampler(dataset, num_replicas=session.world, rank=session.rank, shuffle=True, seed=0)
+        self.loader = DataLoader(dataset, batch_size=16, sampler=self.sampler)
+
+    def make(self):
+        import torch
+        from torch.nn.parallel import DistributedDataParallel
+
+        session = self.session
         torch.manual_seed(0)
         model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.Tanh(), torch.nn.Linear(32, 1))
         model = model.to(session.device)
@@ -35,10 +66,14 @@ def run(session, epochs=3):
         ddp = DistributedDataParallel(model, device_ids=ids)
         return ddp, torch.optim.SGD(ddp.parameters(), lr=0.01, momentum=0.9)
 
-    def train_epoch(ddp, optimizer, epoch):
-        sampler.set_epoch(epoch)
+    def epoch(self, ddp, optimizer, epoch):
+        """The mean loss of one epoch over every rank."""
+        import torch
+
+        session = self.session
+        self.sampler.set_epoch(epoch)
         total, batches = 0.0, 0
-        for x, y in loader:
+        for x, y in self.loader:
             x, y = x.to(session.device), y.to(session.device)
             optimizer.zero_grad()
             loss = torch.nn.functional.mse_loss(ddp(x), y)
@@ -47,36 +82,36 @@ def run(session, epochs=3):
             total, batches = total + loss.item(), batches + 1
         return session.agree(total / batches, "sum") / session.world
 
-    ddp, optimizer = make()
-    losses = []
-    for epoch in range(epochs):
-        session.doing(f"DDP training, epoch {epoch + 1} of {epochs}")
-        losses.append(train_epoch(ddp, optimizer, epoch))
-    session.doing("comparing parameters across ranks")
-    spread = _parameter_spread(session, ddp)
+    def resume(self, path):
+        """A new model and optimizer loaded from the checkpoint, and the epoch it was taken after."""
+        import torch
+
+        ddp, optimizer = self.make()
+        state = torch.load(path, map_location=self.session.device, weights_only=True)
+        ddp.module.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        return ddp, optimizer, state["epoch"]
+
+
+def _save_checkpoint(session, ddp, optimizer, epoch):
+    """Rank 0 writes the checkpoint (atomically); every rank waits for it. Its path."""
+    import torch
+    import torch.distributed as dist
 
     session.doing("writing the checkpoint on rank 0")
     path = session.out / "ddp-checkpoint.pt"
     if session.rank == 0:
         temporary = path.with_name(path.name + ".tmp")
-        torch.save(
-            {"epoch": epochs - 1, "model": ddp.module.state_dict(), "optimizer": optimizer.state_dict()}, temporary
-        )
+        torch.save({"epoch": epoch, "model": ddp.module.state_dict(), "optimizer": optimizer.state_dict()}, temporary)
         os.replace(temporary, path)
     session.doing("waiting for rank 0's checkpoint")
     session.wait(dist.barrier(async_op=True))
-    session.doing(f"resuming from {path}")
-    resumed, resumed_optimizer = make()
-    state = torch.load(path, map_location=session.device, weights_only=True)
-    resumed.module.load_state_dict(state["model"])
-    resumed_optimizer.load_state_dict(state["optimizer"])
-    same = all(torch.equal(a, b) for a, b in zip(ddp.parameters(), resumed.parameters()))
-    session.doing("DDP training after the resume")
-    losses.append(train_epoch(resumed, resumed_optimizer, state["epoch"] + 1))
-    restored = int(session.agree(0 if same else 1, "sum")) == 0
-    session.doing("the same epoch without the resume")
-    continued = train_epoch(ddp, optimizer, epochs)
+    return path
 
+
+def _verdict(session, epochs, losses, spread, restored, continued, path):
+    """Passed when the loss went down, the ranks agree, and the resumed run matches the one
+    that never stopped. ``losses``: each epoch's, then the resumed run's next one."""
     problems = []
     if not losses[-2] < losses[0]:
         problems.append(f"loss did not go down ({losses[0]:.4f} -> {losses[-2]:.4f})")

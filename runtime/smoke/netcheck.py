@@ -26,90 +26,29 @@ Each check runs in a fresh process (it reads /proc/self/maps after loading libra
     python -m smoke.netcheck provider --libfabric /opt/libfabric/lib/libfabric.so.1
     python -m smoke.netcheck wavefront --record FILE --arch gfx90a --expected 64
 
-Success prints one line `netcheck <check>: ok: ...` on stdout; failure one line
+smoke/loading.py loads the libraries and reads the mappings; smoke/wavefront.py holds the
+wavefront check. Success prints one line `netcheck <check>: ok: ...` on stdout; failure one line
 `netcheck <check>: FAIL: ...` on stderr and exit status 1; bad usage exits 2.
 """
 
 import argparse
 import ctypes
 import importlib
-import json
 import os
-import re
 import shutil
 import sys
 
 import hpcml_contract as contract
 
 from . import commands
+from .loading import LOAD_MODE, Fail, inside, last_line, load, mapped_named
+from .wavefront import ROCMINFO, check_wavefront
 
-LOAD_MODE = os.RTLD_NOW | os.RTLD_GLOBAL
 # RCCL looks up the newest interface it knows first; plugins export one or several versions
 NET_VERSIONS = range(11, 1, -1)
 # provider -> (basename prefix of the library a built-in provider maps, sysfs class of its devices)
 PROVIDERS = {"cxi": ("libcxi.so", "class/cxi")}
 FI_INFO_TIMEOUT = 30
-ROCMINFO = "/opt/rocm/bin/rocminfo"
-ROCMINFO_TIMEOUT = 30
-_AGENT_NAME = re.compile(r"^\s*Name:\s+(\S+)")
-_WAVEFRONT = re.compile(r"^\s*Wavefront Size:\s+(\d+)")
-
-
-class Fail(Exception):
-    """An expected failure: its message is the one line the check prints."""
-
-
-# --- shared helpers ---------------------------------------------------------------------------
-
-
-def load(path, what, mode=LOAD_MODE):
-    """dlopen ``path``; a loader error (missing file, missing dependency, undefined symbol)
-    becomes a Fail that names ``what`` and quotes the loader."""
-    try:
-        return ctypes.CDLL(path, mode=mode)
-    except OSError as error:
-        raise Fail(f"cannot load {what} {path}: {error}") from None
-
-
-def mapped_files():
-    """Paths of the files this process has mapped, in first-mapped order."""
-    try:
-        with open("/proc/self/maps") as maps:
-            lines = maps.read().splitlines()
-    except OSError as error:
-        raise Fail(f"cannot read /proc/self/maps ({error}); these checks need Linux") from None
-    paths = []
-    for line in lines:
-        fields = line.split(maxsplit=5)
-        if len(fields) == 6 and fields[5].startswith("/"):
-            path = fields[5].removesuffix(" (deleted)")
-            if path not in paths:
-                paths.append(path)
-    return paths
-
-
-def mapped_named(prefix, exclude=None):
-    """Mapped files whose basename starts with ``prefix`` (and not with ``exclude``)."""
-    return [
-        path
-        for path in mapped_files()
-        if os.path.basename(path).startswith(prefix) and not (exclude and os.path.basename(path).startswith(exclude))
-    ]
-
-
-def inside(path, directory):
-    """Whether ``path`` lies in ``directory``, symlinks resolved on both sides."""
-    path, directory = os.path.realpath(path), os.path.realpath(directory)
-    return os.path.commonpath([path, directory]) == directory
-
-
-def last_line(*texts):
-    """The last non-empty line of the first text that has one (a tool's error, briefly)."""
-    for text in texts:
-        lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
-        if lines:
-            return lines[-1]
-    return "(no output)"
 
 
 # --- plugin -----------------------------------------------------------------------------------
@@ -245,83 +184,6 @@ def run_fi_info(args, provider):
             f"{provider} provider of libfabric {args.libfabric} to find it"
         )
     return last_line(done.stdout)
-
-
-# --- wavefront --------------------------------------------------------------------------------
-
-
-def read_record(path):
-    """The build's wavefront record: {"arch": str, "wavefront_size": int, ...}."""
-    try:
-        with open(path) as file:
-            record = json.load(file)
-    except (OSError, ValueError) as error:
-        raise Fail(
-            f"cannot read the wavefront record {path}: {error}; expected the JSON the "
-            "image's DeepSpeed build step writes"
-        ) from None
-    if not (
-        isinstance(record, dict) and isinstance(record.get("arch"), str) and type(record.get("wavefront_size")) is int
-    ):
-        raise Fail(
-            f'wavefront record {path} is not {{"arch": str, "wavefront_size": int, ...}}: {json.dumps(record)[:200]}'
-        )
-    return record
-
-
-def check_wavefront(args):
-    record = read_record(args.record)
-    arch, size = record["arch"], record["wavefront_size"]
-    if arch != args.arch:
-        raise Fail(f"DeepSpeed's ops were built for {arch} ({args.record}); expected {args.arch}")
-    if size != args.expected:
-        raise Fail(
-            f"DeepSpeed's ops were compiled with -DROCM_WAVEFRONT_SIZE={size} but "
-            f"{args.arch} runs {args.expected}-wide wavefronts ({args.record}); rebuild with "
-            f"the build's rocminfo stand-in reporting {args.arch}"
-        )
-    built = f"{args.record}: {arch}, wavefront {size}"
-    gpu = rocminfo_gpu(args.rocminfo)
-    if isinstance(gpu, str):
-        return f"{built}; {gpu}: no GPU here to compare with"
-    name, wavefront = gpu
-    if wavefront != size:
-        raise Fail(
-            f"rocminfo reports {name} with {wavefront}-wide wavefronts but DeepSpeed's ops "
-            f"were compiled with -DROCM_WAVEFRONT_SIZE={size} ({args.record})"
-        )
-    return f"{built}; rocminfo agrees ({name}, wavefront {wavefront})"
-
-
-def rocminfo_gpu(path):
-    """(name, wavefront size) of rocminfo's first GPU agent, or why there is none (a str)."""
-    rocminfo = path or (ROCMINFO if os.path.isfile(ROCMINFO) else shutil.which("rocminfo"))
-    if not rocminfo:
-        return "no rocminfo"
-    try:
-        done = commands.run([rocminfo], ROCMINFO_TIMEOUT)
-    except OSError as error:
-        return f"cannot run {rocminfo} ({error.strerror})"
-    if done.timed_out:
-        return f"{rocminfo} {done.late}"
-    if done.returncode != 0:
-        return f"{rocminfo} exited {done.returncode} ({last_line(done.stderr, done.stdout)})"
-    gpus = parse_rocminfo(done.stdout)
-    return gpus[0] if gpus else f"{rocminfo} lists no GPU agent"
-
-
-def parse_rocminfo(text):
-    """[(name, wavefront size)] of rocminfo's gfx agents, in its order. An agent's Name line
-    comes before its Wavefront Size; "Marketing Name" and the ISA's "amdgcn-..." names are not
-    taken for agents."""
-    agents, name = [], None
-    for line in text.splitlines():
-        if match := _AGENT_NAME.match(line):
-            name = match.group(1)
-        elif (match := _WAVEFRONT.match(line)) and name and name.startswith("gfx"):
-            agents.append((name, int(match.group(1))))
-            name = None
-    return agents
 
 
 # --- command line -----------------------------------------------------------------------------

@@ -11,6 +11,7 @@ The image's side comes from image.json: the archs it was built for (its sites' G
 DeepSpeed ops were compiled for the same list) and the minimum driver per CUDA major. Two
 checks need no GPU and so also run in the image's %test: torch's arch list and the code in
 each compiled DeepSpeed op (read from its .nv_fatbin) cover every arch the image promises.
+Which arch runs which code is smoke/archs.py's to say.
 """
 
 import os
@@ -24,6 +25,7 @@ import hpcml_contract as contract
 from hpcml_facts import ImageFacts, SiteFacts
 
 from . import amd_driver, commands, contents, fatbin, netcheck
+from .archs import holds_code_for, runs_on_gpus
 from .verdict import FAIL, Verdict
 
 NVIDIA_DRIVER = Path("/proc/driver/nvidia/version")
@@ -142,27 +144,6 @@ def _amd_gpus():
     return tuple(gpus)
 
 
-def runs_on(gpu_arch, archs) -> str:
-    """How code built for ``archs`` runs on ``gpu_arch``: "native", "ptx" (JIT-compiled at first
-    use from PTX) or "" (it does not). NVIDIA machine code runs on the same major and a newer
-    minor (sm_80 code on sm_86); PTX on any newer arch. AMD code runs on its exact arch."""
-    if gpu_arch in archs:
-        return "native"
-    if not gpu_arch.startswith("sm_"):
-        return ""
-    gpu = _capability(gpu_arch)
-    if any(a.startswith("sm_") and _capability(a)[0] == gpu[0] and _capability(a) <= gpu for a in archs):
-        return "native"
-    if any(a.startswith("compute_") and _capability(a) <= gpu for a in archs):
-        return "ptx"
-    return ""
-
-
-def _capability(arch):
-    digits = arch.split("_", 1)[1].rstrip("af")  # sm_90a, sm_100f: the same family
-    return int(digits[:-1]), int(digits[-1])
-
-
 def _version(text):
     return tuple(int(part) for part in re.findall(r"\d+", text))
 
@@ -211,7 +192,7 @@ def check(host: Host, facts: ImageFacts) -> dict:
         results["preflight gpu"] = Verdict.passed("a CPU image: no GPU to check")
         return results
     if archs[0].startswith("sm_"):
-        results["preflight image torch archs"] = _built_for(archs, [("torch", host.torch_archs)], "torch")
+        results["preflight image torch archs"] = holds_code_for(archs, [("torch", host.torch_archs)], "torch")
         results["preflight image op archs"] = _ops_built_for(archs, host.op_archs, facts)
     if not host.gpus and not host.gpu_error:
         results["preflight gpu"] = Verdict.none(
@@ -225,20 +206,20 @@ def check(host: Host, facts: ImageFacts) -> dict:
     if host.gpu_error:
         results["preflight gpu"] = Verdict.failed(host.gpu_error)
         return results
-    results["preflight gpu arch"] = _arch(
+    results["preflight gpu arch"] = runs_on_gpus(
         host.gpus,
         archs,
         "the image (and its DeepSpeed ops)",
         "use the image built for {arch}, or rebuild this one with {arch} in its sites' GPU archs",
     )
-    results["preflight torch archs"] = _arch(
+    results["preflight torch archs"] = runs_on_gpus(
         host.gpus,
         host.torch_archs,
         "torch",
         "rebuild with a torch build that carries {arch} (recipes: the target's torch.version)",
     )
     for op, op_archs in host.op_archs:
-        verdict = _arch(
+        verdict = runs_on_gpus(
             host.gpus, op_archs, f"DeepSpeed's {op}", "rebuild the image with {arch} in its sites' GPU archs"
         )
         if verdict.verdict == FAIL:
@@ -253,26 +234,6 @@ def check(host: Host, facts: ImageFacts) -> dict:
     return results
 
 
-def _built_for(archs, holders, what):
-    """Every arch the image promises has machine code in each holder ((name, archs), ...)."""
-    short = {}
-    for name, held in holders:
-        lacking = [arch for arch in archs if runs_on(arch, held) != "native"]
-        if lacking:
-            short[name] = (lacking, held)
-    if short:
-        name, (lacking, held) = next(iter(sorted(short.items())))
-        more = f" (and {len(short) - 1} more)" if len(short) > 1 else ""
-        return Verdict.failed(
-            f"{name}{more} has no code for {', '.join(lacking)} "
-            f"(holds {', '.join(held) or 'none'}): the image does not "
-            f"keep its promise; rebuild it with a {what} build for those archs"
-        )
-    return Verdict.passed(
-        f"{what} holds code for {', '.join(archs)}" + (f" ({len(holders)} files)" if len(holders) > 1 else "")
-    )
-
-
 def _ops_built_for(archs, op_archs, facts):
     ds = facts.deepspeed
     if not op_archs:
@@ -282,7 +243,7 @@ def _ops_built_for(archs, op_archs, facts):
                 "promises CUDA ops: rebuild it (DS_ACCELERATOR=cuda)"
             )
         return Verdict.none("no DeepSpeed op with CUDA code here")
-    return _built_for(archs, op_archs, "DeepSpeed op")
+    return holds_code_for(archs, op_archs, "DeepSpeed op")
 
 
 def _cpu_arch(host):
@@ -324,21 +285,3 @@ def _driver(host, minimums):
             f"for a newer driver"
         )
     return Verdict.passed(f"driver {host.driver} >= {needed} (CUDA {host.torch_cuda})")
-
-
-def _arch(gpus, archs, what, advice):
-    seen = {}
-    for name, arch in gpus:
-        seen.setdefault(arch, name)
-    slow = []
-    for arch, name in sorted(seen.items()):
-        how = runs_on(arch, archs)
-        if not how:
-            held = ", ".join(archs) or "none"
-            return Verdict.failed(
-                f"{name} ({arch}): {what} has no code for it (holds {held}); {advice.format(arch=arch)}"
-            )
-        if how == "ptx":
-            slow.append(arch)
-    note = f"; {', '.join(slow)} through PTX, compiled at first use" if slow else ""
-    return Verdict.passed(f"{what} runs on {', '.join(sorted(seen))} ({len(gpus)} GPU(s)){note}")

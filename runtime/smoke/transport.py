@@ -56,6 +56,8 @@ _NO_SYMBOL = re.compile(r"NET/Plugin\s*: (Failed to find ncclNetPlugin symbol \(
 
 NETWORK_NAMES = {"ib": "ib", "socket": "socket", "aws libfabric": "ofi", "libfabric": "ofi", "ofi": "ofi"}
 INTERNAL = {"ib", "socket"}
+# what parse() tells of a rank, in this order
+SUMMARY = ("library", "plugin", "plugin_version", "provider", "net", "missing_plugin", "plugin_error", "net_error")
 
 
 def _net(name):
@@ -86,66 +88,74 @@ def parse(lines):
     NCCL looked for and did not load; plugin_error: why a plugin that is there did not work;
     net_error: NCCL's own error when NCCL_NET names a network that is not there.
     """
-    info = {
-        "library": None,
-        "plugin": None,
-        "plugin_version": None,
-        "provider": None,
-        "net": None,
-        "missing_plugin": None,
-        "plugin_error": None,
-        "net_error": None,
-    }
-    used = channel = ib = socket = None
-    anonymous_missing = False
+    info = dict.fromkeys(SUMMARY)
+    # what the lines hint at, weighed once all are read: "Using network", "via NET/", the
+    # IB and socket probes, and a missing plugin that no line names
+    clues = {"used": None, "channel": None, "ib": None, "socket": None, "anonymous_missing": False}
     for line in lines:
-        if line.lstrip().startswith("#"):
-            continue
-        if (match := _VERSION.search(line)) and not info["library"]:
-            info["library"] = f"{match.group(1)} {match.group(2)}"
-        if (match := _LOADED.search(line)) and not info["plugin"]:
-            info["plugin"] = match.group(1)
-        if (match := _ASSIGNED.search(line)) and not info["plugin"] and _net(match.group(1)) not in INTERNAL:
-            info["plugin"] = match.group(1)
-        if (match := _PACKAGE.search(line)) and not info["plugin_version"]:
-            info["plugin_version"] = match.group(1)
-        if match := _PROVIDER.search(line):
-            info["provider"] = match.group(1)
-        if match := _NETWORK.search(line):
-            used = match.group(1)
-        if match := _CHANNEL.search(line):
-            channel = channel or match.group(1)
-        if _IB.search(line):
-            ib = "ib"
-        if _SOCKET.search(line):
-            socket = "socket"
-        if (match := _NET_ERROR.search(line)) and not info["net_error"]:
-            info["net_error"] = match.group(1)
-        for pattern in _MISSING:
-            if match := pattern.search(line):
-                names = match.group(1).split()  # "ofi librccl-net-ofi.so": the .so NCCL tried
-                info["missing_plugin"] = next((n for n in names if n.endswith(".so")), names[0])
-                break
-        else:
-            anonymous_missing = anonymous_missing or bool(_NO_PLUGIN.search(line))
-        if (match := _DLERROR.search(line)) and not info["plugin_error"]:
-            failed = PurePosixPath(match.group(2)).name
-            if not ("ccl-net" in failed and "No such file" in line):  # the plugin itself: missing
-                info["plugin_error"] = match.group(1).strip()
-        for pattern in (_PLUGIN_WARN, _NO_SYMBOL):
-            if (match := pattern.search(line)) and not info["plugin_error"]:
-                info["plugin_error"] = match.group(1)
+        if not line.lstrip().startswith("#"):
+            _read_what_was_used(line, info, clues)
+            _read_what_went_wrong(line, info, clues)
+    _decide(info, clues)
+    return info
 
+
+def _read_what_was_used(line, info, clues):
+    """The library, the plugin and its provider, and the network named on ``line``."""
+    if (match := _VERSION.search(line)) and not info["library"]:
+        info["library"] = f"{match.group(1)} {match.group(2)}"
+    if (match := _LOADED.search(line)) and not info["plugin"]:
+        info["plugin"] = match.group(1)
+    if (match := _ASSIGNED.search(line)) and not info["plugin"] and _net(match.group(1)) not in INTERNAL:
+        info["plugin"] = match.group(1)
+    if (match := _PACKAGE.search(line)) and not info["plugin_version"]:
+        info["plugin_version"] = match.group(1)
+    if match := _PROVIDER.search(line):
+        info["provider"] = match.group(1)
+    if match := _NETWORK.search(line):
+        clues["used"] = match.group(1)
+    if match := _CHANNEL.search(line):
+        clues["channel"] = clues["channel"] or match.group(1)
+    if _IB.search(line):
+        clues["ib"] = "ib"
+    if _SOCKET.search(line):
+        clues["socket"] = "socket"
+
+
+def _read_what_went_wrong(line, info, clues):
+    """NCCL's network error, a plugin file not found, and why a plugin that is there failed."""
+    if (match := _NET_ERROR.search(line)) and not info["net_error"]:
+        info["net_error"] = match.group(1)
+    for pattern in _MISSING:
+        if match := pattern.search(line):
+            names = match.group(1).split()  # "ofi librccl-net-ofi.so": the .so NCCL tried
+            info["missing_plugin"] = next((n for n in names if n.endswith(".so")), names[0])
+            break
+    else:
+        clues["anonymous_missing"] = clues["anonymous_missing"] or bool(_NO_PLUGIN.search(line))
+    if (match := _DLERROR.search(line)) and not info["plugin_error"]:
+        failed = PurePosixPath(match.group(2)).name
+        if not ("ccl-net" in failed and "No such file" in line):  # the plugin itself: missing
+            info["plugin_error"] = match.group(1).strip()
+    for pattern in (_PLUGIN_WARN, _NO_SYMBOL):
+        if (match := pattern.search(line)) and not info["plugin_error"]:
+            info["plugin_error"] = match.group(1)
+
+
+def _decide(info, clues):
+    """The network used, from the strongest clue; the plugin's name where no line gave it; a
+    missing plugin forgotten once a later name loaded."""
+    used = clues["used"]
     if used:
         info["net"] = _net(used)
     elif info["net_error"]:
         info["net"] = None  # NCCL stopped: the IB/Socket probes were not used
-    elif channel:
-        info["net"] = _net(channel)
+    elif clues["channel"]:
+        info["net"] = _net(clues["channel"])
     elif info["provider"]:
         info["net"] = "ofi"
     else:
-        info["net"] = ib or socket
+        info["net"] = clues["ib"] or clues["socket"]
     loaded = info["plugin"] or info["plugin_version"] or info["provider"]
     if not info["plugin"]:
         if info["net"] and info["net"] not in INTERNAL and used:
@@ -154,10 +164,9 @@ def parse(lines):
             info["plugin"] = info["plugin_version"].split()[0]
     if loaded:
         info["missing_plugin"] = None  # a first name was not found, a later one loaded
-    elif anonymous_missing and not info["missing_plugin"]:
+    elif clues["anonymous_missing"] and not info["missing_plugin"]:
         library = (info["library"] or "?").split()[0]
         info["missing_plugin"] = {"RCCL": "librccl-net.so", "NCCL": "libnccl-net.so"}.get(library, "lib[nr]ccl-net.so")
-    return info
 
 
 def _ranks(indexes, most=8):

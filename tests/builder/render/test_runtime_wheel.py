@@ -43,9 +43,9 @@ def test_the_wheel_holds_launchenv_the_contract_and_the_smoke_package_and_nothin
     with zipfile.ZipFile(__import__("io").BytesIO(runtime_wheel.current().data)) as wheel:
         names = wheel.namelist()
     code = sorted(n for n in names if ".dist-info/" not in n)
-    assert code == ["hpcml_contract.py", "hpcml_facts.py", "launchenv.py"] + sorted(
-        f"smoke/{p.name}" for p in (ROOT / "runtime" / "smoke").glob("*.py")
-    )
+    top = ["hpcml_contract.py", "hpcml_facts.py", "hpcml_json.py", "hpcml_report.py"]
+    top += ["launchenv.py", "launchenv_ranks.py"]
+    assert code == top + sorted(f"smoke/{p.name}" for p in (ROOT / "runtime" / "smoke").glob("*.py"))
 
 
 def test_a_change_to_the_runtime_code_moves_the_top_layer_and_nothing_below(runtime_copy, tree):

@@ -16,7 +16,7 @@ from helpers.shared_objects import FABRIC_SYMBOLS, gcc
 
 sys.path.insert(0, str(ROOT / "runtime"))
 import hpcml_contract as contract  # noqa: E402
-from smoke import netcheck  # noqa: E402
+from smoke import netcheck, wavefront  # noqa: E402
 
 
 def script(path: Path, body: str):
@@ -579,8 +579,8 @@ def test_a_failing_rocminfo_is_skipped_and_said(tmp_path):
 
 def test_rocminfo_parsing_skips_cpus_marketing_names_and_isas():
     text = ROCMINFO.format(arch="gfx90a", size=64) + ROCMINFO.format(arch="gfx942", size=32).split("HSA Agents")[1]
-    assert netcheck.parse_rocminfo(text) == [("gfx90a", 64), ("gfx942", 32)]
-    assert netcheck.parse_rocminfo("  Name:  AMD EPYC\n  Wavefront Size:  0(0x0)\n") == []
+    assert wavefront.parse_rocminfo(text) == [("gfx90a", 64), ("gfx942", 32)]
+    assert wavefront.parse_rocminfo("  Name:  AMD EPYC\n  Wavefront Size:  0(0x0)\n") == []
 
 
 # --- command line and the preflight's entry ---------------------------------------------------

@@ -16,6 +16,7 @@ sys.path.insert(0, str(ROOT / "runtime"))
 from helpers.elf_files import elf, entry, fat_binary  # noqa: E402
 from hpcml_facts import ImageFacts, SiteFacts  # noqa: E402
 from smoke import preflight  # noqa: E402
+from smoke.archs import runs_on  # noqa: E402
 from smoke.preflight import Host  # noqa: E402
 from smoke.verdict import Verdict  # noqa: E402
 
@@ -119,7 +120,7 @@ def test_a_gpu_the_image_was_not_built_for_is_named_with_the_image_to_use():
     ],
 )
 def test_which_code_runs_on_which_gpu(gpu, archs, how):
-    assert preflight.runs_on(gpu, archs) == how
+    assert runs_on(gpu, archs) == how
 
 
 def test_ptx_only_passes_with_a_note_that_the_first_use_compiles():
