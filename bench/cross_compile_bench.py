@@ -28,8 +28,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from builder.host import cross_tools  # noqa: E402
-from builder.host.images import ready_apptainer  # noqa: E402
 from builder.host.progress import Progress  # noqa: E402
+from builder.host.which_apptainer import ready_apptainer  # noqa: E402
 from builder.layerbuild import host_settings  # noqa: E402
 from builder.recipes.tree import RecipeTree  # noqa: E402
 from builder.render.blocks import deepspeed, parts_by_layer  # noqa: E402

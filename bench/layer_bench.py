@@ -25,8 +25,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from builder.host import hostinfo  # noqa: E402
-from builder.host.images import find_apptainer  # noqa: E402
 from builder.host.progress import Progress  # noqa: E402
+from builder.host.which_apptainer import find_apptainer  # noqa: E402
 from builder.layerbuild import layers, store  # noqa: E402
 from builder.recipes.tree import RecipeTree  # noqa: E402
 from builder.render.layer_sharing import plan_layers  # noqa: E402
