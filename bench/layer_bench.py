@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from builder.host import hostinfo  # noqa: E402
+from builder.host import build_route, hostinfo  # noqa: E402
 from builder.host.progress import Progress  # noqa: E402
 from builder.host.which_apptainer import find_apptainer  # noqa: E402
 from builder.layerbuild import layers, store  # noqa: E402
@@ -50,7 +50,13 @@ def timed_layer(apptainer, plan, sif, args, log):
     args = store.used_args(plan, args)
     layers.build_layer(
         layers.LayerBuild(
-            plan=plan, apptainer=apptainer, sif=sif, key=store.build_key(plan.text, args), args=args, log=log
+            plan=plan,
+            apptainer=apptainer,
+            sif=sif,
+            key=store.build_key(plan.text, args),
+            args=args,
+            log=log,
+            route=build_route.check(),
         ),
         Progress(),
     )

@@ -30,7 +30,7 @@ WORK_PREFIX = "hpcml-build-"  # a build's work folder under the build space's tm
 class LayerBuild:
     """One `apptainer build` of a layer. Example: LayerBuild(plan=plans["image"], apptainer=
     "apptainer", sif=Path("images/cpu.sif"), key=keys["image"], args={"DEVEL": "cpu.devel.sif",
-    "BASE": "cpu.base.sif"}, log=Path("images/cpu.image.build.log"))."""
+    "BASE": "cpu.base.sif"}, log=Path("images/cpu.image.build.log"), route=build_route.check())."""
 
     plan: object  # render.plan.LayerPlan
     apptainer: str  # the apptainer or singularity command
