@@ -28,6 +28,7 @@ deepspeed_ccl_comm: ...}}`, renders (containers/cpu.def, shortened):
 from ...recipes.target_model import Target
 from ...shell import cmd, python_check
 from ..cpu_baseline import cpu_stand_in
+from ..cuda_op_link import cuda_link
 from ..parts import CROSS_MOUNT, Kept, Part
 from ..pip_install import Request, locked, locked_lines, locked_pin
 from . import os_packages
@@ -81,26 +82,6 @@ _FIND_COMM = (
     'print(os.path.join(os.path.dirname(importlib.util.find_spec("deepspeed").origin), '
     '"comm", "comm.py"))\')"'
 )
-
-
-# async_io links -lcuda (the driver) although it calls nothing in it. A build host has no
-# driver, so an empty stub stands in for the link, and --as-needed keeps libcuda.so.1 out of
-# the op's needs: otherwise the op would not load without a GPU (the image's %test).
-_CUDA_LINK = (
-    'mkdir -p "$ds_tmp/stubs"',
-    'gcc -shared -Wl,-soname,libcuda.so.1 -o "$ds_tmp/stubs/libcuda.so" -x c /dev/null',
-    'export LIBRARY_PATH="$ds_tmp/stubs${LIBRARY_PATH:+:$LIBRARY_PATH}"',
-    "export LDFLAGS=-Wl,--as-needed",
-)
-# The pip toolkit's libraries (libcurand.so.10, which the transformer and inference ops need)
-# stay in the venv's nvidia/cuNN/lib, where the loader does not look and which torch does not
-# load since 2.15: the ops carry that folder as their run path, the venv's path in the image.
-_PIP_TOOLKIT_RPATH = 'export LDFLAGS="$LDFLAGS -Wl,-rpath,$(readlink -f "$CUDA_HOME")/lib"'
-
-
-def _cuda_link(target: Target) -> tuple:
-    pip_toolkit = target.cuda_toolkit is not None and target.cuda_toolkit.source == "pypi"
-    return (*_CUDA_LINK, *(_PIP_TOOLKIT_RPATH,) * pip_toolkit)
 
 
 # An image of another arch than x86-64 built on an x86-64 host runs its compilers under QEMU;
@@ -173,7 +154,7 @@ def parts(target: Target):
         compile_ops, extra, restored, installed, checks = _rocm_steps(target)
         saved += extra
     if target.torch.flavour == "cuda":
-        compile_ops = [*_cuda_link(target), *compile_ops, 'rm -rf "$ds_tmp/stubs"']
+        compile_ops = [*cuda_link(target), *compile_ops, 'rm -rf "$ds_tmp/stubs"']
     if target.arch != "x86_64":
         compile_ops = [*_CROSS, *compile_ops]
     # the ops' own packages (libaio) go in this layer, so an op change never rebuilds the OS

@@ -5,7 +5,9 @@ import re
 import shlex
 import shutil
 import subprocess
+import tempfile
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from conftest import CONTAINERS, RECIPES, ROOT, TARGETS, recipe_tree, run_builder
@@ -296,6 +298,41 @@ def test_ops_linked_against_the_pip_toolkit_find_its_libraries_in_the_image():
     compile_at = next(i for i, line in enumerate(build) if "setup.py --quiet build_ext" in line)
     assert build.index("    export LDFLAGS=-Wl,--as-needed") < build.index(rpath) < compile_at
     assert rpath not in section("v100-cuda", "build", "post").splitlines()  # Debian's toolkit: /usr/lib
+
+
+NVCC_SPY = """#!/bin/sh
+echo "pid $$ tmp $(ls -A /tmp | wc -l) args $*"
+"""
+
+
+@pytest.mark.skipif(
+    subprocess.run(["unshare", "--user", "--map-root-user", "true"], capture_output=True).returncode != 0,
+    reason="this host refuses user namespaces: the image's lines fall back to nvcc as it is",
+)
+def test_each_nvcc_of_an_op_compile_has_the_same_process_id_and_a_tmp_of_its_own():
+    """nvcc writes its front end's process ID into symbol names (two a100-cuda builds differed
+    by them): the image's lines run each nvcc alone, here with a spy for nvcc."""
+    build = section("a100-cuda", "build", "post").splitlines()
+    start = next(i for i, line in enumerate(build) if "stubs/nvcc" in line)
+    lines = [line.strip() for line in build[start : start + 2]]
+    assert "PYTORCH_NVCC" in lines[1] and build.index(build[start + 1]) < next(
+        i for i, line in enumerate(build) if "setup.py --quiet build_ext" in line
+    )
+    # outside /tmp, which each nvcc sees empty, as the image's CUDA_HOME and $ds_tmp are
+    with tempfile.TemporaryDirectory(dir="/var/tmp") as folder:
+        here = Path(folder)
+        (here / "cuda" / "bin").mkdir(parents=True)
+        spy = here / "cuda" / "bin" / "nvcc"
+        spy.write_text(NVCC_SPY)
+        spy.chmod(0o755)
+        (here / "ds" / "stubs").mkdir(parents=True)
+        script = "\n".join(["set -eu", *lines, '"$PYTORCH_NVCC" -c a.cu', '"$PYTORCH_NVCC" -c b.cu']) + "\n"
+        env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "CUDA_HOME": str(here / "cuda"), "ds_tmp": str(here / "ds")}
+        ran = subprocess.run(["sh", "-c", script], env=env, capture_output=True, text=True, timeout=60)
+    assert ran.returncode == 0, ran.stderr
+    # the same process ID each time, an empty /tmp of its own, the arguments passed on
+    assert ran.stdout.splitlines() == ["pid 1 tmp 0 args -c a.cu", "pid 1 tmp 0 args -c b.cu"]
+    assert any("PYTORCH_NVCC" in line for line in section("v100-cuda", "build", "post").splitlines())
 
 
 def test_the_op_compile_works_in_a_folder_of_its_own():

@@ -1,0 +1,41 @@
+"""How DeepSpeed's CUDA ops are compiled and linked in an image build (the deepspeed block's
+lines before its compile): with no GPU driver, with the pip toolkit's libraries on their run
+path, and each nvcc alone, so that two builds write the same ops."""
+
+from ..recipes.target_model import Target
+from ..shell import cmd
+
+# async_io links -lcuda (the driver) although it calls nothing in it. A build host has no
+# driver, so an empty stub stands in for the link, and --as-needed keeps libcuda.so.1 out of
+# the op's needs: otherwise the op would not load without a GPU (the image's %test).
+_CUDA_LINK = (
+    'mkdir -p "$ds_tmp/stubs"',
+    'gcc -shared -Wl,-soname,libcuda.so.1 -o "$ds_tmp/stubs/libcuda.so" -x c /dev/null',
+    'export LIBRARY_PATH="$ds_tmp/stubs${LIBRARY_PATH:+:$LIBRARY_PATH}"',
+    "export LDFLAGS=-Wl,--as-needed",
+)
+# The pip toolkit's libraries (libcurand.so.10, which the transformer and inference ops need)
+# stay in the venv's nvidia/cuNN/lib, where the loader does not look and which torch does not
+# load since 2.15: the ops carry that folder as their run path, the venv's path in the image.
+_PIP_TOOLKIT_RPATH = 'export LDFLAGS="$LDFLAGS -Wl,-rpath,$(readlink -f "$CUDA_HOME")/lib"'
+
+
+# nvcc names internal-linkage symbols after its front end's process ID, and with -g writes
+# its temporary files' paths: two builds' ops differed by those bytes (a100-cuda, 2026-12-07).
+# Each nvcc runs in user, PID and mount namespaces of its own with a /tmp of its own: the same
+# IDs and paths in every build, and no two compiles share a temporary name. Where namespaces
+# are refused (proot, no user namespaces) nvcc runs as it is, and says so once.
+_ALONE = "unshare --user --map-root-user --pid --mount --fork sh -c"
+_OWN_TMP = 'mount -t tmpfs -o mode=1777 tmpfs /tmp && exec "$0" "$@"'
+_NVCC_SCRIPT = ("#!/bin/sh", f'exec {_ALONE} {cmd(_OWN_TMP)} "$CUDA_HOME/bin/nvcc" "$@"')
+_NVCC_ALONE = (
+    f'printf \'%s\\n\' {cmd(*_NVCC_SCRIPT)} > "$ds_tmp/stubs/nvcc" && chmod +x "$ds_tmp/stubs/nvcc"',
+    f"if {_ALONE} 'mount -t tmpfs tmpfs /tmp' 2>/dev/null; then export PYTORCH_NVCC=\"$ds_tmp/stubs/nvcc\"; "
+    "else echo 'nvcc runs without namespaces of its own here: the ops may differ from build to build'; fi",
+)
+
+
+def cuda_link(target: Target) -> tuple:
+    """The lines before a CUDA op compile: the driver stub, the toolkit's run path, nvcc alone."""
+    pip_toolkit = target.cuda_toolkit is not None and target.cuda_toolkit.source == "pypi"
+    return (*_CUDA_LINK, *(_PIP_TOOLKIT_RPATH,) * pip_toolkit, *_NVCC_ALONE)
