@@ -2,6 +2,8 @@
 lines before its compile): with no GPU driver, with the pip toolkit's libraries on their run
 path, and each nvcc alone, so that two builds write the same ops."""
 
+import re
+
 from ..recipes.target_model import Target
 from ..shell import cmd
 
@@ -17,7 +19,9 @@ _CUDA_LINK = (
 # The pip toolkit's libraries (libcurand.so.10, which the transformer and inference ops need)
 # stay in the venv's nvidia/cuNN/lib, where the loader does not look and which torch does not
 # load since 2.15: the ops carry that folder as their run path, the venv's path in the image.
-_PIP_TOOLKIT_RPATH = 'export LDFLAGS="$LDFLAGS -Wl,-rpath,$(readlink -f "$CUDA_HOME")/lib"'
+_PIP_TOOLKIT_RPATH = (
+    'toolkit_lib="$(readlink -f "$CUDA_HOME")/lib" && export LDFLAGS="$LDFLAGS -Wl,-rpath,$toolkit_lib"',
+)
 
 
 # nvcc names internal-linkage symbols after its front end's process ID, and with -g writes
@@ -28,14 +32,24 @@ _PIP_TOOLKIT_RPATH = 'export LDFLAGS="$LDFLAGS -Wl,-rpath,$(readlink -f "$CUDA_H
 _ALONE = "unshare --user --map-root-user --pid --mount --fork sh -c"
 _OWN_TMP = 'mount -t tmpfs -o mode=1777 tmpfs /tmp && exec "$0" "$@"'
 _NVCC_SCRIPT = ("#!/bin/sh", f'exec {_ALONE} {cmd(_OWN_TMP)} "$CUDA_HOME/bin/nvcc" "$@"')
+
+
+def _literal(text: str) -> str:
+    """``text`` in double quotes, every $ escaped: written as it is, where shellcheck asks why a
+    $ in single quotes does not expand."""
+    return '"' + re.sub(r'([\\"$`])', r"\\\1", text) + '"'
+
+
+_NVCC_WRAPPER = '"$ds_tmp/stubs/nvcc"'
 _NVCC_ALONE = (
-    f'printf \'%s\\n\' {cmd(*_NVCC_SCRIPT)} > "$ds_tmp/stubs/nvcc" && chmod +x "$ds_tmp/stubs/nvcc"',
-    f"if {_ALONE} 'mount -t tmpfs tmpfs /tmp' 2>/dev/null; then export PYTORCH_NVCC=\"$ds_tmp/stubs/nvcc\"; "
-    "else echo 'nvcc runs without namespaces of its own here: the ops may differ from build to build'; fi",
+    f"printf '%s\\n' {' '.join(map(_literal, _NVCC_SCRIPT))} > {_NVCC_WRAPPER}",
+    f"if {_ALONE} 'mount -t tmpfs tmpfs /tmp' 2>/dev/null; then chmod +x {_NVCC_WRAPPER}; "
+    f"export PYTORCH_NVCC={_NVCC_WRAPPER}; else echo 'nvcc runs without namespaces of its own here: "
+    "the ops may differ from build to build'; fi",
 )
 
 
 def cuda_link(target: Target) -> tuple:
     """The lines before a CUDA op compile: the driver stub, the toolkit's run path, nvcc alone."""
     pip_toolkit = target.cuda_toolkit is not None and target.cuda_toolkit.source == "pypi"
-    return (*_CUDA_LINK, *(_PIP_TOOLKIT_RPATH,) * pip_toolkit, *_NVCC_ALONE)
+    return (*_CUDA_LINK, *_PIP_TOOLKIT_RPATH * pip_toolkit, *_NVCC_ALONE)

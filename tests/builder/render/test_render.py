@@ -293,7 +293,7 @@ def test_cuda_ops_link_without_a_driver_and_need_none_to_load(name):
 def test_ops_linked_against_the_pip_toolkit_find_its_libraries_in_the_image():
     """The a100-cuda build of 2026-12-07 failed its %test: libcurand.so.10 not found. The pip
     toolkit's curand stays in the venv; the ops name that folder as their run path."""
-    rpath = '    export LDFLAGS="$LDFLAGS -Wl,-rpath,$(readlink -f "$CUDA_HOME")/lib"'
+    rpath = '    toolkit_lib="$(readlink -f "$CUDA_HOME")/lib" && export LDFLAGS="$LDFLAGS -Wl,-rpath,$toolkit_lib"'
     build = section("a100-cuda", "build", "post").splitlines()
     compile_at = next(i for i, line in enumerate(build) if "setup.py --quiet build_ext" in line)
     assert build.index("    export LDFLAGS=-Wl,--as-needed") < build.index(rpath) < compile_at
@@ -315,7 +315,7 @@ def test_each_nvcc_of_an_op_compile_has_the_same_process_id_and_a_tmp_of_its_own
     build = section("a100-cuda", "build", "post").splitlines()
     start = next(i for i, line in enumerate(build) if "stubs/nvcc" in line)
     lines = [line.strip() for line in build[start : start + 2]]
-    assert "PYTORCH_NVCC" in lines[1] and build.index(build[start + 1]) < next(
+    assert "PYTORCH_NVCC" in lines[1] and start + 1 < next(
         i for i, line in enumerate(build) if "setup.py --quiet build_ext" in line
     )
     # outside /tmp, which each nvcc sees empty, as the image's CUDA_HOME and $ds_tmp are
