@@ -142,7 +142,7 @@ def test_doctor_of_the_installed_builder_runs_outside_a_checkout(installed_build
     result = hpcml(installed_builder, "doctor", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "/builder/_data/recipes (installed with the builder)\n" in result.stdout, result.stdout
-    assert "\nruntime " in result.stdout
+    assert "\napptainer " in result.stdout
 
 
 def test_the_installed_builder_writes_job_scripts_from_any_folder_with_its_own_recipes(installed_builder, tmp_path):
