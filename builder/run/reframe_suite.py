@@ -15,12 +15,11 @@ ReFrame configuration (docs/reframe.md).
 """
 
 import json
-import shutil
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from .. import resources
-from ..fileio import write_atomic
+from ..fileio import write_atomic, write_bytes_atomic
 from ..recipes.site_model import Site
 from ..recipes.tree import RecipeTree
 from . import jobscript
@@ -105,15 +104,8 @@ def _params(check: SmokeCheck, plan, reference: dict | None) -> dict:
     return spec
 
 
-def write(folder: Path, files: dict[str, str]) -> list[Path]:
+def write(folder: Path, files: dict[str, str]) -> None:
     """The suite's files and the checks' library into ``folder``; each file atomically."""
-    written = []
     for name, text in sorted(files.items()):
-        path = folder / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(path, text)
-        written.append(path)
-    library = folder / CHECKS_FILE
-    shutil.copyfile(resources.reframe_checks(), library.with_suffix(".tmp"))
-    library.with_suffix(".tmp").replace(library)
-    return [*written, library]
+        write_atomic(folder / name, text)  # its folder made as needed
+    write_bytes_atomic(folder / CHECKS_FILE, resources.reframe_checks().read_bytes())
