@@ -202,6 +202,18 @@ class Reference:
             take(data, "tolerance", number, where),
         )
 
+    @staticmethod
+    def for_run(references, nodes: int, dtypes) -> "Reference | None":
+        """The reference a run of ``nodes`` measuring ``dtypes`` is judged against: the one for
+        exactly this many nodes, else the largest node count below; among those, one whose
+        dtype was measured, of the smallest message. The smoke suite judges by it and the
+        ReFrame checks (builder/run/reframe_suite.py) set their reference from it."""
+        fitting = [ref for ref in references if ref.nodes <= nodes and (ref.dtype or "float32") in dtypes]
+        if not fitting:
+            return None
+        most = max(ref.nodes for ref in fitting)
+        return min((ref for ref in fitting if ref.nodes == most), key=lambda ref: ref.bytes)
+
 
 @dataclass(frozen=True)
 class SiteFacts:

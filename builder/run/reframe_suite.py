@@ -18,6 +18,8 @@ import json
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from hpcml_facts import Reference
+
 from .. import resources
 from ..fileio import write_atomic, write_bytes_atomic
 from ..recipes.site_model import Site
@@ -74,15 +76,12 @@ def suite(tree: RecipeTree, target: str, request: Request, scheduler: str) -> di
 
 
 def pick_reference(site: Site, nodes: int) -> dict | None:
-    """The site's all-reduce reference for ``nodes`` as the smoke suite picks it (smoke's
-    bandwidth.pick_threshold): the largest node count up to ``nodes``, its smallest message;
-    on a site without GPUs, where the suite measures float32 only, a float32 one."""
-    gpus = site.gpu.per_node > 0
-    fitting = [ref for ref in site.allreduce if ref.nodes <= nodes and (gpus or ref.dtype in (None, "float32"))]
-    if not fitting:
+    """The site's all-reduce reference for ``nodes``, as the smoke suite picks it for the
+    dtypes it measures by default (all three on GPUs, float32 on CPUs), its tolerance said."""
+    dtypes = ("float32", "bfloat16", "float16") if site.gpu.per_node > 0 else ("float32",)
+    ref = Reference.for_run([ref.facts() for ref in site.allreduce], nodes, dtypes)
+    if ref is None:
         return None
-    most = max(ref.nodes for ref in fitting)
-    ref = min((ref for ref in fitting if ref.nodes == most), key=lambda ref: ref.bytes)
     tolerance = 0.05 if ref.tolerance is None else ref.tolerance
     return {"bytes": ref.bytes, "dtype": ref.dtype or "float32", "busbw_gbs": ref.busbw_gbs, "tolerance": tolerance}
 

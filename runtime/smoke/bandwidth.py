@@ -1,6 +1,8 @@
 """Bandwidth as nccl-tests defines it (doc/PERFORMANCE.md): algbw = bytes / time, and for
 all-reduce busbw = algbw * 2(n-1)/n, the figure comparable with the hardware's link speed."""
 
+from hpcml_facts import Reference
+
 from .verdict import NOT_MEASURED, Verdict
 
 
@@ -14,13 +16,9 @@ def allreduce_busbw_gbs(algbw, ranks):
 
 def pick_threshold(references, nodes, dtypes):
     """The site's reference (hpcml_facts.Reference) for this run's shape, as the report
-    records it: the one for exactly this many nodes, else the largest node count below it;
-    among those, one whose dtype was measured."""
-    fitting = [ref for ref in references if ref.nodes <= nodes and (ref.dtype or "float32") in dtypes]
-    if not fitting:
-        return None
-    most = max(ref.nodes for ref in fitting)
-    return min((ref for ref in fitting if ref.nodes == most), key=lambda ref: ref.bytes).to_json()
+    records it (Reference.for_run picks it), or None."""
+    reference = Reference.for_run(references, nodes, dtypes)
+    return reference.to_json() if reference else None
 
 
 def judge(results, threshold):
