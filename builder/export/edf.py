@@ -8,10 +8,9 @@ https://docs.cscs.ch/software/container-engine/resource-hook/#aws-ofi-nccl-hook 
 https://docs.cscs.ch/software/container-engine/known-issue/ (libcudart.so and the cuda-dl variant)
 """
 
-import re
-
 from .. import __version__
-from ..safe_text import comment
+from ..values import toml
+from ..values.check import comment
 from . import metadata
 
 # CSCS's quick start: the user's scratch, bound at the same path, is where the job starts.
@@ -24,33 +23,30 @@ HOOK = "com.hooks.aws_ofi_nccl"
 # the variant of its own CUDA major, from the host's network stack (the known-issue page's fix).
 CUDA_VARIANTS = {"12": "cuda12", "13": "cuda13"}
 FALLBACK_VARIANT = "cuda-dl"  # CSCS's general recommendation, for a CUDA major it has no variant of
-_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 
 
 def text(meta: metadata.ImageMetadata, image: str) -> str:
     """The EDF for ``meta``'s image, whose squashfs will be at ``image`` on the site. Every
-    value is a TOML string (`_string`, `_key`); a comment carries text only through
-    `safe_text.comment()`, on one line."""
+    value is a TOML string (`values.toml`); a comment carries text only through
+    `values.check.comment()`, on one line."""
     target, created = comment(meta.target), comment(meta.created)
     lines = [
         f"# CSCS Container Engine environment for {target}, written by hpcml export ({__version__})",
         f"# from {target}.sif" + (f", built {created}" if created else "") + ".",
         f"# Copy it to ~/.edf/{target}.toml; then: srun --environment={target} python ...",
         "# Keys: https://docs.cscs.ch/software/container-engine/edf/",
-        f"image = {_string(image)}",
-        f"workdir = {_string(WORKDIR)}",
-        "mounts = [" + ", ".join(_string(mount) for mount in MOUNTS) + "]",
+        f"image = {toml.string(image)}",
+        f"workdir = {toml.string(WORKDIR)}",
+        "mounts = [" + ", ".join(toml.string(mount) for mount in MOUNTS) + "]",
         "",
         "# The image's environment (its %environment); `$$` is a literal `$` to the Container Engine.",
         "[env]",
-        *(f"{_key(name)} = {_string(literal(value))}" for name, value in meta.environment.items()),
+        *(f"{toml.key(name)} = {toml.string(literal(value))}" for name, value in meta.environment.items()),
     ]
     hook = annotations(meta)
     if hook:
         lines += ["", _why_annotations(meta), "[annotations]"]
-        lines += [
-            f"{'.'.join(_key(part) for part in name.split('.'))} = {_string(value)}" for name, value in hook.items()
-        ]
+        lines += [f"{'.'.join(map(toml.key, name.split('.')))} = {toml.string(value)}" for name, value in hook.items()]
     return "\n".join(lines) + "\n"
 
 
@@ -78,22 +74,3 @@ def _why_annotations(meta) -> str:
 def literal(value: str) -> str:
     """The Container Engine expands ${VAR} in every value; the image's values are meant as written."""
     return value.replace("$", "$$")
-
-
-def _key(name: str) -> str:
-    return name if _BARE_KEY.fullmatch(name) else _string(name)
-
-
-def _string(value: str) -> str:
-    """A TOML basic string; a character that would not print as itself (TOML refuses the
-    control characters raw; a line separator would hide part of the line) as its escape."""
-    escapes = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r"}
-    out = []
-    for char in value:
-        if char in escapes:
-            out.append(escapes[char])
-        elif not char.isprintable():
-            out.append(f"\\u{ord(char):04x}" if ord(char) <= 0xFFFF else f"\\U{ord(char):08x}")
-        else:
-            out.append(char)
-    return '"' + "".join(out) + '"'

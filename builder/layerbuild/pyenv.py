@@ -34,7 +34,7 @@ from ..host.pyenv_file import RECORD
 from ..host.which_apptainer import find_apptainer
 from ..render.parts import HOST_MOUNT, HOST_SETTINGS
 from ..sbom import pyenv_document
-from ..shell import cmd
+from ..values.shell import cmd
 from . import from_bundle, host_settings
 
 SQSH = sbom.PYENV_SUFFIX

@@ -35,7 +35,7 @@ from ..invocation import hint
 from ..published import IMAGE, MANIFEST
 from ..recipes import driver_fit
 from ..render.sitefile import render_site
-from ..safe_text import single_line
+from ..values.check import single_line
 from . import kept_bundle, release_notes, signing
 from .modulefile import ENTRY_POINTS, module_for, render_default, render_entry, render_lua, render_tcl
 from .placing import fix_modules, link_target, lock, module_files, move_into_place, recover, symlink_atomic

@@ -1,7 +1,7 @@
 """Lmod (.lua) and Tcl module files for a published image, rendered from one description.
 
-Values are quoted once, by the templates' filters (`quoting.py`); a comment carries text only
-through `safe_text.comment()`, on one line. The module sets
+Values are quoted once, by the templates' filters (`values/lua_tcl.py`); a comment carries text only
+through `values.check.comment()`, on one line. The module sets
 the image, the site and the PATH of the entry-point wrappers; it conflicts only with other
 versions of its own name (never with command names such as `python`) and puts nothing but
 its own bin/ on PATH.
@@ -11,10 +11,10 @@ import json
 from dataclasses import dataclass
 
 from .. import __version__, contract, sbom
-from ..render.quoting import tcl_word
 from ..render.sitefile import GPU_FLAGS
 from ..render.templating import templates
-from ..safe_text import comment
+from ..values.check import comment
+from ..values.lua_tcl import tcl_word
 from .stackinfo import stack_versions
 from .verify import SUMS
 

@@ -4,7 +4,7 @@ release notes an admin hands on. The previous version is the one of the same nam
 last, by its publish.json; the first version of a name says that it is the first.
 
 Plain text for people, one value per line: every value (a package's name or version from an
-SBOM, a folder's name, the version) reaches the file through `safe_text.comment()`, so no
+SBOM, a folder's name, the version) reaches the file through `values.check.comment()`, so no
 control character or line separator in it starts a line of its own.
 
     place(staging, Path("images/cpu.sbom.json"), prefix / "pytorch", "2.13.0-cpu")
@@ -17,8 +17,8 @@ from pathlib import Path
 from .. import sbom
 from ..errors import RecipeError
 from ..published import MANIFEST
-from ..safe_text import comment
 from ..sbom import diff
+from ..values.check import comment
 
 CHANGES = "CHANGES.txt"
 

@@ -2,7 +2,7 @@
 the DeepSpeed block runs in the unpacked source before its compile, and the same facts for a
 build outside an image (make test-gpu)."""
 
-from ..shell import cmd
+from ..values.shell import cmd
 
 # DeepSpeed compiles its CPU ops (cpu_adam, async_io, ...) for the build host's CPU: with
 # -march=native, and with the SIMD code py-cpuinfo (else lscpu) reports, AVX-512 on an Intel

@@ -5,7 +5,7 @@ path, and each nvcc alone, so that two builds write the same ops."""
 import re
 
 from ..recipes.target_model import Target
-from ..shell import cmd
+from ..values.shell import cmd
 
 # async_io links -lcuda (the driver) although it calls nothing in it. A build host has no
 # driver, so an empty stub stands in for the link, and --as-needed keeps libcuda.so.1 out of

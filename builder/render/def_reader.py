@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 
 from ..errors import ToolError, shown
-from .def_values import BUILD_ARG
+from ..values.apptainer import BUILD_ARG
 
 _STAGE_START = re.compile(r"^bootstrap:", re.IGNORECASE | re.MULTILINE)
 # What a stage built from an image may hold: the rest need the host (%setup, %pre) or apps

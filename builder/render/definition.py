@@ -11,7 +11,7 @@ A target renders as three layered files, built in this order, each from the one 
 Each stage gets at most one section of each kind, with an echoed banner per block. A target
 may build on another's devel and base layers (layer_sharing.py). A site-image target is one
 file, <t>.def, whose stages start from the site's own image (a site fact, written as it is).
-Every value is checked or quoted as Apptainer reads it back (def_values.py).
+Every value is checked or quoted as Apptainer reads it back (values/apptainer.py).
 """
 
 import hashlib
@@ -20,21 +20,13 @@ from dataclasses import dataclass, field, replace
 from .. import __version__
 from ..recipes.target_model import Target
 from ..reproducible import stage_post
-from ..safe_text import comment
-from ..shell import cmd, export
+from ..values import apptainer
+from ..values.check import comment
+from ..values.shell import cmd, export
 from .blocks import parts_by_layer
 from .blocks.python import venv_env
 from .blocks.torch import arch_env as _arch_env
-from .def_values import (
-    check_stage,
-    check_steps,
-    check_target,
-    docker_env,
-    export_line,
-    label_line,
-    line_value,
-)
-from .parts import KEPT_MOUNT, build_arg
+from .parts import KEPT_MOUNT
 from .plan import LAYERS, MIRROR_ARG, PARENT_ARGS, LayerPlan, file_name
 from .templating import templates
 
@@ -75,7 +67,7 @@ class StageText:
         how = f"--arch={target.debian_arch} --variant=minbase --include=apt {stage.image}"
         root.setup = [
             f"echo '--- {name}: debootstrap --arch={target.debian_arch} {stage.image}'",
-            f'debootstrap {how} "$APPTAINER_ROOTFS" {build_arg(MIRROR_ARG)}',
+            f'debootstrap {how} "$APPTAINER_ROOTFS" {apptainer.build_arg(MIRROR_ARG)}',
         ]
         return root
 
@@ -83,7 +75,7 @@ class StageText:
     def from_layer(cls, name, layer, **fields):
         """A stage that starts from another layer of this target, named by a build argument."""
         arg = next(arg for arg, parent in PARENT_ARGS.items() if parent == layer)
-        return cls(name, "localimage", build_arg(arg), args={arg}, **fields)
+        return cls(name, "localimage", apptainer.build_arg(arg), args={arg}, **fields)
 
     def take(self, part):
         """The build facts of a part rendered into this stage."""
@@ -117,7 +109,7 @@ def render_all(target: Target, devel_text=None) -> dict:
     image layer builds on when it is another target's (layer_sharing). A site-image target
     has one layer, whose two stages start from the site's image."""
     where = _where(target)
-    check_target(target, where)
+    apptainer.check_target(target, where)
     layers = parts_by_layer(target)
     base_parts, top_parts = layers["base"], layers["top"]
     if target.site_image:
@@ -137,7 +129,7 @@ def render_all(target: Target, devel_text=None) -> dict:
 
     top_build = StageText.from_layer("build", "devel")
     # %post exports do not persist in an image: repeat the devel layer's (venv PATH, archs)
-    inherited = [export_line(k, v, where) for p in base_parts if p.stage == "build" for k, v in p.build_env]
+    inherited = [apptainer.export_line(k, v, where) for p in base_parts if p.stage == "build" for k, v in p.build_env]
     top_build.post = ["echo '--- build: devel environment'", *inherited]
     stages = {"devel": [devel]}
     own_devel = _render(target, "devel", stages).text
@@ -170,39 +162,39 @@ def _image_stages(target: Target, base_parts, top_parts, top_build, image, start
     image.files = [(venv, f"{venv}.new")]
     image.post = ["echo '--- final: venv'", cmd("rm", "-rf", venv), cmd("mv", f"{venv}.new", venv)]
     _add_post(image, top_parts, "final", where=where)
-    image.environment = [export_line(k, v, where) for k, v in target.common_env]
+    image.environment = [apptainer.export_line(k, v, where) for k, v in target.common_env]
     for part in base_parts + top_parts:
         if part.stage != "final":
             continue
-        image.environment += [export_line(name, value, where) for name, value in part.env]
+        image.environment += [apptainer.export_line(name, value, where) for name, value in part.env]
         if part.test:
             image.test += [f"echo '--- test: {part.block}'", *part.test]
         image.runscript += part.runscript
-        image.labels += [label_line(key, value, where) for key, value in part.labels]
-        image.help += [line_value(line, "%help line", where) for line in part.help]
+        image.labels += [apptainer.label_line(key, value, where) for key, value in part.labels]
+        image.help += [apptainer.line_value(line, "%help line", where) for line in part.help]
 
 
 def render_extension(target: Target, name, steps, source, context, guard=((), ())) -> LayerPlan:
     """The one-stage layer `hpcml extend` builds on the target's image: a Dockerfile's steps
     (dockerfile.DockerSteps) with the image's venv first on PATH, their files from the folder
     ``context``, ``guard``'s %post lines (before, after) around them, a %test of the stack."""
-    where = line_value(source, "the Dockerfile's name", "command line")
-    check_steps(steps, where)
+    where = apptainer.line_value(source, "the Dockerfile's name", "command line")
+    apptainer.check_steps(steps, where)
     stage = StageText.from_layer("final", "base")
     stage.files = [(f"{context}/{source_path}", dest) for source_path, dest in steps.files]
     venv = target.python.venv
     stage.post = [cmd("echo", f"--- extend: the steps of {source}"), "set +u"]
     stage.post += [export(k, v) for k, v in venv_env(venv)]
     stage.post += [*guard[0], *steps.post, *guard[1]]
-    stage.environment = [docker_env(assignment, where) for assignment in steps.env]
+    stage.environment = [apptainer.docker_env(assignment, where) for assignment in steps.env]
     stage.test = [cmd(f"{venv}/bin/python", "-c", "import torch, deepspeed, mpi4py")]
     stage.runscript = list(steps.runscript)
-    stage.labels = [label_line(key, value, where) for key, value in steps.labels]
+    stage.labels = [apptainer.label_line(key, value, where) for key, value in steps.labels]
     stage.labels += [
-        label_line("org.hpc-ml-containers.extended.from", target.name, where),
-        label_line("org.hpc-ml-containers.extended.steps", source, where),
+        apptainer.label_line("org.hpc-ml-containers.extended.from", target.name, where),
+        apptainer.label_line("org.hpc-ml-containers.extended.steps", source, where),
     ]
-    check_stage(stage, where)
+    apptainer.check_stage(stage, where)
     text = templates.get_template("extension.def.j2").render(
         version=__version__,
         name=comment(name),
@@ -223,7 +215,7 @@ def _render(target: Target, layer, stages, site_image="", apt_packages=()) -> La
     debian_layer = layer if not site_image and target.stage("final").bootstrap == "debootstrap" else None
     fixed = [replace(s, post=stage_post(s.name, s.post, debian_layer)) for s in stages[layer]]
     for stage in fixed:
-        check_stage(stage, _where(target))
+        apptainer.check_stage(stage, _where(target))
     text = templates.get_template("apptainer.def.j2").render(
         version=__version__,
         name=comment(target.name),
@@ -231,7 +223,7 @@ def _render(target: Target, layer, stages, site_image="", apt_packages=()) -> La
         layer=layer,
         stages=fixed,
         file_name=file_name(target.name, layer),
-        mirror=build_arg(MIRROR_ARG),
+        mirror=apptainer.build_arg(MIRROR_ARG),
     )
     args = {arg for stage in stages[layer] for arg in stage.args}
     return LayerPlan(
@@ -257,7 +249,7 @@ def _add_post(stage, parts, which, starts_from=None, where="the recipes"):
     for part in parts:
         if part.stage != which:
             continue
-        body = [export_line(name, value, where) for name, value in part.build_env]
+        body = [apptainer.export_line(name, value, where) for name, value in part.build_env]
         if part.kept:
             if starts_from is None:
                 raise ValueError(f"{part.block}: only build stages can keep a step's output")

@@ -14,7 +14,7 @@ from pathlib import Path
 from .. import contract
 from ..errors import RecipeError
 from ..recipes.target_model import Target
-from ..shell import cmd
+from ..values.shell import cmd
 from . import dockerfile
 from .blocks import build_host
 from .definition import render_extension

@@ -11,7 +11,7 @@ Example, in a block's build lines, and the part that holds them names what it fe
     Part(..., git_sources=git_sources.urls(target.comm.plugin))
 """
 
-from ..shell import cmd
+from ..values.shell import cmd
 
 # what a build needs to fetch sources this way
 PACKAGES = ("ca-certificates", "git")

@@ -3,7 +3,7 @@
 from dataclasses import dataclass
 
 from .. import contract
-from ..shell import cmd
+from ..values.shell import cmd
 
 # `python -m builder build` binds a folder of the build host here for %post only (settings,
 # local wheels, kept outputs); a plain `apptainer build` has nothing there and just builds.
@@ -30,12 +30,6 @@ CHECK_SUMS = (
     "($(printf '%s' \"$sums\" | tr '\\n' ' ')); remove that folder from kept/ in the builder's cache "
     '(~/.cache/hpc-ml-containers, or under XDG_CACHE_HOME) and build again" >&2; exit 1; fi'
 )
-
-
-def build_arg(name: str) -> str:
-    """How a definition names a value given at build time (apptainer build --build-arg):
-    build_arg("DEVEL") -> "{{ DEVEL }}"."""
-    return "{{ " + name + " }}"
 
 
 @dataclass(frozen=True)

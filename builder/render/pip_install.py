@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from ..errors import RecipeError
 from ..lockfile import PythonLock, StaleLock
 from ..recipes.target_model import Target
-from ..shell import cmd
+from ..values.shell import cmd
 
 HEREDOC_END = "PIP_LOCK"
 

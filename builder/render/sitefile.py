@@ -15,7 +15,7 @@ image: the runtime never reads a site file.
 The wrapper sources the file with bash (`. "$site_file"`), so each value is shell-quoted
 (shell.quote) and reads back as itself; a value with a control character (a newline, a NUL,
 which bash cannot hold) is refused in one line, and the comments carry the site's name and
-description escaped (safe_text.comment).
+description escaped (values.check.comment).
 """
 
 import json
@@ -24,8 +24,8 @@ from dataclasses import dataclass
 
 from .. import contract
 from ..recipes.site_model import Site
-from ..safe_text import VARIABLE_EXPECTED, VARIABLE_NAME, comment, field, single_line
-from ..shell import quote
+from ..values.check import VARIABLE_EXPECTED, VARIABLE_NAME, comment, field, single_line
+from ..values.shell import quote
 
 GPU_FLAGS = {"nvidia": "--nv", "amd": "--rocm", "none": ""}
 

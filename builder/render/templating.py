@@ -3,9 +3,9 @@ entry-point scripts), with a quoting filter for each language written."""
 
 import jinja2
 
-from ..safe_text import comment
-from ..shell import quote
-from .quoting import lua_long_string, lua_string, tcl_word
+from ..values.check import comment
+from ..values.lua_tcl import lua_long_string, lua_string, tcl_word
+from ..values.shell import quote
 
 templates = jinja2.Environment(
     loader=jinja2.PackageLoader("builder.render", "templates"),

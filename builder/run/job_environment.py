@@ -18,7 +18,7 @@ from ..errors import shown as escaped
 from ..published import IMAGE, MANIFEST
 from ..recipes.site_model import Site
 from ..recipes.target_model import Target
-from ..shell import cmd, env_value, leading_variable
+from ..values.shell import cmd, env_value, leading_variable
 from .job_paths import absolute, check_image, pyenv_path
 from .job_request import Request, command_line_error
 

@@ -18,7 +18,7 @@ One pass, `launch_for`: the script's last lines (the EXIT trap, the launch line)
 from dataclasses import dataclass
 
 from ..recipes.site_model import Site
-from ..shell import cmd
+from ..values.shell import cmd
 from .job_environment import Steps, per_node
 from .job_placement import Placement
 from .job_request import Request

@@ -16,7 +16,7 @@ from ..host.which_apptainer import ready_apptainer
 from ..invocation import program as builder_command
 from ..recipes.site_model import Site
 from ..recipes.target_model import Target
-from ..shell import leading_variable, path_value, quote
+from ..values.shell import leading_variable, path_value, quote
 from .job_request import Request, command_line_error
 
 # What users type first (`-- python train.py`): every launch already starts python itself.

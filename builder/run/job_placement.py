@@ -11,7 +11,7 @@ from ..errors import shown as escaped
 from ..recipes.site_model import Site
 from ..recipes.slurm_model import Partition, Qos
 from ..recipes.target_model import Target
-from ..safe_text import SLURM_NAME, SLURM_NAME_EXPECTED, field, single_line
+from ..values.check import SLURM_NAME, SLURM_NAME_EXPECTED, field, single_line
 from .job_request import Request, command_line_error, seconds, shown
 
 

@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 
 from ..errors import RecipeError
-from ..shell import cmd
+from ..values.shell import cmd
 
 
 def command_line_error(message):

@@ -21,8 +21,8 @@ from ..recipes.site_model import Site
 from ..recipes.target_model import Target
 from ..recipes.tree import RecipeTree
 from ..render.templating import templates
-from ..safe_text import directive
-from ..shell import export, path_value, quote
+from ..values.check import directive
+from ..values.shell import export, path_value, quote
 from .job_environment import Environment, environment_for, steps_for, storage_for
 from .job_launch import LAUNCHES, launch_for
 from .job_paths import Paths, image_hint, paths_for, variable_checks

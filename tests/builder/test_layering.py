@@ -12,9 +12,10 @@ import sys
 from conftest import ROOT
 
 BUILDER = ROOT / "builder"
-# bottom to top; a module not named here sits on the bottom floor (errors, runner, shell, ...),
-# whose modules may import one another
+# bottom to top; a module not named here sits on the bottom floor (errors, runner, fileio, ...),
+# whose modules may import one another, as may values/ (what a value may hold, how it is quoted)
 FLOORS = [
+    "values",
     "host",
     "recipes",
     "render",

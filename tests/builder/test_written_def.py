@@ -32,12 +32,12 @@ from helpers import apptainer_def, awkward_text
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
-from builder import safe_text
 from builder.errors import RecipeError
 from builder.labels import ImageLabels
-from builder.render import def_values, definition, dockerfile
+from builder.render import definition, dockerfile
 from builder.render.blocks import parts_by_layer
 from builder.render.dockerfile import DockerSteps
+from builder.values import apptainer, check
 
 TREE = recipe_tree()
 TARGETS = ("cpu", "a100-cuda", "lumi-rocm", "lumi-laif", "gh200-cuda")
@@ -58,7 +58,7 @@ value = st.one_of(
     awkward_text.text,
     st.lists(st.one_of(st.sampled_from(DEF_TOKENS), awkward_text.text), max_size=5).map("".join),
 )
-image = st.integers(0, 1).flatmap(lambda n: st.from_regex(def_values.IMAGE, fullmatch=True) if n else value)
+image = st.integers(0, 1).flatmap(lambda n: st.from_regex(apptainer.IMAGE, fullmatch=True) if n else value)
 
 
 def mostly(plain, other=None):
@@ -66,7 +66,7 @@ def mostly(plain, other=None):
     return st.integers(0, 3).flatmap(lambda n: plain if n else (other or value))
 
 
-name = mostly(st.from_regex(safe_text.VARIABLE_NAME, fullmatch=True))
+name = mostly(st.from_regex(check.VARIABLE_NAME, fullmatch=True))
 label_name = mostly(st.from_regex(r"[a-z][a-z0-9._-]{0,12}", fullmatch=True))
 
 # the environment %environment runs in here, and the variables bash sets itself (their values vary)
@@ -342,14 +342,13 @@ def test_the_property_catches_a_writer_that_does_not_quote(monkeypatch):
     cpu = TREE.target("cpu")
     spaced = with_sites(cpu, lambda s: replace(s, env=s.env + (("SPACED", "a b'c $HOME"),)))
     check_definition(spaced, BASE["cpu"])  # as written: it reads back
-    monkeypatch.setattr(definition, "export_line", lambda name, val, where: f"export {name}={val}")
+    monkeypatch.setattr(apptainer, "export_line", lambda name, val, where: f"export {name}={val}")
     with pytest.raises(AssertionError):
         check_definition(spaced, BASE["cpu"])
     monkeypatch.undo()
     two_lines = replace(cpu, description="cpu\nsecond line")
     check_definition(two_lines, BASE["cpu"])  # as written: refused
-    for module in (definition, def_values):
-        monkeypatch.setattr(module, "line_value", lambda val, what, where: str(val))
-    monkeypatch.setattr(definition, "label_line", lambda key, val, where: f"{key} {val}")
+    monkeypatch.setattr(apptainer, "line_value", lambda val, what, where: str(val))
+    monkeypatch.setattr(apptainer, "label_line", lambda key, val, where: f"{key} {val}")
     with pytest.raises(AssertionError):
         check_definition(two_lines, BASE["cpu"])

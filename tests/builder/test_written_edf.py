@@ -98,7 +98,7 @@ def test_the_edf_gives_each_value_back(given):
 
 
 def test_a_naive_quote_is_caught(monkeypatch):
-    monkeypatch.setattr(edf, "_string", lambda value: f'"{value}"')
+    monkeypatch.setattr(edf.toml, "string", lambda value: f'"{value}"')
     assert_caught(test_the_edf_gives_each_value_back, AssertionError, tomllib.TOMLDecodeError)
 
 

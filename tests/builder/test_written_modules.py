@@ -31,7 +31,7 @@ from builder.errors import RecipeError
 from builder.publish import install, modulefile
 from builder.render.sitefile import GPU_FLAGS
 from builder.render.templating import templates
-from builder.safe_text import CONTROL
+from builder.values.check import CONTROL
 
 LUA, TCL = LuaReader(), TclReader()  # one interpreter of each for the whole module
 FOLDER = Path(tempfile.mkdtemp(prefix="hpcml-written-modules-"))

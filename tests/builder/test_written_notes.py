@@ -4,7 +4,7 @@ reads its last line. Every value in it (the module's name and version, through p
 check; the earlier version's folder; each Python distribution's and Debian package's name,
 version and architecture and each image fact, from the two SBOMs) stays on its own line: no
 character that would not print as itself reaches the file (each is escaped, as
-`safe_text.comment()` does), so no value starts or hides a line."""
+`values.check.comment()` does), so no value starts or hides a line."""
 
 import atexit
 import shutil
@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 
 from builder.errors import RecipeError
 from builder.publish import install, release_notes
-from builder.safe_text import comment
 from builder.sbom import PUBLISHED, diff
+from builder.values.check import comment
 
 NAME = r"[A-Za-z0-9][A-Za-z0-9._-]{0,12}"
 FOLDER = Path(tempfile.mkdtemp(prefix="hpcml-written-notes-"))

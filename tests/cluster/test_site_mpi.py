@@ -27,7 +27,7 @@ from conftest import RECIPES, ROOT, run_builder
 from helpers import site_twin
 from helpers.slurm_jobs import NEEDS_TWO_NODES, wait_for
 
-from builder.shell import leading_variable
+from builder.values.shell import leading_variable
 
 TARGET = "a100-cuda"  # the CUDA target both sites run
 EXAMPLE = str(ROOT / "examples" / "ddp_cnn.py")  # a program that exists, for the scripts not run

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from conftest import LMOD_INIT
 
-from builder.shell import leading_variable
+from builder.values.shell import leading_variable
 
 # The site's runtime where the site has it on every node (no module): its folder goes on
 # PATH of the twin's jobs, as /usr/bin is on a real node's.

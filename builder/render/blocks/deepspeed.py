@@ -26,7 +26,7 @@ deepspeed_ccl_comm: ...}}`, renders (containers/cpu.def, shortened):
 """
 
 from ...recipes.target_model import Target
-from ...shell import cmd, python_check
+from ...values.shell import cmd, python_check
 from ..cpu_baseline import cpu_stand_in
 from ..cuda_op_link import cuda_link
 from ..parts import CROSS_MOUNT, Kept, Part

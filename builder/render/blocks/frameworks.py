@@ -45,7 +45,7 @@ its %test has (M: '(nvidia-cusparselt-cu13) [^ ]+ is not supported on this platf
 
 from ... import contract
 from ...recipes.target_model import Target
-from ...shell import cmd
+from ...values.shell import cmd
 from ..parts import Part
 from ..pip_install import Request, locked, locked_lines
 

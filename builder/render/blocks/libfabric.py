@@ -24,7 +24,7 @@ last two lines):
 """
 
 from ...recipes.target_model import Target
-from ...shell import cmd, register_libraries
+from ...values.shell import cmd, register_libraries
 from .. import git_sources
 from ..parts import Kept, Part
 

@@ -37,7 +37,7 @@ Example, recipes/targets/lumi-rocm.yaml, `mpi: {abi: mpich, mpi4py: true, source
 import re
 
 from ...recipes.target_model import Target
-from ...shell import cmd, python_check, register_libraries
+from ...values.shell import cmd, python_check, register_libraries
 from .. import git_sources
 from ..parts import Kept, Part
 from ..pip_install import Request, lines

@@ -18,7 +18,7 @@ Example, recipes/targets/a100-cuda.yaml, `comm: {library: nccl}`, renders
 """
 
 from ...recipes.target_model import Target
-from ...shell import python_check
+from ...values.shell import python_check
 from ..parts import Part
 
 _NCCL_CHECK = """

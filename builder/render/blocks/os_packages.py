@@ -27,8 +27,9 @@ Example, recipes/targets/v100-cuda.yaml, `os: {components: [main, contrib, non-f
 
 from ...lockfile import POCKET_ARCHIVES
 from ...recipes.target_model import Target
-from ...shell import cmd, quote
-from ..parts import Part, build_arg
+from ...values.apptainer import build_arg
+from ...values.shell import cmd, quote
+from ..parts import Part
 from ..plan import MIRROR_ARG, SECURITY_MIRROR_ARG
 
 # apt takes the locked version of every package it installs while this file exists

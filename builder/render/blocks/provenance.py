@@ -26,7 +26,7 @@ import json
 from ... import __version__
 from ...labels import LABEL_PREFIX
 from ...recipes.target_model import Target
-from ...shell import cmd
+from ...values.shell import cmd
 from ..parts import Part
 
 # `apptainer build` names the file in APPTAINER_LABELS, SingularityCE in SINGULARITY_LABELS

@@ -17,7 +17,7 @@ Example, recipes/targets/lumi-rocm.yaml (`python.venv: /opt/venv`) renders
 """
 
 from ...recipes.target_model import Target
-from ...shell import cmd, python_check
+from ...values.shell import cmd, python_check
 from ..parts import Part
 from ..pip_install import Request, lines
 

@@ -26,7 +26,7 @@ Example, recipes/targets/lumi-rocm.yaml (`comm` as in the libfabric block) rende
 from hpcml_facts import CommStack
 
 from ...recipes.target_model import Target
-from ...shell import cmd, register_libraries
+from ...values.shell import cmd, register_libraries
 from .. import git_sources
 from ..parts import Kept, Part
 from . import libfabric

@@ -35,9 +35,10 @@ from hpcml_facts import DeepSpeedPromise, GpuPromise, ImageFacts
 
 from ... import contract
 from ...recipes.target_model import Target
-from ...shell import cmd, python_check
+from ...values.apptainer import build_arg
+from ...values.shell import cmd, python_check
 from .. import runtime_wheel
-from ..parts import Part, build_arg
+from ..parts import Part
 from . import rccl_ofi
 
 STAGING = "/opt/hpcml-runtime"

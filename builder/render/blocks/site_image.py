@@ -30,7 +30,7 @@ recipes/sites/lumi.yaml names the image) renders (containers/lumi-laif.def, shor
 from ... import contract
 from ...labels import LABEL_PREFIX
 from ...recipes.target_model import Target
-from ...shell import cmd
+from ...values.shell import cmd
 from .. import runtime_wheel
 from ..parts import Part
 from . import runtime

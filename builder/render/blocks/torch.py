@@ -23,7 +23,7 @@ shortened):
 
 from ... import contract
 from ...recipes.target_model import Target
-from ...shell import cmd, python_check
+from ...values.shell import cmd, python_check
 from ..parts import Part
 from ..pip_install import Request, lines
 

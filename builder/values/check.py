@@ -6,8 +6,9 @@ file reaches a generated file in one of three ways:
 - as a **field** of a fixed form (a Slurm account, QoS, partition, time or size, a module's
   name): `field()` checks it against the site's pattern where the site file gives one, else
   against a default character set, and refuses anything else;
-- as **quoted text** of the file's language: shell (`shell.quote`), Lua and Tcl
-  (`render.quoting`), TOML (`export.edf`); the file's own reader gets the value back;
+- as **quoted text** of the file's language: shell (`values.shell`), Lua and Tcl
+  (`values.lua_tcl`), TOML (`values.toml`), a definition (`values.apptainer`); the file's own
+  reader gets the value back;
 - inside a **comment**: `comment()` escapes every character that would end the comment's
   line (a newline there would start a new line, and in a job script's header a line that
   begins with ``#SBATCH`` is a directive).
@@ -19,7 +20,7 @@ raised before anything is written.
 
 import re
 
-from .errors import RecipeError, one_line, shown
+from ..errors import RecipeError, one_line, shown
 
 # C0 control characters and DEL: a newline, carriage return or NUL among them
 CONTROL = re.compile(r"[\x00-\x1f\x7f]")

@@ -6,17 +6,15 @@ it; a %labels line is split at its first space and both halves trimmed; a header
 its first #; a %files line splits at whitespace. So a value that must stay on one line and
 holds a control character, a label, path or image that would not read back as itself, and a
 `{{ NAME }}` in a value are refused in one line (RecipeError) before anything is written;
-environment values are shell-quoted (shell.export), comments escaped (safe_text.comment).
+environment values are shell-quoted (shell.export), comments escaped (check.comment).
 """
 
 import re
 
 from ..errors import RecipeError, shown
-from ..recipes.target_model import Target
-from ..safe_text import VARIABLE_EXPECTED, VARIABLE_NAME, single_line
-from ..safe_text import field as checked_field
-from ..shell import export
-from .parts import build_arg
+from .check import VARIABLE_EXPECTED, VARIABLE_NAME, single_line
+from .check import field as checked_field
+from .shell import export
 
 # What apptainer build replaces with a build argument ({{ DEVEL }}): Go's \s and \w are ASCII
 BUILD_ARG = re.compile(r"{{[ \t\n\f\r]*([0-9A-Za-z_]+)[ \t\n\f\r]*}}")
@@ -30,6 +28,12 @@ LABEL_NAME = r"[A-Za-z0-9][A-Za-z0-9_.:/@+-]*"
 LABEL_EXPECTED = "a label name: letters, digits and _ . : / @ + -, starting with a letter or digit"
 _STAGE_START = re.compile(r"bootstrap:", re.IGNORECASE)  # as Go's (?i) matches, K and ſ too
 SECTIONS = ("setup", "environment", "post", "test", "runscript", "labels", "help")  # in stage.def.j2's order
+
+
+def build_arg(name: str) -> str:
+    """How a definition names a value given at build time (apptainer build --build-arg):
+    build_arg("DEVEL") -> "{{ DEVEL }}"."""
+    return "{{ " + name + " }}"
 
 
 def line_value(value, what, where) -> str:
@@ -119,7 +123,7 @@ def docker_env(assignment, where) -> str:
     return f"export {assignment}"
 
 
-def check_target(target: Target, where):
+def check_target(target, where):
     """The target's own values that reach a definition: its description, and the images its
     stages start from."""
     line_value(target.description, "description", where)

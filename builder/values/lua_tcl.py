@@ -1,4 +1,4 @@
-"""Values as Lua and Tcl text, for module files (shell text is `shell.py`'s job). Each reader
+"""Values as Lua and Tcl text, for module files (shell text is `values/shell.py`'s job). Each reader
 gets the value back unchanged, and no character that would not print as itself (a control
 character, DEL, a line separator) reaches the file raw (in Tcl, none of the Basic Multilingual
 Plane: see tcl_word)."""

@@ -3,7 +3,7 @@
 import pytest
 
 from builder import runner
-from builder.shell import cmd, env_value
+from builder.values.shell import cmd, env_value
 
 NASTY = [
     "plain",
