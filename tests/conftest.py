@@ -39,6 +39,9 @@ def pytest_collection_modifyitems(config, items):
         for marker, fixtures in NEEDS.items():
             if fixtures & used:
                 item.add_marker(marker)
+    from helpers.streams import check_cluster_tests  # loaded as a plugin by now, so rewritten
+
+    check_cluster_tests(items)  # every run, before -m leaves any out
 
 
 def pytest_addoption(parser):

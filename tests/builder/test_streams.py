@@ -6,6 +6,7 @@ import subprocess
 import sys
 from collections import defaultdict
 
+import pytest
 from conftest import ROOT
 from helpers import streams
 
@@ -65,18 +66,23 @@ def test_each_stream_runs_on_one_worker_in_order_and_files_without_the_image_com
     ]
 
 
-def test_every_test_that_starts_a_cluster_is_in_the_run_stream():
-    """Two workers must never start two clusters: the cluster fixtures' tests all go to one."""
-    listed = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--co", "-q", "-m", "cluster", "tests"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    nodeids = [line for line in listed.stdout.splitlines() if "::" in line]
-    assert nodeids, listed.stdout + listed.stderr
-    assert {streams.stream_of(nodeid) for nodeid in nodeids} == {"run"}
+class FakeItem:
+    def __init__(self, nodeid, marker=None):
+        self.nodeid, self.marker = nodeid, marker
+
+    def get_closest_marker(self, name):
+        return name if name == self.marker else None
+
+
+def test_every_test_that_starts_a_cluster_is_in_the_run_stream(request):
+    """Two workers must never start two clusters: the cluster fixtures' tests all go to one.
+    conftest.py checks each collection; this one collected the whole tree before -m chose."""
+    assert request.config.pluginmanager.hasplugin("helpers.streams")
+    fine = [FakeItem("tests/cluster/test_x.py::test_y", "cluster"), FakeItem("tests/builder/test_z.py::test_w")]
+    streams.check_cluster_tests(fine)
+    misplaced = FakeItem("tests/builder/test_z.py::test_slurm", "cluster")
+    with pytest.raises(pytest.UsageError, match=r"^tests/builder/test_z.py::test_slurm starts a Slurm cluster"):
+        streams.check_cluster_tests([*fine, misplaced])
 
 
 def test_the_stream_is_the_top_folder_under_tests():

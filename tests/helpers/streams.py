@@ -6,7 +6,7 @@ the tests' conftest.py loads; standard library and pytest only, xdist where it i
 
 - The stream of a test is the top folder of its file under tests/, so the controller, which
   collects nothing, can tell it from the test's id. Every test that starts a cluster lives in
-  a run folder (tests/builder/test_streams.py checks it): two workers never start two.
+  a run folder (`check_cluster_tests`, at every collection): two workers never start two.
 - Files whose tests need no CPU image come first, so that the build stream has work of its own
   while the run stream builds that image (the workers build it one after the other).
 - At the end the run names its slowest files, by the time of all their tests' phases: with two
@@ -26,6 +26,18 @@ SLOWEST_FILES = 12
 def stream_of(nodeid: str) -> str:
     parts = PurePosixPath(nodeid.split("::")[0]).parts
     return "run" if len(parts) > 2 and parts[1] in RUN_FOLDERS else "build"
+
+
+def check_cluster_tests(items):
+    """Stop the run in one line when a test that starts a cluster (marker ``cluster``) sits
+    outside the run stream's folders: there a second worker could start a second cluster."""
+    clusters = [item.nodeid for item in items if item.get_closest_marker("cluster")]
+    misplaced = [nodeid for nodeid in clusters if stream_of(nodeid) != "run"]
+    if misplaced:
+        raise pytest.UsageError(
+            f"{misplaced[0]} starts a Slurm cluster but sits outside {', '.join(sorted(RUN_FOLDERS))} under "
+            "tests/: move it there, so that make test's run stream takes it"
+        )
 
 
 def pytest_addoption(parser):
