@@ -73,8 +73,8 @@ print(imported - started, time.perf_counter() - started)
 
 def host_venv(pins, torch_index):
     from builder.host import hostinfo
+    from builder.host import pip_indexes as indexes
     from builder.host.cache import cache_dir
-    from builder.layerbuild import indexes
 
     venv = cache_dir() / "bench-venv"
     python = venv / "bin" / "python"

@@ -26,9 +26,12 @@ from .errors import RecipeError
 from .fileio import read_given
 from .lockfile import PIN_LINE, Pinned, parse_pin
 
+# the script that makes an env in the image, and reads an image's facts for `env lock`
+INSIDE = Path(__file__).with_name("pyenv_inside.py")
+
 SUFFIX = ".lock"  # requirements.txt and target cpu: requirements.cpu.lock
 # what the env was resolved against: the target's lock (its sha256), or, for a target without
-# one, the built image's distributions (their digest, layerbuild/pyenv_inside.py's)
+# one, the built image's distributions (their digest, builder/pyenv_inside.py's)
 LOCK, IMAGE = "lock", "image distributions"
 _IMAGE = re.compile(
     r"^# image: (?P<target>[a-z0-9][a-z0-9._-]*), python (?P<python>\d+\.\d+), "

@@ -71,8 +71,8 @@ class Bundle(Command):
 
     def run(self, args):
         from ..bundle import make
+        from ..host.pip_indexes import indexes_down
         from ..host.progress import Progress
-        from ..layerbuild.host_settings import indexes_down
 
         tree, progress = load_tree(args.recipes), Progress()
         name = tree.aliases.get(args.target, args.target)

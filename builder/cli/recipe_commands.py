@@ -138,13 +138,13 @@ class Render(Command):
 def _stale_debian_locks(tree) -> list:
     """The Debian locks whose stage now asks for other packages (the Python locks' staleness
     shows as a render error already)."""
-    from ..layerbuild import debian_stages
+    from ..locking import debian
 
     return [
         f"{deb.path} is stale; run: {program()} lock {name}"
         for name, target in sorted(tree.targets.items())
         for deb in target.debian_locks
-        if not debian_stages.fits(deb, tree, target, deb.stage)
+        if not debian.fits(deb, tree, target, deb.stage)
     ]
 
 
@@ -219,9 +219,8 @@ class Lock(Command):
         )
 
     def run(self, args):
-        from ..layerbuild import debian_stages
         from ..lockfile import PythonLock, load_debian
-        from ..locking import changes, python
+        from ..locking import changes, debian, python
         from ..render.layer_sharing import layer_owner_unlocked
 
         tree = load_tree(args.recipes)
@@ -250,7 +249,7 @@ class Lock(Command):
             for line in changes.report(lock.path, before, lock) if wrote else ():
                 print(line)
             # a new Python lock is read again: the stages are planned from definitions that install it
-            for deb in debian_stages.lock_stages(RecipeTree(tree.root) if wrote else tree, name, update=args.update):
+            for deb in debian.lock_stages(RecipeTree(tree.root) if wrote else tree, name, update=args.update):
                 before = load_debian(tree.root, name, deb.stage)
                 wrote_deb = write_atomic(Path(deb.path), deb.text(name, f"{program()} lock {name}"))
                 print(f"{'wrote' if wrote_deb else 'unchanged'} {deb.path} ({len(deb.packages)} Debian packages)")

@@ -12,7 +12,7 @@ from pathlib import Path
 from .. import runner
 from ..errors import RecipeError, shown
 
-RECORD = "hpcml-pyenv.json"  # at the env's root (layerbuild/pyenv_inside.py writes it)
+RECORD = "hpcml-pyenv.json"  # at the env's root (builder/pyenv_inside.py writes it)
 MAGIC = b"hsqs"
 
 

@@ -15,7 +15,7 @@ from .. import contract
 from ..errors import RecipeError, ToolError
 from ..host import hostinfo, uv
 from ..lockfile import PythonLock, normal_name
-from . import debian_stages
+from ..locking import debian
 
 
 def check(target, down) -> None:
@@ -81,11 +81,11 @@ def check_debian(tree, plans, planned, progress=None) -> None:
         lock = next((deb for deb in owner.debian_locks if deb.stage == stage), None)
         if lock is None:
             continue
-        if not debian_stages.fits(lock, tree, owner, stage):
-            if not debian_stages.hashed(lock):
+        if not debian.fits(lock, tree, owner, stage):
+            if not debian.hashed(lock):
                 why = "it holds no sha256 of the .deb files"
-            elif lock.pockets != debian_stages.POCKETS:
-                why = f"it does not take the suite's {' and '.join(debian_stages.POCKETS)} pockets"
+            elif lock.pockets != debian.POCKETS:
+                why = f"it does not take the suite's {' and '.join(debian.POCKETS)} pockets"
             else:
                 why = f"the {stage} stage now asks for other Debian packages than {' '.join(lock.asked)}"
             raise RecipeError(f"the lock is stale: {why}; refresh it with: hpcml lock {owner.name}", file=lock.path)
@@ -94,7 +94,7 @@ def check_debian(tree, plans, planned, progress=None) -> None:
                 progress.step(f"no apt-get here: the {layer} layer's own apt-get checks its Debian lock")
             continue
         mirrors = hostinfo.debian_mirror(), hostinfo.security_mirror()
-        served = debian_stages.resolve_stage(tree, owner, stage, *mirrors).packages
+        served = debian.resolve_stage(tree, owner, stage, *mirrors).packages
         moved = _deb_moves(lock.packages, served)
         if moved:
             raise ToolError(

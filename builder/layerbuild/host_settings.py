@@ -4,7 +4,7 @@ for apt, for %post only.
 `python -m builder build` binds a folder of the host at the definition's host mount while a
 layer builds; the settings file there (sourced by the build_host block) exports these. Indexes
 that do not answer are left out, and named in HPCML_PIP_INDEXES_DOWN for the pip lines of the
-definition's own (see layerbuild.indexes).
+definition's own (see host/pip_indexes.py).
 """
 
 import shutil
@@ -14,8 +14,9 @@ from pathlib import Path
 from .. import contract
 from ..fileio import link_or_copy
 from ..host import hostinfo
+from ..host import pip_indexes as index_checks  # write() takes a pip_indexes
 from ..render.parts import HOST_MOUNT, HOST_SETTINGS
-from . import from_bundle, indexes
+from . import from_bundle
 
 CA_VARIABLES = ("PIP_CERT", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE")
 APT_SOURCES = "/etc/apt/sources.list"
@@ -33,7 +34,7 @@ def write(host: Path, pip_indexes: tuple, progress, offline=False, apt_mirrors=(
         (host / Path(HOST_SETTINGS).name).write_text("\n".join(lines) + "\n")
         return
     pip = hostinfo.pip_settings()
-    down = indexes_down(pip_indexes, progress)
+    down = index_checks.indexes_down(pip_indexes, progress)
     lines = []
     if pip["cert"]:
         shutil.copyfile(pip["cert"], host / "ca.crt")
@@ -71,21 +72,3 @@ def apt_lines(mirror="", security="", sources=APT_SOURCES) -> list:
 def _plain_url(text) -> bool:
     scheme, _, rest = text.partition("://")
     return scheme in ("http", "https") and bool(rest) and set(rest) <= _URL_CHARACTERS
-
-
-def indexes_down(pip_indexes, progress=None) -> list:
-    """The host's pip indexes and ``pip_indexes`` (a layer's own) that do not answer. Each is
-    asked once per process (indexes.why_down), so a build's layer keys, taken first, and its
-    %post settings agree on what was left out. Said in ``progress`` when given: by the layer
-    build that leaves one out, not by a build that finds its image up to date or refuses."""
-    pip = hostinfo.pip_settings()
-    urls = [pip["index_url"], *pip["extra_index_urls"], *pip_indexes]
-    down = []
-    for url in dict.fromkeys(u for u in urls if u):
-        reason = indexes.why_down(url, pip["cert"])
-        if reason is None:
-            continue
-        down.append(url)
-        if progress:
-            progress.once(f"pip index {url} does not answer ({reason}); this build leaves it out")
-    return down

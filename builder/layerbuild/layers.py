@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import contract, fileio, reproducible, runner, sbom
-from ..host import build_route, cache, debootstrap_kit, emulation, hostinfo, sidecar, space
+from ..host import build_route, cache, debootstrap_kit, emulation, hostinfo, pip_indexes, sidecar, space
 from ..host.images import image_lock
 from ..host.which_apptainer import takes_squashfs_args
 from ..render import runtime_wheel
@@ -65,7 +65,7 @@ def build(tree, name, *, images: Path, force=None, progress, space_check=True, b
     host_args = _host_args(plans)
     paths = store.layer_paths(images, plans)
     # asked before the keys: a layer built without one of its indexes is keyed so
-    down = [] if bundle else host_settings.indexes_down([url for plan in plans.values() for url in plan.pip_indexes])
+    down = [] if bundle else pip_indexes.indexes_down([url for plan in plans.values() for url in plan.pip_indexes])
     keys = store.layer_keys(plans, from_bundle.key_args(bundle, host_args), down)
     if not forced and sidecar.is_current(paths["image"], keys["image"]):
         return _up_to_date(target, paths["image"], keys["image"], progress, route)

@@ -32,13 +32,13 @@ from ..host import cache
 from ..host.images import checked_labels, image_lock
 from ..host.pyenv_file import RECORD
 from ..host.which_apptainer import find_apptainer
+from ..pyenv_lock import INSIDE
 from ..render.parts import HOST_MOUNT, HOST_SETTINGS
 from ..sbom import pyenv_document
 from ..values.shell import cmd
 from . import from_bundle, host_settings
 
 SQSH = sbom.PYENV_SUFFIX
-INSIDE = Path(__file__).with_name("pyenv_inside.py")
 PIP_CACHE_MOUNT = "/var/cache/hpcml-pip"
 # fixed owners, times and order: the same folder gives the same bytes; gzip, which every
 # squashfs reader takes (the kernel's, squashfuse, unsquashfs)

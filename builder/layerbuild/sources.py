@@ -17,9 +17,10 @@ import os
 from pathlib import Path
 
 from ..errors import RecipeError, ToolError
-from ..host import cross_tools, emulation, hostinfo
+from ..host import cross_tools, emulation, hostinfo, torch_source
+from ..host import pip_indexes as indexes
 from ..recipes.target_parts import repository_name
-from . import drift, indexes, torch_source
+from . import drift
 
 DOCKER_HUB = "registry-1.docker.io"  # the registry of a reference that names none
 

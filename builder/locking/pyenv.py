@@ -29,9 +29,8 @@ from .. import lockfile, pyenv_lock, runner
 from ..bundle import python_part
 from ..errors import RecipeError, ToolError, shown
 from ..fileio import read_given
-from ..host import uv
+from ..host import pip_indexes, uv
 from ..host.which_apptainer import ready_apptainer
-from ..layerbuild import host_settings, pyenv
 from ..resources import runtime_source
 from .python import _pinned
 
@@ -147,7 +146,7 @@ def held_pins(tree, target, images: Path | None = None) -> Held:
 
 def _held_by_image(target, images) -> Held:
     """The built image's distributions, Python and glibc, read by one exec of its Python
-    (layerbuild/pyenv_inside.py's --facts): a target without a lock is locked against its image."""
+    (builder/pyenv_inside.py's --facts): a target without a lock is locked against its image."""
     image = Path(images or "images") / f"{target.name}.sif"
     if not image.is_file():
         raise RecipeError(
@@ -156,7 +155,7 @@ def _held_by_image(target, images) -> Held:
             file=str(image),
         )
     apptainer = ready_apptainer(target.sites[0])
-    code = pyenv.INSIDE.read_text()
+    code = pyenv_lock.INSIDE.read_text()
     python = f"{target.python.venv}/bin/python"
     answer = runner.run([apptainer, "exec", str(image), python, "-I", "-c", code, "--facts"], timeout=600)
     facts = json.loads(answer.stdout.strip().splitlines()[-1])
@@ -180,7 +179,7 @@ def lock_pyenv(tree, name: str, requirements: Path, images: Path | None = None) 
     origin = f"target {target.name}'s lock" if image.kind == pyenv_lock.LOCK else f"{target.name}'s built image"
     for each in asked:
         _check_against_image(each, held, origin, requirements, environment)
-    down = host_settings.indexes_down(indexes)
+    down = pip_indexes.indexes_down(indexes)
     constraints = [f"{n}=={p.version}" for n, p in sorted(held.items())]
     with tempfile.TemporaryDirectory(prefix="hpcml-held-") as stubs:
         _stub_wheels(Path(stubs), held)

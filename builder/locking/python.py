@@ -15,8 +15,7 @@ import urllib.parse
 
 from .. import lockfile
 from ..errors import RecipeError, ToolError
-from ..host import uv
-from ..layerbuild import host_settings, torch_source
+from ..host import pip_indexes, torch_source, uv
 from ..render.blocks import parts_by_layer
 from ..render.pip_install import Recorder
 
@@ -58,7 +57,7 @@ def lock_target(tree, name, update=False, owner_lock=None):
         kept = [owner_lock.step(r.step) for r in base] + kept[len(base) :]
     steps, asked = list(kept), (*base, *top)
     if len(steps) < len(asked):  # else every step is as the blocks ask: no source is asked
-        down = host_settings.indexes_down(tuple(r.index for r in asked if r.index))
+        down = pip_indexes.indexes_down(tuple(r.index for r in asked if r.index))
         torch_source.check(target.torch, down)
         for request in asked[len(kept) :]:
             steps.append(_resolve_step(request, steps, asked, python, platform, down))

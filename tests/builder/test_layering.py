@@ -21,8 +21,8 @@ FLOORS = [
     "render",
     "sbom",
     "bundle",
-    "layerbuild export run publish",
     "locking",
+    "layerbuild export run publish",
     "cli wrapper_command",
     "__main__",
 ]

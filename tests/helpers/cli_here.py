@@ -24,7 +24,7 @@ from pathlib import Path
 from builder import cli
 from builder.cli import command
 from builder.host import hostinfo
-from builder.layerbuild import indexes
+from builder.host import pip_indexes as indexes
 from builder.recipes.tree import RecipeTree
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -11,7 +11,7 @@ import threading
 import zipfile
 
 from builder.host import hostinfo
-from builder.layerbuild import indexes
+from builder.host import pip_indexes as indexes
 
 
 def wheel(folder, name, version, requires=()):

@@ -28,7 +28,7 @@ def sources(tmp_path, monkeypatch):
 
 @pytest.fixture
 def env_lock(sources, tmp_path, monkeypatch):
-    monkeypatch.setattr("builder.layerbuild.host_settings.indexes_down", lambda urls, progress=None: list(urls))
+    monkeypatch.setattr("builder.host.pip_indexes.indexes_down", lambda urls, progress=None: list(urls))
     wheel(sources, "alpha", "1.0", ["beta>=1", "numpy"])
     wheel(sources, "beta", "1.1")
     (tmp_path / "requirements.txt").write_text("alpha==1.0\n")
@@ -109,7 +109,7 @@ def test_a_target_without_a_lock_is_locked_against_what_its_built_image_holds(
     """LUMI's targets and a site's own image have no lock: the env is resolved against the
     distributions the built image holds (read by one exec), and built only on an image that
     still holds them. Here the CPU image, its lock taken away."""
-    monkeypatch.setattr("builder.layerbuild.host_settings.indexes_down", lambda urls, progress=None: list(urls))
+    monkeypatch.setattr("builder.host.pip_indexes.indexes_down", lambda urls, progress=None: list(urls))
     recipes = shutil.copytree(ROOT / "recipes", tmp_path / "recipes")
     (recipes / "locks" / "cpu" / "python.txt").unlink()
     wheel(sources, "alpha", "1.0", ["numpy"])

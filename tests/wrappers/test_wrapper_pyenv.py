@@ -1,5 +1,5 @@
 """SING_PYENV: the wrapper binds a project env's file and activates it, with a recorder for the
-runtime (no image), and the env's own check script (layerbuild/pyenv_inside.py's), run here with
+runtime (no image), and the env's own check script (builder/pyenv_inside.py's), run here with
 sh: it runs the command on the image it was built for and refuses any other in one line.
 The same with the real image and a real env: tests/images/test_pyenv_build.py."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, SIF_HEADER
 
-from builder.layerbuild import pyenv_inside
+from builder import pyenv_inside
 
 WRAPPER = ROOT / "wrappers" / "singularity_wrapper"
 PREFIX = "error: singularity_wrapper: "

@@ -114,7 +114,7 @@ def test_force_all_leaves_every_kept_folder_empty(tmp_path):
 
 def test_a_silent_index_is_left_out_of_the_settings_and_named_once(tmp_path, monkeypatch, capsys):
     from builder.host import hostinfo
-    from builder.layerbuild import indexes
+    from builder.host import pip_indexes as indexes
 
     monkeypatch.setattr(
         hostinfo,

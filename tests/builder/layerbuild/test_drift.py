@@ -89,7 +89,7 @@ def test_a_mirror_that_serves_what_the_lock_says_passes(cpu_tree, monkeypatch):
         asked.append(stage)
         return next(deb for deb in target.debian_locks if deb.stage == stage)
 
-    monkeypatch.setattr(drift.debian_stages, "resolve_stage", served)
+    monkeypatch.setattr(drift.debian, "resolve_stage", served)
     drift.check_debian(cpu_tree, plan_layers(cpu_tree, "cpu"), ["base", "image"])
     assert asked == ["final"]  # only the layers to build: the base layer's stage
 
@@ -101,7 +101,7 @@ def test_a_point_release_on_the_mirror_stops_the_build_naming_what_moved(cpu_tre
         moved = [dataclasses.replace(p, version=p.version + ".1") if p is bash else p for p in lock.packages]
         return dataclasses.replace(lock, packages=tuple(moved))
 
-    monkeypatch.setattr(drift.debian_stages, "resolve_stage", served)
+    monkeypatch.setattr(drift.debian, "resolve_stage", served)
     with pytest.raises(ToolError) as caught:
         drift.check_debian(cpu_tree, plan_layers(cpu_tree, "cpu"), ["devel"])
     message = str(caught.value)
@@ -118,7 +118,7 @@ def test_the_same_version_served_as_another_deb_stops_the_build_naming_both_hash
         rebuilt = [dataclasses.replace(p, sha256="cd34" * 16) if p.name == "bash" else p for p in lock.packages]
         return dataclasses.replace(lock, packages=tuple(rebuilt))
 
-    monkeypatch.setattr(drift.debian_stages, "resolve_stage", served)
+    monkeypatch.setattr(drift.debian, "resolve_stage", served)
     locked = next(p for p in cpu_tree.target("cpu").debian_locks[0].packages if p.name == "bash")
     with pytest.raises(ToolError) as caught:
         drift.check_debian(cpu_tree, plan_layers(cpu_tree, "cpu"), ["devel"])
@@ -143,15 +143,15 @@ def test_deb_moves_names_versions_and_hashes_and_takes_an_unhashed_lock_by_versi
 
 
 def test_a_debian_lock_without_hashes_does_not_fit_so_lock_and_the_build_resolve_it_again(cpu_tree, monkeypatch):
-    from builder.layerbuild import debian_stages
+    from builder.locking import debian
 
     target = cpu_tree.target("cpu")
     lock = next(deb for deb in target.debian_locks if deb.stage == "final")
-    assert debian_stages.fits(lock, cpu_tree, target, "final")
+    assert debian.fits(lock, cpu_tree, target, "final")
     unhashed = tuple(dataclasses.replace(p, sha256="") if p.name == "bash" else p for p in lock.packages)
     old = dataclasses.replace(lock, packages=unhashed)
-    assert not debian_stages.fits(old, cpu_tree, target, "final")
-    monkeypatch.setattr(drift.debian_stages, "resolve_stage", lambda *a: pytest.fail("asked the mirror"))
+    assert not debian.fits(old, cpu_tree, target, "final")
+    monkeypatch.setattr(drift.debian, "resolve_stage", lambda *a: pytest.fail("asked the mirror"))
     monkeypatch.setattr(cpu_tree, "target", lambda name: dataclasses.replace(target, debian_locks=(old,)))
     with pytest.raises(RecipeError) as caught:
         drift.check_debian(cpu_tree, plan_layers(cpu_tree, "cpu"), ["base"])
@@ -167,7 +167,7 @@ def test_a_stage_that_asks_for_other_packages_than_its_lock_is_stale_before_the_
     from builder.recipes.tree import RecipeTree
 
     tree = RecipeTree(cpu_tree.root)
-    monkeypatch.setattr(drift.debian_stages, "resolve_stage", lambda *a: pytest.fail("asked the mirror"))
+    monkeypatch.setattr(drift.debian, "resolve_stage", lambda *a: pytest.fail("asked the mirror"))
     with pytest.raises(RecipeError) as caught:
         drift.check_debian(tree, plan_layers(tree, "cpu"), ["base"])
     assert str(caught.value).endswith("refresh it with: hpcml lock cpu") and "the lock is stale" in str(caught.value)
@@ -177,7 +177,7 @@ def test_without_apt_get_the_mirror_is_not_asked_and_the_build_says_who_checks(c
     """A RHEL login node (issue 51): no resolver here; the layer's own apt-get installs exactly
     the locked versions, so a moved package still stops the build, inside it."""
     monkeypatch.setattr(drift.shutil, "which", lambda name: None if name == "apt-get" else "/usr/bin/" + name)
-    monkeypatch.setattr(drift.debian_stages, "resolve_stage", lambda *a: pytest.fail("asked the mirror"))
+    monkeypatch.setattr(drift.debian, "resolve_stage", lambda *a: pytest.fail("asked the mirror"))
     said = []
     progress = type("Progress", (), {"step": lambda self, text: said.append(text)})()
     drift.check_debian(cpu_tree, plan_layers(cpu_tree, "cpu"), ["devel", "base"], progress)

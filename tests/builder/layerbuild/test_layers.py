@@ -16,8 +16,9 @@ from builder import contract, runner
 from builder.bundle import toolbox_part
 from builder.errors import ToolError
 from builder.host import build_route, cross_tools, debootstrap_kit, emulation, hostinfo
+from builder.host import pip_indexes as indexes
 from builder.host.progress import Progress
-from builder.layerbuild import drift, from_bundle, indexes, layers
+from builder.layerbuild import drift, from_bundle, layers
 from builder.recipes.tree import RecipeTree
 from builder.sbom import lock_check
 

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from builder import contract, pyenv_lock
+from builder import contract, pyenv_inside, pyenv_lock
 from builder.bundle import manifest
 from builder.errors import RecipeError
 from builder.host import pyenv_file
 from builder.host.images import Built
 from builder.host.progress import Progress
-from builder.layerbuild import pyenv, pyenv_inside
+from builder.layerbuild import pyenv
 
 
 def write_lock(tmp_path, tree, target="cpu", image_lock=None) -> Path:

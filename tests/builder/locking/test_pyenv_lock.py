@@ -18,7 +18,7 @@ from builder.locking import pyenv
 
 @pytest.fixture
 def sources(tmp_path, monkeypatch):
-    monkeypatch.setattr(pyenv.host_settings, "indexes_down", lambda urls, progress=None: list(urls))
+    monkeypatch.setattr(pyenv.pip_indexes, "indexes_down", lambda urls, progress=None: list(urls))
     yield from serve(tmp_path, monkeypatch)
 
 

@@ -69,7 +69,7 @@ def test_an_up_to_date_lock_is_left_as_it_is_without_asking_any_source(monkeypat
         raise AssertionError("an up-to-date lock asked a source")
 
     monkeypatch.setattr(python, "_resolve_step", no_network)
-    monkeypatch.setattr(python.host_settings, "indexes_down", no_network)
+    monkeypatch.setattr(python.pip_indexes, "indexes_down", no_network)
     result = run_here("lock", "cpu", "h100-cuda")
     assert result.returncode == 0, result.stderr
     assert "unchanged recipes/locks/cpu/python.txt" in result.stdout

@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from builder.layerbuild import indexes
+from builder.host import pip_indexes as indexes
 
 ASKED = []  # the paths the servers were asked for
 

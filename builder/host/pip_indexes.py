@@ -10,7 +10,8 @@ own `--extra-index-url` lines (see render.blocks.torch); the layer plan names th
 import urllib.error
 from functools import cache
 
-from ..host.http_get import open_url
+from . import hostinfo
+from .http_get import open_url
 
 TIMEOUT_S = 10
 # pip retries these statuses; anything else means the index is there (a 404 fails fast)
@@ -43,3 +44,21 @@ def lists(url: str, project: str, prefix: str, cafile=None) -> bool:
 
 def _get(url, cafile):
     return open_url(url, timeout=TIMEOUT_S, cafile=cafile, purpose="index check")
+
+
+def indexes_down(pip_indexes, progress=None) -> list:
+    """The host's pip indexes and ``pip_indexes`` (a layer's own) that do not answer. Each is
+    asked once per process (why_down), so a build's layer keys, taken first, and its
+    %post settings agree on what was left out. Said in ``progress`` when given: by the layer
+    build that leaves one out, not by a build that finds its image up to date or refuses."""
+    pip = hostinfo.pip_settings()
+    urls = [pip["index_url"], *pip["extra_index_urls"], *pip_indexes]
+    down = []
+    for url in dict.fromkeys(u for u in urls if u):
+        reason = why_down(url, pip["cert"])
+        if reason is None:
+            continue
+        down.append(url)
+        if progress:
+            progress.once(f"pip index {url} does not answer ({reason}); this build leaves it out")
+    return down

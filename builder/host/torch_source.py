@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ..errors import ToolError
 from ..host import hostinfo
-from . import indexes
+from . import pip_indexes as indexes
 
 
 def check(torch, down):
