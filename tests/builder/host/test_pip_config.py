@@ -1,6 +1,7 @@
 """host/pip_config reads pip's configuration files as pip does, without starting pip: the
 same values as `python3 -m pip config list` (the real pip, as the oracle) in environments a
-test makes: user files old and new, PIP_CONFIG_FILE, /dev/null, sections, variables."""
+test makes: user files old and new, PIP_CONFIG_FILE, /dev/null, sections, variables. A test of
+the real pip (marker `tools`): `make test` runs it, `make unit` leaves it out."""
 
 import os
 import re
@@ -9,6 +10,8 @@ import subprocess
 import pytest
 
 from builder.host import pip_config
+
+pytestmark = pytest.mark.tools
 
 KEYS = ("cert", "index-url", "extra-index-url", "find-links")
 
