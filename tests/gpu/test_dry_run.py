@@ -33,6 +33,13 @@ def plan_only(target, out):
     return json.loads((out / target / "plan.json").read_text())
 
 
+@pytest.fixture(scope="module")
+def h100_bundle(tmp_path_factory):
+    """h100-cuda's plan, made once for the dry runs here (they only read it)."""
+    out = tmp_path_factory.mktemp("gpu-bundle")
+    return out, plan_only("h100-cuda", out)
+
+
 def dry_run(bundle, work, *options):
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-m", "gpu", "tests/gpu", "--gpu-dry",
@@ -57,9 +64,9 @@ def test_the_makefile_runs_the_gpu_tests_with_the_hosts_python():
 
 
 @pytest.mark.parametrize("ops", ["1/3", "2/3", "3/3"])
-def test_the_dry_run_prints_every_check_of_a_part_and_passes(tmp_path, ops):
-    plan = plan_only("h100-cuda", tmp_path / "bundle")
-    result = dry_run(tmp_path / "bundle", tmp_path / "work", "--gpu-target", "h100-cuda", "--gpu-ops", ops)
+def test_the_dry_run_prints_every_check_of_a_part_and_passes(h100_bundle, tmp_path, ops):
+    bundle_dir, plan = h100_bundle
+    result = dry_run(bundle_dir, tmp_path / "work", "--gpu-target", "h100-cuda", "--gpu-ops", ops)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
     summary = (tmp_path / "work" / "h100-cuda" / "summary.md").read_text()
     rows = dict(re.findall(r"^\| ([^|]+) \| ([A-Z ]+) \|", summary, re.M))
@@ -79,9 +86,8 @@ def test_a_missing_bundle_is_one_line_and_status_2(tmp_path):
     assert "make gpu-bundle TARGET=h100-cuda" in result.stdout + result.stderr
 
 
-def test_an_op_outside_the_promise_is_refused_in_one_line(tmp_path):
-    plan_only("h100-cuda", tmp_path / "bundle")
-    result = dry_run(tmp_path / "bundle", tmp_path / "work", "--gpu-target", "h100-cuda", "--gpu-ops", "fp_quantizer")
+def test_an_op_outside_the_promise_is_refused_in_one_line(h100_bundle, tmp_path):
+    result = dry_run(h100_bundle[0], tmp_path / "work", "--gpu-target", "h100-cuda", "--gpu-ops", "fp_quantizer")
     assert result.returncode == 2, result.stdout[-2000:]
     assert (
         "--gpu-ops fp_quantizer: ['fp_quantizer'] not among h100-cuda's promised ops" in result.stdout + result.stderr
