@@ -27,11 +27,14 @@ _PIP_TOOLKIT_RPATH = (
 # nvcc names internal-linkage symbols after its front end's process ID, and with -g writes
 # its temporary files' paths: two builds' ops differed by those bytes (a100-cuda, 2026-12-07).
 # Each nvcc runs in user, PID and mount namespaces of its own with a /tmp of its own: the same
-# IDs and paths in every build, and no two compiles share a temporary name. Where namespaces
-# are refused (proot, no user namespaces) nvcc runs as it is, and says so once.
+# IDs and paths in every build, and no two compiles share a temporary name. DeepSpeed compiles
+# without ninja, where torch calls $CUDA_HOME/bin/nvcc by its path (PYTORCH_NVCC is read by the
+# ninja build alone): so CUDA_HOME becomes a folder of links to the toolkit's own files, but
+# for bin/nvcc, a script that runs the toolkit's nvcc alone. Where namespaces are refused
+# (proot, no user namespaces) nvcc runs as it is, and says so once.
 _ALONE = "unshare --user --map-root-user --pid --mount --fork sh -c"
 _OWN_TMP = 'mount -t tmpfs -o mode=1777 tmpfs /tmp && exec "$0" "$@"'
-_NVCC_SCRIPT = ("#!/bin/sh", f'exec {_ALONE} {cmd(_OWN_TMP)} "$CUDA_HOME/bin/nvcc" "$@"')
+_SHADOW = '"$ds_tmp/cuda"'
 
 
 def _literal(text: str) -> str:
@@ -40,11 +43,17 @@ def _literal(text: str) -> str:
     return '"' + re.sub(r'([\\"$`])', r"\\\1", text) + '"'
 
 
-_NVCC_WRAPPER = '"$ds_tmp/stubs/nvcc"'
+# the script's lines: its toolkit's nvcc named when it is written ($toolkit), the rest as it is
+_NVCC_SCRIPT = " ".join(
+    (_literal("#!/bin/sh"), _literal(f"exec {_ALONE} {cmd(_OWN_TMP)} ")[:-1] + '\\"$toolkit/bin/nvcc\\" \\"\\$@\\""')
+)
 _NVCC_ALONE = (
-    f"printf '%s\\n' {' '.join(map(_literal, _NVCC_SCRIPT))} > {_NVCC_WRAPPER}",
-    f"if {_ALONE} 'mount -t tmpfs tmpfs /tmp' 2>/dev/null; then chmod +x {_NVCC_WRAPPER}; "
-    f"export PYTORCH_NVCC={_NVCC_WRAPPER}; else echo 'nvcc runs without namespaces of its own here: "
+    f'toolkit="$CUDA_HOME" && mkdir -p {_SHADOW}/bin && for entry in "$toolkit"/* "$toolkit"/bin/*; do '
+    f'case "${{entry#"$toolkit"/}}" in bin|bin/nvcc) ;; '
+    f'*) ln -s "$entry" {_SHADOW}/"${{entry#"$toolkit"/}}" ;; esac; done',
+    f"printf '%s\\n' {_NVCC_SCRIPT} > {_SHADOW}/bin/nvcc && "
+    f"if {_ALONE} 'mount -t tmpfs tmpfs /tmp' 2>/dev/null; then chmod +x {_SHADOW}/bin/nvcc; "
+    f"export CUDA_HOME={_SHADOW}; else echo 'nvcc runs without namespaces of its own here: "
     "the ops may differ from build to build'; fi",
 )
 

@@ -311,28 +311,39 @@ echo "pid $$ tmp $(ls -A /tmp | wc -l) args $*"
 )
 def test_each_nvcc_of_an_op_compile_has_the_same_process_id_and_a_tmp_of_its_own():
     """nvcc writes its front end's process ID into symbol names (two a100-cuda builds differed
-    by them): the image's lines run each nvcc alone, here with a spy for nvcc."""
+    by them): the image's lines run each nvcc alone, here with a spy for nvcc, called as
+    torch calls it in DeepSpeed's build (no ninja): $CUDA_HOME/bin/nvcc."""
     build = section("a100-cuda", "build", "post").splitlines()
-    start = next(i for i, line in enumerate(build) if "stubs/nvcc" in line)
+    start = next(i for i, line in enumerate(build) if line.strip().startswith('toolkit="$CUDA_HOME"'))
     lines = [line.strip() for line in build[start : start + 2]]
-    assert "PYTORCH_NVCC" in lines[1] and start + 1 < next(
+    assert 'export CUDA_HOME="$ds_tmp/cuda"' in lines[1] and start + 1 < next(
         i for i, line in enumerate(build) if "setup.py --quiet build_ext" in line
     )
     # outside /tmp, which each nvcc sees empty, as the image's CUDA_HOME and $ds_tmp are
     with tempfile.TemporaryDirectory(dir="/var/tmp") as folder:
         here = Path(folder)
-        (here / "cuda" / "bin").mkdir(parents=True)
+        for part in ("bin", "include", "lib"):
+            (here / "cuda" / part).mkdir(parents=True)
+        (here / "cuda" / "include" / "cuda.h").write_text("/* the toolkit's header */\n")
+        (here / "cuda" / "bin" / "ptxas").write_text("")
         spy = here / "cuda" / "bin" / "nvcc"
         spy.write_text(NVCC_SPY)
         spy.chmod(0o755)
         (here / "ds" / "stubs").mkdir(parents=True)
-        script = "\n".join(["set -eu", *lines, '"$PYTORCH_NVCC" -c a.cu', '"$PYTORCH_NVCC" -c b.cu']) + "\n"
+        calls = ['"$CUDA_HOME/bin/nvcc" -c a.cu', '"$CUDA_HOME/bin/nvcc" -c b.cu', 'cat "$CUDA_HOME/include/cuda.h"']
+        script = "\n".join(["set -eu", *lines, *calls, 'test -e "$CUDA_HOME/bin/ptxas"']) + "\n"
         env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "CUDA_HOME": str(here / "cuda"), "ds_tmp": str(here / "ds")}
         ran = subprocess.run(["sh", "-c", script], env=env, capture_output=True, text=True, timeout=60)
+        assert spy.read_text() == NVCC_SPY  # the toolkit's own nvcc is left as it is
     assert ran.returncode == 0, ran.stderr
-    # the same process ID each time, an empty /tmp of its own, the arguments passed on
-    assert ran.stdout.splitlines() == ["pid 1 tmp 0 args -c a.cu", "pid 1 tmp 0 args -c b.cu"]
-    assert any("PYTORCH_NVCC" in line for line in section("v100-cuda", "build", "post").splitlines())
+    # the same process ID each time, an empty /tmp of its own, the arguments passed on; the
+    # toolkit's other files where they were
+    assert ran.stdout.splitlines() == [
+        "pid 1 tmp 0 args -c a.cu",
+        "pid 1 tmp 0 args -c b.cu",
+        "/* the toolkit's header */",
+    ]
+    assert any('export CUDA_HOME="$ds_tmp/cuda"' in line for line in section("v100-cuda", "build", "post").splitlines())
 
 
 def test_the_op_compile_works_in_a_folder_of_its_own():
