@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ..errors import ToolError
 from ..host import hostinfo
-from . import pip_indexes as indexes
+from . import pip_indexes
 
 
 def check(torch, down):
@@ -27,10 +27,10 @@ def check(torch, down):
         if any(Path(folder).glob(f"{wheel}-*.whl")):
             return
     for url in [pip["index_url"], *pip["extra_index_urls"]]:
-        if url and url not in down and indexes.lists(url, "torch", f"{wheel}-", pip["cert"]):
+        if url and url not in down and pip_indexes.lists(url, "torch", f"{wheel}-", pip["cert"]):
             return
     raise ToolError(
-        f"{torch.index} does not answer ({indexes.why_down(torch.index, pip['cert'])}), and no wheel "
+        f"{torch.index} does not answer ({pip_indexes.why_down(torch.index, pip['cert'])}), and no wheel "
         f"folder or pip index of this host holds {wheel}; pip would install another torch. Put the "
         f"wheel in a folder pip's find-links names, or add a mirror of that index to pip's "
         f"extra-index-url, then build again"

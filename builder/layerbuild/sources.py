@@ -7,7 +7,7 @@ compiles a pinned source fetches it with git (render.git_sources). Either failin
 in Apptainer's or git's words, after minutes of a build. So the build asks each registry
 (`https://<registry>/v2/`, where a 401 is an answer) and each git URL
 (`<url>/info/refs?service=git-upload-pack`) once per process, with the pip indexes' check
-(indexes.why_down), and stops at the first that does not answer, in one line.
+(pip_indexes.why_down), and stops at the first that does not answer, in one line.
 
 The site's own image, which a site-image target starts from, is checked first: a file this
 build can read.
@@ -17,8 +17,7 @@ import os
 from pathlib import Path
 
 from ..errors import RecipeError, ToolError
-from ..host import cross_tools, emulation, hostinfo, torch_source
-from ..host import pip_indexes as indexes
+from ..host import cross_tools, emulation, hostinfo, pip_indexes, torch_source
 from ..recipes.target_parts import repository_name
 from . import drift
 
@@ -52,7 +51,7 @@ def check(plans, target_name):
     for plan in plans:
         for image in plan.base_images:
             host = registry(image)
-            why = indexes.why_down(f"https://{host}/v2/", cafile)
+            why = pip_indexes.why_down(f"https://{host}/v2/", cafile)
             if why:
                 raise ToolError(
                     f"{host} does not answer ({why}): {_needed_by(plan, target_name)} starts from "
@@ -62,7 +61,7 @@ def check(plans, target_name):
                 )
     for plan in plans:
         for url in plan.git_sources:
-            why = indexes.why_down(f"{url.rstrip('/')}/info/refs?service=git-upload-pack", cafile)
+            why = pip_indexes.why_down(f"{url.rstrip('/')}/info/refs?service=git-upload-pack", cafile)
             if why:
                 raise ToolError(
                     f"{url} does not answer ({why}): {_needed_by(plan, target_name)} fetches "
