@@ -99,11 +99,12 @@ test-bundle: setup-test
 # them wait on a subprocess, not on a core. The tests of real tools (pip and uv installs, each
 # documented command in a fresh shell: marker `tools`) are left to `make test`. Work
 # stealing: a worker that runs out takes tests from the others, instead of waiting while one
-# ends a long queue (docs/performance.md).
+# ends a long queue (docs/performance.md). Property tests draw a quarter of their examples here,
+# all of them in `make test` (tests/helpers/property_share.py).
 unit: $(VENV)/.installed
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
-	$(PYTEST) -q -n 4 --dist worksteal -m "not heavy and not image and not cluster and not gpu and not full and not tools"
+	HPCML_PROPERTY_SHARE=0.25 $(PYTEST) -q -n 4 --dist worksteal -m "not heavy and not image and not cluster and not gpu and not full and not tools"
 
 # The heavy checks left out of `make test`: every CUDA image built for real and examined
 # (hours on 2 cores; the layer and DeepSpeed-wheel caches make reruns short).

@@ -29,6 +29,7 @@ from types import SimpleNamespace
 import pytest
 from conftest import recipe_tree
 from helpers import apptainer_def, awkward_text
+from helpers.property_share import examples
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
@@ -41,7 +42,9 @@ from builder.values import apptainer, check
 
 TREE = recipe_tree()
 TARGETS = ("cpu", "a100-cuda", "lumi-rocm", "lumi-laif", "gh200-cuda")
-SETTINGS = settings(max_examples=50, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(
+    max_examples=examples(50), deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow]
+)
 # What a definition reads specially, beyond what every writer's tests try (helpers/awkward_text)
 DEF_TOKENS = (
     "%post", "\n%post\n", "  %labels", "\xa0%test", "\u2028%help", "Bootstrap: docker", "\nbootstrap:",

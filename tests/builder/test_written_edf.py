@@ -10,6 +10,7 @@ import json
 import tomllib
 
 from helpers.awkward_text import assert_caught, assert_refused, text
+from helpers.property_share import examples
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -60,7 +61,7 @@ def nested(annotations: dict) -> dict:
     return tree
 
 
-@settings(max_examples=150, deadline=None, database=None)
+@settings(max_examples=examples(150), deadline=None, database=None)
 @given(given=inputs)
 @example(given=FIXED)
 @example(given={**FIXED, "given_path": True})

@@ -22,6 +22,7 @@ from types import SimpleNamespace
 import pytest
 from helpers.awkward_text import assert_caught, assert_refused, plain_or, text
 from helpers.module_readers import LuaReader, TclReader
+from helpers.property_share import examples
 from hpcml_facts import SmokeReport
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
@@ -219,7 +220,7 @@ def check_tcl(module):
     assert TCL.calls(default) == [("set", "ModulesVersion", module.version)]
 
 
-@settings(max_examples=120, deadline=None, database=None)
+@settings(max_examples=examples(120), deadline=None, database=None)
 @given(given=inputs)
 @example(given=FIXED)
 @example(given={**FIXED, "name": "pytorch\n"})  # `$` in the name's pattern matched before a newline

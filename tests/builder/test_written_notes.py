@@ -12,6 +12,7 @@ import tempfile
 from pathlib import Path
 
 from helpers.awkward_text import assert_caught, assert_refused, plain_or, text
+from helpers.property_share import examples
 from helpers.sbom_docs import KEY
 from helpers.sbom_docs import write as write_sbom
 from hypothesis import assume, example, given, settings
@@ -57,7 +58,7 @@ def _published(folder: Path, changes: dict, broken: bool):
     (folder / "publish.json").write_text('{"published": "2026-10-01T10:00:00+0000"}')
 
 
-@settings(max_examples=120, deadline=None, database=None)
+@settings(max_examples=examples(120), deadline=None, database=None)
 @given(given=inputs)
 @example(given=FIXED)
 @example(given={**FIXED, "broken": True})

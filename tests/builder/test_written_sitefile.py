@@ -18,6 +18,7 @@ from dataclasses import replace
 import pytest
 from conftest import recipe_tree
 from helpers import awkward_text
+from helpers.property_share import examples
 from hpcml_facts import SiteFacts
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
@@ -123,7 +124,7 @@ def check_site_file(site) -> None:
     assert SiteFacts.from_json(facts, "HPCML_SITE_FACTS").to_json() == site.smoke_facts.to_json()
 
 
-@settings(max_examples=40, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(40), deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 @given(sites())
 @example(replace(TREE.sites["lumi"], description="LUMI\nrm -rf ~"))
 def test_a_site_value_in_the_wrappers_settings_is_refused_or_read_back_by_bash(site):

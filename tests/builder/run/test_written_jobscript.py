@@ -13,6 +13,7 @@ import subprocess
 
 import pytest
 from helpers import awkward_text
+from helpers.property_share import examples
 from helpers.sbatch_reader import Unreadable, options
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
@@ -38,7 +39,9 @@ WRITTEN = {
     "gpus-per-node", "mem", "qos", "constraint", "hint", "exclusive", "bb", "time", "open-mode",
 }  # fmt: skip
 SITES = {"cpu": "local", "lumi-rocm": "lumi", "a100-cuda": "jean-zay", "gh200-cuda": "roihu"}
-PROPERTY = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+PROPERTY = settings(
+    max_examples=examples(80), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 
 
 def planned(tree, target, **asked):

@@ -21,6 +21,7 @@ import hpcml_facts as facts
 import pytest
 from conftest import ROOT
 from helpers import awkward_text
+from helpers.property_share import examples
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -112,7 +113,7 @@ def check_report(run) -> None:
             assert not shown.isprintable() or shown in line, (shown, line)
 
 
-@settings(max_examples=40, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(40), deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 @given(runs())
 @example(
     SimpleNamespace(
