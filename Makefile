@@ -104,7 +104,7 @@ test-bundle: setup-test
 unit: $(VENV)/.installed
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
-	HPCML_PROPERTY_SHARE=0.25 $(PYTEST) -q -n 4 --dist worksteal -m "not heavy and not image and not cluster and not gpu and not full and not tools"
+	PROPERTY_SHARE=0.25 $(PYTEST) -q -n 4 --dist worksteal -m "not heavy and not image and not cluster and not gpu and not full and not tools"
 
 # The heavy checks left out of `make test`: every CUDA image built for real and examined
 # (hours on 2 cores; the layer and DeepSpeed-wheel caches make reruns short).

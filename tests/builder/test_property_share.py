@@ -17,8 +17,8 @@ def test_a_share_draws_fewer_but_never_under_the_floor(monkeypatch):
 
 @pytest.mark.parametrize("raw", ["0", "1.5", "quarter", "-0.2"])
 def test_a_share_out_of_range_is_one_line(monkeypatch, raw):
-    monkeypatch.setenv("HPCML_PROPERTY_SHARE", raw)
-    with pytest.raises(SystemExit, match=r"^HPCML_PROPERTY_SHARE is '.*': expected a number above 0 and at most 1$"):
+    monkeypatch.setenv("PROPERTY_SHARE", raw)
+    with pytest.raises(SystemExit, match=r"^PROPERTY_SHARE is '.*': expected a number above 0 and at most 1$"):
         property_share._share()
 
 
@@ -26,4 +26,4 @@ def test_make_unit_draws_a_quarter():
     from conftest import ROOT
 
     unit = ROOT.joinpath("Makefile").read_text().split("\nunit:", 1)[1].split("\n\n", 1)[0]
-    assert "HPCML_PROPERTY_SHARE=0.25 $(PYTEST)" in unit
+    assert "PROPERTY_SHARE=0.25 $(PYTEST)" in unit
