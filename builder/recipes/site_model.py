@@ -184,6 +184,7 @@ class Pool(SitePart):
 @dataclass(frozen=True)
 class Scratch(SitePart):
     tmpdir: str = ""  # the job's temporary folder ("" when not said)
+    tmpdir_in_memory: bool = False  # the tmpdir is the node's memory: files there use the job's --mem
     node_local: str = ""  # node-local disk for staged data ("" when none)
     make_dirs: tuple = ()  # variables of env naming folders job scripts make on every node
     pool: Pool = None  # None when the site has none

@@ -78,6 +78,11 @@ SITE_FILE = (
         note="staged data (SING_STAGE) goes to the first of these that is set and exists",
     ),
     Line(
+        "HPCML_STAGE_IN_MEMORY",
+        lambda site: tuple(filter(None, (site.scratch.tmpdir,))) if site.scratch.tmpdir_in_memory else (),
+        "the site's tmpdir when it is the node's memory: a copy staged there must fit the job's `--mem`",
+    ),
+    Line(
         "HPCML_JOB_DIRS",
         lambda site: _pairs(site, site.dirs_to_make),
         "the site's per-job folders (`NAME=folder` items, `${USER}` and `${SLURM_JOB_ID:-nojob}` "

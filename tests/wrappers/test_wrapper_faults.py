@@ -144,6 +144,53 @@ def test_a_copy_that_cannot_fit_is_refused_before_it_begins(env, tmp_path, tmpfs
     assert copies(disk) == [] and used_kib(disk) < 64  # nothing was copied
 
 
+def in_memory_site(tmp_path, tmpdir):
+    """LUMI's site file as `hpcml render` writes it, its tmpdir (/tmp, the node's memory there)
+    moved to ``tmpdir``."""
+    from dataclasses import replace
+
+    from conftest import recipe_tree
+
+    from builder.render.sitefile import render_site
+
+    lumi = recipe_tree().sites["lumi"]
+    assert lumi.scratch.tmpdir_in_memory
+    site_file = tmp_path / "lumi.sh"
+    site_file.write_text(render_site(replace(lumi, scratch=replace(lumi.scratch, tmpdir=str(tmpdir)))))
+    return site_file
+
+
+@pytest.mark.parametrize("site, memory_mib, fits", [("lumi", 4, False), ("lumi", 64, True), ("local", 4, True)])
+def test_a_copy_to_a_tmpdir_in_memory_must_also_fit_the_jobs_memory(env, tmp_path, site, memory_mib, fits):
+    """On LUMI /tmp is memory: a copy there is charged to the job, so its --mem
+    (SLURM_MEM_PER_NODE, MiB) counts as the room left when it is less than df's; on a site
+    whose tmpdir is a disk the job's memory plays no part."""
+    tmpdir = tmp_path / "node-tmp"
+    tmpdir.mkdir()
+    data = dataset(tmp_path / "dataset", [2 << 20] * 3)  # 6 MiB
+    where = {"HPCML_SITE_FILE": str(in_memory_site(tmp_path, tmpdir))} if site == "lumi" else {"TMPDIR": str(tmpdir)}
+    result = wrap(
+        "exec",
+        "true",
+        env=dict(env, **where, SING_STAGE=str(data), SLURM_JOB_ID="80", SLURM_MEM_PER_NODE=str(memory_mib)),
+    )
+    if fits:
+        assert result.returncode == 0, result.stderr
+        [copy] = [bound(argv)[-1].split(":")[0] for argv in runs(tmp_path)]
+        assert copy.startswith(f"{tmpdir}/hpcml-stage-80/") and copy.endswith("-dataset")
+        return
+    line = one_line_error(
+        result.returncode,
+        result.stderr,
+        f"SING_STAGE: copying {data} to {tmpdir} failed before it began, not enough space: ",
+    )
+    assert (
+        f"KiB needed (du -sk), 4096 KiB free (the job's memory, SLURM_MEM_PER_NODE=4 MiB: {tmpdir} is memory on lumi)"
+        in line
+    )
+    assert runs(tmp_path) == [] and copies(tmpdir) == []
+
+
 @NEEDS_ROOT
 @pytest.mark.parametrize("how", ["bytes-precheck-off", "inodes"])
 def test_a_copy_that_fills_the_disk_part_way_is_removed_and_nothing_runs(env, tmp_path, tmpfs, how):

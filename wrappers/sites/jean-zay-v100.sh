@@ -10,6 +10,7 @@ HPCML_REQUIRES_JOB=1
 HPCML_BINDS=('$WORK' '$SCRATCH' '$STORE' '$DSDIR')
 # staged data (SING_STAGE) goes to the first of these that is set and exists
 HPCML_STAGE_ROOTS=('$JOBSCRATCH')
+HPCML_STAGE_IN_MEMORY=()
 # folders of each job (scratch.make_dirs), made and handed over when no job script did
 HPCML_JOB_DIRS=()
 # on jobs of more than one node only

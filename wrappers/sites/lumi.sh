@@ -10,6 +10,7 @@ HPCML_REQUIRES_JOB=0
 HPCML_BINDS=(/pfs /scratch /projappl /project /flash /appl)
 # staged data (SING_STAGE) goes to the first of these that is set and exists
 HPCML_STAGE_ROOTS=(/tmp)
+HPCML_STAGE_IN_MEMORY=(/tmp)
 # folders of each job (scratch.make_dirs), made and handed over when no job script did
 HPCML_JOB_DIRS=('MIOPEN_USER_DB_PATH=/tmp/${USER}-${SLURM_JOB_ID:-nojob}-miopen-db' 'MIOPEN_CUSTOM_CACHE_DIR=/tmp/${USER}-${SLURM_JOB_ID:-nojob}-miopen-cache')
 # on jobs of more than one node only
