@@ -13,8 +13,7 @@ from pathlib import Path
 
 from .. import contract
 from ..fileio import link_or_copy
-from ..host import hostinfo
-from ..host import pip_indexes as index_checks  # write() takes a pip_indexes
+from ..host import hostinfo, pip_indexes
 from ..render.parts import HOST_MOUNT, HOST_SETTINGS
 from . import from_bundle
 
@@ -23,8 +22,8 @@ APT_SOURCES = "/etc/apt/sources.list"
 _URL_CHARACTERS = frozenset(string.ascii_letters + string.digits + "._~%:/@+=-")
 
 
-def write(host: Path, pip_indexes: tuple, progress, offline=False, apt_mirrors=()):
-    """The settings file and what it names, in the new folder ``host``; pip_indexes: the web
+def write(host: Path, indexes: tuple, progress, offline=False, apt_mirrors=()):
+    """The settings file and what it names, in the new folder ``host``; indexes: the web
     indexes the layer's own pip lines name (LayerPlan.pip_indexes). ``offline``: a build from a
     bundle, whose pip reads the bundle alone (from_bundle.settings_lines). ``apt_mirrors``:
     (mirror, security mirror) of this build for a Debian root's apt (apt_lines)."""
@@ -34,7 +33,7 @@ def write(host: Path, pip_indexes: tuple, progress, offline=False, apt_mirrors=(
         (host / Path(HOST_SETTINGS).name).write_text("\n".join(lines) + "\n")
         return
     pip = hostinfo.pip_settings()
-    down = index_checks.indexes_down(pip_indexes, progress)
+    down = pip_indexes.indexes_down(indexes, progress)
     lines = []
     if pip["cert"]:
         shutil.copyfile(pip["cert"], host / "ca.crt")

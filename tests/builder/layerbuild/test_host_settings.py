@@ -49,7 +49,7 @@ def test_only_builds_of_debian_roots_pass_their_mirrors_to_every_layer():
 
 
 def test_the_settings_file_carries_the_line_online_and_from_a_bundle(tmp_path, monkeypatch):
-    monkeypatch.setattr(host_settings.index_checks, "indexes_down", lambda indexes, progress=None: [])
+    monkeypatch.setattr(host_settings.pip_indexes, "indexes_down", lambda indexes, progress=None: [])
     mirrors = ("http://127.0.0.1:40777/debian", "http://127.0.0.1:40777/debian-security")
     for offline in (False, True):
         host = tmp_path / f"host-{offline}"
