@@ -32,9 +32,10 @@ CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 SLURM_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@+-]*")
 SLURM_NAME_EXPECTED = "letters, digits and _ . - @ +, starting with a letter or digit"
 
-# An environment variable's name, as sh reads one in NAME=value
-VARIABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-VARIABLE_EXPECTED = "a variable name: letters, digits and _, not starting with a digit"
+# An environment variable's name, as sh reads one in NAME=value; not `_` alone, which the shell
+# sets to the last argument of every command, so it would not keep its value
+VARIABLE_NAME = re.compile(r"(?!_\Z)[A-Za-z_][A-Za-z0-9_]*")
+VARIABLE_EXPECTED = "a variable name: letters, digits and _, not starting with a digit, not _ alone"
 
 # What the value of an sbatch option written into a #SBATCH line may hold, for the reason
 # above: no space, quote, backslash, # or control character, except inside one pair of double

@@ -336,6 +336,15 @@ def test_a_dockerfile_value_in_an_extension_is_refused_or_reads_back(case):
     check_extension(*case)
 
 
+def test_an_env_named_underscore_is_refused():
+    """`_` alone is the shell's last argument: `export _=''` never reads back (found by the
+    property above, 2026-12-07)."""
+    steps = steps_of(labels=[], env=[("_", "")], files=[], post=[], cmd=None, workdir=None)
+    with pytest.raises(RecipeError, match=r"^Dockerfile: ENV _: expected a variable name: .*, not _ alone$") as refused:
+        definition.render_extension(EXTEND, "cpu-x", steps, "Dockerfile", CONTEXT)
+    assert refused.value.exit_status == 2
+
+
 # --- the property catches a slip of the writer ------------------------------------------------
 
 
