@@ -79,7 +79,7 @@ SITE_FILE = (
     ),
     Line(
         "HPCML_STAGE_IN_MEMORY",
-        lambda site: tuple(filter(None, (site.scratch.tmpdir,))) if site.scratch.tmpdir_in_memory else (),
+        lambda site: (site.scratch.tmpdir,) if site.scratch.tmpdir_in_memory and site.scratch.tmpdir else (),
         "the site's tmpdir when it is the node's memory: a copy staged there must fit the job's `--mem`",
     ),
     Line(
