@@ -5,35 +5,17 @@ schema cannot. Paths may start with a variable ($TMPDIR, $LOCAL_SCRATCH) that th
 looks up when it runs."""
 
 import dataclasses
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 from hpcml_facts import SiteFacts
 
 from .network_model import Allreduce, Network
 from .section import Section
+from .site_parts import SitePart, frozen, wrapper_reads
 from .slurm_model import Slurm
 
 VENDOR_ARCH = {"nvidia": "sm_", "amd": "gfx"}
 DEFAULT_ARCH = "x86_64"  # the nodes' CPU architecture (uname -m) when a site file says none
-
-
-def _frozen(value):
-    """A YAML value as a frozen field holds it: a list becomes a tuple, a mapping (environment
-    variables) ((name, value as text), ...) in file order."""
-    if isinstance(value, list):
-        return tuple(value)
-    if isinstance(value, dict):
-        return tuple((name, str(item)) for name, item in value.items())
-    return value
-
-
-class SitePart:
-    """A part whose fields are its section's keys by the same names; a key the file leaves
-    out takes the field's default (the schema requires those without one)."""
-
-    @classmethod
-    def from_yaml(cls, spec: Section):
-        return cls(**{f.name: _frozen(spec[f.name]) for f in fields(cls) if f.name in spec})
 
 
 @dataclass(frozen=True)
@@ -103,11 +85,18 @@ class Cpu(SitePart):
 @dataclass(frozen=True)
 class Runtime(SitePart):
     command: str  # apptainer | singularity
-    path: str = ""  # "" to search PATH
-    module: str = ""  # the module a job loads for the runtime ("" when installed)
+    path: str = wrapper_reads("", "HPCML_RUNTIME_PATH", "tried after `HPCML_APPTAINER`; empty: search PATH")
+    module: str = wrapper_reads(
+        "",
+        "HPCML_RUNTIME_MODULE",
+        "named in the error when no runtime is found (`module load singularity`)",
+        note="the module that provides the runtime here, named when none is found",
+    )  # the module a job loads for the runtime ("" when installed)
     image_dir: str = ""  # the only folder the runtime takes images from ("" when any)
     image_copy: str = ""  # the command that puts an image there ("" when a plain cp)
-    requires_job: bool = False  # the runtime works on compute nodes only
+    requires_job: bool = wrapper_reads(
+        False, "HPCML_REQUIRES_JOB", "when `1`, the wrapper refuses to run outside a Slurm job"
+    )
 
 
 @dataclass(frozen=True)
@@ -184,7 +173,9 @@ class Pool(SitePart):
 @dataclass(frozen=True)
 class Scratch(SitePart):
     tmpdir: str = ""  # the job's temporary folder ("" when not said)
-    tmpdir_in_memory: bool = False  # the tmpdir is the node's memory: files there use the job's --mem
+    # the tmpdir is the node's memory (diskless nodes, LUMI's /tmp): what is staged there counts
+    # against the job's --mem, so the wrapper's staging compares it with that too
+    tmpdir_in_memory: bool = False
     node_local: str = ""  # node-local disk for staged data ("" when none)
     make_dirs: tuple = ()  # variables of env naming folders job scripts make on every node
     pool: Pool = None  # None when the site has none
@@ -243,7 +234,7 @@ class Site:
     @classmethod
     def from_yaml(cls, name: str, spec: Section):
         gpu, network = Gpu.from_yaml(spec.part("gpu")), Network.from_yaml(spec.part("network"))
-        env = _frozen(spec.get("env", {}))
+        env = frozen(spec.get("env", {}))
         for index, variable in enumerate(spec.part("scratch").get("make_dirs", ())):
             if variable not in dict(env):
                 raise spec.error(

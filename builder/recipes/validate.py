@@ -10,7 +10,8 @@ from importlib import resources
 
 import yaml
 
-from . import schema_passes
+from . import schema_passes, site_parts
+from .site_model import Site
 from .yamlsrc import Document, kind_of, safe_loader
 
 _JSON_TYPES = {
@@ -29,10 +30,23 @@ def _schema_text(name: str) -> str:
     return resources.files(__package__).joinpath("schemas", f"{name}.yaml").read_text()
 
 
+# schemas completed by a model's plain fields (site_parts.complete): {schema name: model}
+_MODELS = {"site": Site}
+
+
 @cache
 def schema(name: str, partial: bool = False) -> dict:
     loaded = yaml.load(_schema_text(name), Loader=safe_loader())  # our own files: no line marks needed
+    if name in _MODELS:
+        loaded = site_parts.complete(loaded, _MODELS[name])
     return _without_required(copy.deepcopy(loaded)) if partial else loaded
+
+
+@cache
+def _schema_key(name: str) -> str:
+    """What a check's outcome depends on besides the data: the schema's text and the model's
+    plain fields, whose entries the text may leave out."""
+    return _schema_text(name) + (site_parts.fingerprint(_MODELS[name]) if name in _MODELS else "")
 
 
 # Format checkers jsonschema registers on import, each by one function of a package that is
@@ -99,7 +113,7 @@ def check(doc: Document, data: dict, name: str, partial: bool = False, origin=No
     ``origin`` (a merge.Origin) names the file each key path came from, for merged targets.
     Data that passed before is not checked again (schema_passes).
     """
-    passes_key = schema_passes.key(_schema_text(name), partial, data)
+    passes_key = schema_passes.key(_schema_key(name), partial, data)
     if schema_passes.passed(passes_key):
         return
     validator = jsonschema_lazily().Draft202012Validator(schema(name, partial))

@@ -7,10 +7,11 @@ here; the wrapper looks the variable up when it runs and never evaluates the tex
 
 SITE_FILE is the file, a line per variable in the order written: its name, the site fact that
 fills it (a string or number, or a tuple for a bash array) and, for a name defined here, its
-meaning. A site fact the wrapper reads is one line here, beside its schema part, its field in
-the site model and the wrapper's use of it; docs/variables.md's table of these names is
-generated from it (`python -m builder.render.variable_docs`). A name defined here is in no
-image: the runtime never reads a site file.
+meaning. A plain site fact the wrapper reads is declared on its field in the site model
+(`wrapper_reads`, recipes/site_parts.py) and comes here from there; a value worked out from
+several facts is a `Line` here. docs/variables.md's table of these names is generated from
+SITE_FILE (`python -m builder.render.variable_docs`). A name defined here is in no image: the
+runtime never reads a site file.
 
 The wrapper sources the file with bash (`. "$site_file"`), so each value is shell-quoted
 (shell.quote) and reads back as itself; a value with a control character (a newline, a NUL,
@@ -24,6 +25,7 @@ from dataclasses import dataclass
 
 from .. import contract
 from ..recipes.site_model import Site
+from ..recipes.site_parts import wrapper_fields
 from ..values.check import VARIABLE_EXPECTED, VARIABLE_NAME, comment, field, single_line
 from ..values.shell import quote
 
@@ -53,19 +55,28 @@ def _facts(site: Site) -> str:
     return json.dumps(site.smoke_facts.to_json(), sort_keys=True, separators=(",", ":"))
 
 
+def _fact(path: tuple):
+    """site -> the value at a key path of the site file, as bash reads it: true is 1."""
+
+    def value(site: Site):
+        found = site
+        for key in path:
+            found = getattr(found, key)
+        return int(found) if isinstance(found, bool) else found
+
+    return value
+
+
+# the plain facts declared on their model fields (recipes/site_parts.wrapper_reads)
+_DECLARED = tuple(
+    Line(variable, _fact(path), f"the site's `{'.'.join(path)}`: {meaning}", note)
+    for path, variable, meaning, note in wrapper_fields(Site)
+)
+
 SITE_FILE = (
     Line(contract.SITE, lambda site: site.name),
-    Line(
-        "HPCML_RUNTIME_PATH", lambda site: site.runtime.path, "the site's `runtime.path`, tried after `HPCML_APPTAINER`"
-    ),
-    Line(
-        "HPCML_RUNTIME_MODULE",
-        lambda site: site.runtime.module,
-        "the site's `runtime.module`: named in the error when no runtime is found (`module load singularity`)",
-        note="the module that provides the runtime here, named when none is found",
-    ),
+    *_DECLARED,
     Line("HPCML_GPU_FLAG", lambda site: GPU_FLAGS[site.gpu.vendor], "`--nv`, `--rocm` or empty"),
-    Line("HPCML_REQUIRES_JOB", lambda site: int(site.runtime.requires_job), "`1`: refuse to run outside a Slurm job"),
     Line(
         "HPCML_BINDS",
         lambda site: tuple(site.binds),

@@ -41,6 +41,7 @@ REGISTRY_FILES = (
     ROOT / "runtime" / "hpcml_contract.py",
     ROOT / "builder" / "contract.py",
     ROOT / "builder" / "render" / "sitefile.py",
+    ROOT / "builder" / "recipes" / "site_model.py",  # the plain facts the wrapper reads (wrapper_reads)
 )
 
 
@@ -230,14 +231,7 @@ def add_variable(registry, name):
 
 
 def check(folder):
-    return subprocess.run(
-        [sys.executable, "-m", "builder", "check"],
-        cwd=folder,
-        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(folder), "HOME": str(folder)},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return run_builder(folder, "check")
 
 
 def test_a_variable_only_the_wrapper_reads_leaves_every_definition_as_it_is(tmp_path):
@@ -259,14 +253,39 @@ def test_a_variable_only_the_wrapper_reads_leaves_every_definition_as_it_is(tmp_
     assert stale == top_layers, result.stderr
 
 
+def run_builder(folder, *args):
+    return subprocess.run(
+        [sys.executable, "-m", "builder", *args],
+        cwd=folder,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(folder), "HOME": str(folder)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
 def test_a_site_fact_the_wrapper_reads_moves_the_site_files_and_no_definition(tmp_path):
-    """docs/design.md's worked example: a new site-file line (its name, the site fact, its
-    meaning, in render/sitefile.py) makes every site file stale and no .def."""
+    """docs/design.md's price of a site fact: a plain one the wrapper reads is its field in the
+    site model (wrapper_reads) and the site file that sets it. With nothing else edited, the
+    key is checked as its type, every site file gets its line and no definition moves."""
     copy = checkout_copy(tmp_path / "site-fact")
-    module = copy / "builder" / "render" / "sitefile.py"
-    added = '    Line("HPCML_EXAMPLE", lambda site: site.gpu.vendor, "the site\'s GPU vendor"),\n)\n\n# name -> meaning'
-    module.write_text(module.read_text().replace(")\n\n# name -> meaning", added, 1))
-    result = check(copy)
-    assert result.returncode != 0, result.stdout
-    stale = {line.split()[1] for line in result.stderr.splitlines() if line.startswith("stale: ")}
-    assert stale == {f"wrappers/sites/{path.name}" for path in (ROOT / "wrappers" / "sites").glob("*.sh")}
+    model = copy / "builder" / "recipes" / "site_model.py"
+    field = "    node_local: str"
+    added = '    example: bool = wrapper_reads(False, "HPCML_EXAMPLE", "an example")\n' + field
+    model.write_text(model.read_text().replace(field, added, 1))
+    lumi = copy / "recipes" / "sites" / "lumi.yaml"
+    lumi.write_text(lumi.read_text().replace("\nscratch:\n", "\nscratch:\n  example: true\n", 1))
+
+    result = run_builder(copy, "render", "--all")
+    assert result.returncode == 0, result.stdout + result.stderr
+    wrote = {line.split()[1] for line in result.stdout.splitlines() if line.startswith("wrote ")}
+    assert wrote == {f"wrappers/sites/{path.name}" for path in (ROOT / "wrappers" / "sites").glob("*.sh")}
+    assert "\nHPCML_EXAMPLE=1\n" in (copy / "wrappers" / "sites" / "lumi.sh").read_text()
+    assert "\nHPCML_EXAMPLE=0\n" in (copy / "wrappers" / "sites" / "local.sh").read_text()
+
+    lumi.write_text(lumi.read_text().replace("  example: true\n", "  example: yes please\n", 1))
+    result = run_builder(copy, "check")
+    assert result.returncode == 2, result.stdout + result.stderr
+    line = f"{lumi.relative_to(copy)}:"
+    assert result.stderr.count("\n") == 1 and line in result.stderr, result.stderr
+    assert "scratch.example: expected true or false, found the text 'yes please'" in result.stderr

@@ -5,8 +5,8 @@ HPCML_SITE=karolina
 HPCML_RUNTIME_PATH=''
 # the module that provides the runtime here, named when none is found
 HPCML_RUNTIME_MODULE=''
-HPCML_GPU_FLAG=--nv
 HPCML_REQUIRES_JOB=0
+HPCML_GPU_FLAG=--nv
 HPCML_BINDS=(/scratch /mnt)
 # staged data (SING_STAGE) goes to the first of these that is set and exists
 HPCML_STAGE_ROOTS=()

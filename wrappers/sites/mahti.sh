@@ -5,8 +5,8 @@ HPCML_SITE=mahti
 HPCML_RUNTIME_PATH=/usr/bin/apptainer
 # the module that provides the runtime here, named when none is found
 HPCML_RUNTIME_MODULE=''
-HPCML_GPU_FLAG=--nv
 HPCML_REQUIRES_JOB=1
+HPCML_GPU_FLAG=--nv
 HPCML_BINDS=(/users /projappl /scratch '$TMPDIR' '$LOCAL_SCRATCH')
 # staged data (SING_STAGE) goes to the first of these that is set and exists
 HPCML_STAGE_ROOTS=('$LOCAL_SCRATCH' '$TMPDIR')
