@@ -30,11 +30,12 @@ def env(tmp_path):
     recorder.chmod(0o755)
     image = tmp_path / "image.sif"
     image.write_bytes(SIF_HEADER)
-    # no TMPDIR: the local site binds it, which would come before the env's bind
+    # no TMPDIR: the local site binds it, which would come before the env's bind; no
+    # PYTHONPATH: the wrapper keeps the caller's after the env's
     clean = {
         k: v
         for k, v in os.environ.items()
-        if k != "TMPDIR" and not k.startswith(("SLURM_", "SING_", "HPCML_", "APPTAINER"))
+        if k not in ("TMPDIR", "PYTHONPATH") and not k.startswith(("SLURM_", "SING_", "HPCML_", "APPTAINER"))
     }
     return dict(clean, SING_IMAGE=str(image), HPCML_APPTAINER=str(recorder), HPCML_SITE="local")
 
