@@ -6,12 +6,15 @@ only the wheels the test writes (`wheel`). Example:
         wheel(pip_sources, "alpha", "1.0", ["beta>=1"])
 """
 
+import functools
 import http.server
 import threading
 import zipfile
 
 from builder.host import hostinfo
 from builder.host import pip_indexes as indexes
+
+POLL_S = 0.05  # how soon a server's thread sees shutdown(): serve_forever's default is half a second
 
 
 def wheel(folder, name, version, requires=()):
@@ -35,8 +38,12 @@ def serve(tmp_path, monkeypatch):
     """The wheel folder and an empty index, as the host pip's settings name them."""
     folder = tmp_path / "wheels"
     folder.mkdir()
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    (tmp_path / "served-nothing").mkdir()
+    # a folder of its own: served from the working folder, a request after another test
+    # removed that folder breaks the connection, and uv retries for seconds before it fails
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(tmp_path / "served-nothing"))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": POLL_S}, daemon=True).start()
     monkeypatch.setenv("PIP_CONFIG_FILE", "/dev/null")
     monkeypatch.setenv("PIP_INDEX_URL", f"http://127.0.0.1:{server.server_address[1]}/nothing/")
     monkeypatch.setenv("PIP_EXTRA_INDEX_URL", "")
@@ -46,4 +53,5 @@ def serve(tmp_path, monkeypatch):
     indexes.why_down.cache_clear()
     yield folder
     server.shutdown()
+    server.server_close()
     hostinfo.pip_settings.cache_clear()

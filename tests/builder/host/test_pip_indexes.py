@@ -5,6 +5,7 @@ import socket
 import threading
 
 import pytest
+from helpers.pip_sources import POLL_S
 
 from builder.host import pip_indexes as indexes
 
@@ -31,7 +32,7 @@ def serve():
     def start(status):
         handler = type("Handler", (_Index,), {"status": status})
         server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
+        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": POLL_S}, daemon=True).start()
         servers.append(server)
         return f"http://127.0.0.1:{server.server_address[1]}/simple"
 

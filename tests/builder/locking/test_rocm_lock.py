@@ -14,7 +14,7 @@ import zipfile
 import pytest
 from conftest import ROOT
 from helpers.cli_here import run_here
-from helpers.pip_sources import serve, wheel
+from helpers.pip_sources import POLL_S, serve, wheel
 
 from builder.locking import python
 from builder.recipes.tree import RecipeTree
@@ -86,7 +86,7 @@ def rocm_index(tmp_path):
         )
     handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": POLL_S}, daemon=True).start()
     yield f"http://127.0.0.1:{server.server_address[1]}/whl/rocm7.0", torch, triton
     server.shutdown()
 
