@@ -100,11 +100,12 @@ test-bundle: setup-test
 # documented command in a fresh shell: marker `tools`) are left to `make test`. Work
 # stealing: a worker that runs out takes tests from the others, instead of waiting while one
 # ends a long queue (docs/performance.md). Property tests draw a quarter of their examples here,
-# all of them in `make test` (tests/helpers/property_share.py).
+# all of them in `make test` (tests/helpers/property_share.py); of a matrix whose cases run one
+# code path in a fresh process each, the representative cases (marker `broad` on the rest).
 unit: $(VENV)/.installed
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
-	PROPERTY_SHARE=0.25 $(PYTEST) -q -n 4 --dist worksteal -m "not heavy and not image and not cluster and not gpu and not full and not tools"
+	PROPERTY_SHARE=0.25 $(PYTEST) -q -n 4 --dist worksteal -m "not heavy and not image and not cluster and not gpu and not full and not tools and not broad"
 
 # The heavy checks left out of `make test`: every CUDA image built for real and examined
 # (hours on 2 cores; the layer and DeepSpeed-wheel caches make reruns short).

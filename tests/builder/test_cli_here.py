@@ -5,21 +5,21 @@ import os
 
 import pytest
 from conftest import run_builder
+from helpers import representative
 from helpers.cli_here import run_here
 
+# make unit: a note on stderr with output, a refusal, help and a usage error (argparse's exit)
+SAME = {
+    "list": (["list", "--images", "no-such-folder"],),
+    "alias-note": (["show", "puhti-cuda"],),
+    "jobscript-note": (["jobscript", "lumi-rocm", "--nodes", "2", "--", "python", "train.py"],),
+    "bad-qos": (["jobscript", "cpu", "--qos", "nosuchqos", "--", "train.py"],),
+    "help": (["render", "--help"],),
+    "usage": (["nosuchcommand"],),
+}
 
-@pytest.mark.parametrize(
-    "args",
-    [
-        ["list", "--images", "no-such-folder"],
-        ["show", "puhti-cuda"],
-        ["jobscript", "lumi-rocm", "--nodes", "2", "--", "python", "train.py"],
-        ["jobscript", "cpu", "--qos", "nosuchqos", "--", "train.py"],
-        ["render", "--help"],
-        ["nosuchcommand"],
-    ],
-    ids=["list", "alias-note", "jobscript-note", "bad-qos", "help", "usage"],
-)
+
+@pytest.mark.parametrize("args", representative.cases(SAME, keep=["jobscript-note", "bad-qos", "help", "usage"]))
 def test_here_and_fresh_give_the_same_status_and_output(args):
     here, fresh = run_here(*args), run_builder(*args)
     assert (here.returncode, here.stdout, here.stderr) == (fresh.returncode, fresh.stdout, fresh.stderr)

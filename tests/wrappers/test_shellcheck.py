@@ -7,20 +7,22 @@ from helpers import deffile
 from builder import runner
 
 SHELL_SECTIONS = ("post", "test", "runscript", "environment")
-BODIES = [
-    (path.stem, stage.header["Stage"], sec.name, sec.body)
-    for path in sorted(CONTAINERS.glob("*.def"))
-    for stage in deffile.split(path.read_text())
-    for sec in stage.sections
-    if sec.name in SHELL_SECTIONS
-]
+# {body: [(target, stage, section), ...]}: a body several targets share (the runtime's install,
+# an environment) is checked once, and a failure names every place it is in
+PLACES = {}
+for path in sorted(CONTAINERS.glob("*.def")):
+    for stage in deffile.split(path.read_text()):
+        for sec in stage.sections:
+            if sec.name in SHELL_SECTIONS:
+                PLACES.setdefault(sec.body, []).append((path.stem, stage.header["Stage"], sec.name))
 
 
-@pytest.mark.parametrize("target, stage, kind, body", BODIES, ids=[f"{t}-{s}-{k}" for t, s, k, _ in BODIES])
-def test_shellcheck_clean(target, stage, kind, body):
+@pytest.mark.parametrize("body", PLACES, ids=["-".join(places[0]) for places in PLACES.values()])
+def test_shellcheck_clean(body):
     # Apptainer runs these sections with /bin/sh, so check them as POSIX sh.
     result = runner.run(["shellcheck", "--shell=sh", "--severity=style", "-"], input=body, check=False)
-    assert result.returncode == 0, f"{target} {stage} %{kind}:\n{result.stdout}"
+    places = ", ".join(f"{target} {stage} %{kind}" for target, stage, kind in PLACES[body])
+    assert result.returncode == 0, f"{places}:\n{result.stdout}"
 
 
 def test_shellcheck_catches_a_bad_script():

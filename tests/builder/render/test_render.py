@@ -1,5 +1,6 @@
 """Rendered definition files: current, deterministic, and carrying what each site needs."""
 
+import functools
 import json
 import re
 import shlex
@@ -23,11 +24,26 @@ from builder.render.blocks import torch as torch_block
 from builder.render.definition import LAYERS
 from builder.render.layer_sharing import plan_layers
 
-WHEEL = runtime_wheel.current().name
-# a target that shares its parent's devel and base layers commits its image layer only
 _TREE = recipe_tree()
-LAYER_FILES = {t: {layer: plan.file_name for layer, plan in plan_layers(_TREE, t).items()} for t in TARGETS}
-FILES = sorted({file for files in LAYER_FILES.values() for file in files.values()})
+# the committed definitions, which the tests of each file take: they are the layers the plan
+# writes (test_every_target_has_its_committed_layers_and_no_extras)
+COMMITTED = sorted(p.name for p in CONTAINERS.glob("*.def"))
+
+
+@functools.cache
+def wheel_name() -> str:
+    return runtime_wheel.current().name
+
+
+@functools.cache
+def layer_files() -> dict:
+    """{target: {layer: file}}: a target that shares its parent's devel and base layers
+    commits its image layer only (worked out when a test asks, not at each worker's collection)."""
+    return {t: {layer: plan.file_name for layer, plan in plan_layers(_TREE, t).items()} for t in TARGETS}
+
+
+def planned_files() -> list:
+    return sorted({file for files in layer_files().values() for file in files.values()})
 
 
 def stages_of(file):
@@ -37,8 +53,8 @@ def stages_of(file):
 def section(name, stage, kind):
     """A section of a target's stage, looked up across its layer files
     (stages: devel in .devel.def, base in .base.def, build and final in .def)."""
-    for layer in (layer for layer in LAYERS if layer in LAYER_FILES[name]):  # a site-image target has one
-        for found in stages_of(LAYER_FILES[name][layer]):
+    for layer in (layer for layer in LAYERS if layer in layer_files()[name]):  # a site-image target has one
+        for found in stages_of(layer_files()[name][layer]):
             if found.header["Stage"] == stage and found.section(kind) is not None:
                 return found.section(kind).body
     raise AssertionError(f"{name}: no stage {stage} with a %{kind}")
@@ -54,7 +70,7 @@ def test_committed_defs_match_recipes(tree, name):
 
 
 def test_every_target_has_its_committed_layers_and_no_extras():
-    assert sorted(p.name for p in CONTAINERS.glob("*.def")) == FILES
+    assert COMMITTED == planned_files()
     assert {"cpu", "lumi-rocm", "v100-cuda", "a100-cuda", "h100-cuda", "csc-cuda"} <= set(TARGETS)
     # aliases render nothing of their own
     assert not list(CONTAINERS.glob("puhti-cuda*")) and not list(CONTAINERS.glob("mahti-cuda*"))
@@ -80,7 +96,7 @@ def test_render_is_byte_identical_across_runs_and_hash_seeds(tmp_path):
         assert result.returncode == 0, result.stderr
         outputs.append({p.name: p.read_bytes() for p in sorted(out.iterdir())})
     assert outputs[0] == outputs[1]
-    assert sorted(outputs[0]) == sorted(FILES + [WHEEL])
+    assert sorted(outputs[0]) == sorted(planned_files() + [wheel_name()])
 
 
 def test_second_render_leaves_files_untouched(tmp_path):
@@ -90,7 +106,7 @@ def test_second_render_leaves_files_untouched(tmp_path):
     again = run_here("render", "cpu", "--out", out)
     assert "unchanged" in again.stdout
     assert (out / "cpu.def").stat().st_mtime_ns == before
-    assert sorted(p.name for p in out.iterdir()) == sorted(["cpu.base.def", "cpu.def", "cpu.devel.def", WHEEL])
+    assert sorted(p.name for p in out.iterdir()) == sorted(["cpu.base.def", "cpu.def", "cpu.devel.def", wheel_name()])
 
 
 def test_check_passes_on_the_repository():
@@ -236,7 +252,7 @@ def test_lumi_carries_the_deepspeed_op_build_and_site_environment():
 )
 def test_cuda_targets_carry_their_arch_list(name, arch_list):
     line = f"export TORCH_CUDA_ARCH_LIST={arch_list}"
-    if LAYER_FILES[name]["devel"] == f"{name}.devel.def":  # not a devel layer shared with another
+    if layer_files()[name]["devel"] == f"{name}.devel.def":  # not a devel layer shared with another
         assert line in section(name, "devel", "post")  # torch
     assert line in section(name, "build", "post")  # DeepSpeed's ops
     assert line in section(name, "final", "environment")  # JIT builds at run time
@@ -249,7 +265,7 @@ def test_cuda_targets_carry_their_arch_list(name, arch_list):
     [("v100-cuda", "2.10.0"), ("csc-cuda", "2.10.0"), ("a100-cuda", "2.15.0"), ("h100-cuda", "2.15.0")],
 )
 def test_cuda_targets_start_from_debootstrap_and_pick_a_torch_with_their_archs(name, torch_version):
-    stages = [stages_of(LAYER_FILES[name]["devel"])[0], stages_of(LAYER_FILES[name]["base"])[1]]
+    stages = [stages_of(layer_files()[name]["devel"])[0], stages_of(layer_files()[name]["base"])[1]]
     assert [(s.header["Bootstrap"], s.header["OSVersion"]) for s in stages] == [("debootstrap", "trixie")] * 2
     devel = section(name, "devel", "post")
     assert re.search(rf"^torch=={re.escape(torch_version)} --hash=sha256:", devel, re.M)  # from the lock
@@ -537,7 +553,7 @@ def test_the_torch_index_is_left_out_only_when_the_builder_found_it_silent():
 FINAL_ONLY = {"environment", "test", "runscript", "labels", "help"}
 
 
-@pytest.mark.parametrize("file", FILES)
+@pytest.mark.parametrize("file", COMMITTED)
 def test_one_section_of_each_kind_per_stage(file):
     for stage in stages_of(file):
         kinds = [(s.name, s.args) for s in stage.sections]
@@ -546,7 +562,7 @@ def test_one_section_of_each_kind_per_stage(file):
             assert not FINAL_ONLY & {s.name for s in stage.sections}
 
 
-@pytest.mark.parametrize("file", FILES)
+@pytest.mark.parametrize("file", COMMITTED)
 def test_files_come_from_an_earlier_stage_and_never_land_in_tmp(file):
     seen = []
     for stage in stages_of(file):

@@ -247,10 +247,11 @@ INJECTED = "x\n#SBATCH --uid=0"
     ids=["account", "account-words", "qos", "partition", "time", "nvme-pool", "option"],
 )
 def test_the_cli_refuses_a_directive_in_one_line_and_writes_nothing(tmp_path, asked, shown):
-    from conftest import run_builder
+    # main() in this interpreter: a fresh one says the same (tests/builder/test_cli_here.py)
+    from helpers.cli_here import run_here
 
     out = tmp_path / "job.sh"
-    ran = run_builder("jobscript", "cpu", "--site", "local", *asked, "--out", out, "--", "train.py")
+    ran = run_here("jobscript", "cpu", "--site", "local", *asked, "--out", out, "--", "train.py")
     assert ran.returncode == 2, ran.stderr
     assert ran.stderr.count("\n") == 1 and ran.stderr.startswith("error: ") and shown in ran.stderr, ran.stderr
     assert not out.exists()

@@ -6,20 +6,23 @@ import sys
 
 import pytest
 from conftest import ROOT
+from helpers import representative
+
+BAD_INPUT = {
+    "check": (["bogus"], "invalid choice: 'bogus'"),
+    "sizes": (["allreduce", "--sizes", "8:4"], "largest size is below the smallest"),
+    "iters": (["--iters", "0"], "is not a whole number of 1 or more"),
+    "timeout": (["--timeout", "soon"], "is not a number of seconds"),
+    "dtypes": (["--dtypes", "float64"], "expected some of float32"),
+    "site-facts-missing": (["--site-facts", "{missing}"], "--site-facts {missing}: No such file or directory"),
+    "site-facts-form": (["--site-facts", "{config}"], "expected a JSON object with the site's name"),
+    "image-facts-missing": (["--image-facts", "{missing}"], "no such file (expected the image's image.json)"),
+}
 
 
+# make unit: argparse's own refusal, one of the options' checks and each kind of file trouble
 @pytest.mark.parametrize(
-    "args, message",
-    [
-        (["bogus"], "invalid choice: 'bogus'"),
-        (["allreduce", "--sizes", "8:4"], "largest size is below the smallest"),
-        (["--iters", "0"], "is not a whole number of 1 or more"),
-        (["--timeout", "soon"], "is not a number of seconds"),
-        (["--dtypes", "float64"], "expected some of float32"),
-        (["--site-facts", "{missing}"], "--site-facts {missing}: No such file or directory"),
-        (["--site-facts", "{config}"], "expected a JSON object with the site's name"),
-        (["--image-facts", "{missing}"], "no such file (expected the image's image.json)"),
-    ],
+    "args, message", representative.cases(BAD_INPUT, keep=["check", "sizes", "site-facts-missing", "site-facts-form"])
 )
 def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message):
     baked = tmp_path / "config.json"
