@@ -1,6 +1,7 @@
 """The Makefile's one rule (builder/cli/make_variables.py): the variables on make's command line
 are the command's options, read from MAKEFLAGS as make writes it, checked against real make."""
 
+import os
 import re
 import subprocess
 
@@ -16,7 +17,11 @@ COMMANDS = {command.name: command for command in registry.COMMANDS}
 def makeflags(tmp_path, *assignments) -> str:
     """MAKEFLAGS as GNU make hands it to a rule, for these command-line assignments."""
     (tmp_path / "Makefile").write_text('x:\n\t@printf "%s" "$$MAKEFLAGS"\n')
-    return subprocess.run(["make", "-s", "-C", str(tmp_path), "x", *assignments], capture_output=True, text=True).stdout
+    # a make of its own: under an outer make (make -C DIR unit) the flags it hands down would
+    # join these, and its -w would print "Leaving directory" after the rule's output
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES")}
+    argv = ["make", "-s", "--no-print-directory", "-C", str(tmp_path), "x", *assignments]
+    return subprocess.run(argv, capture_output=True, text=True, env=env).stdout
 
 
 def test_values_come_back_as_typed_through_real_make(tmp_path):
