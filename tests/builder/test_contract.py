@@ -279,6 +279,8 @@ def test_a_site_fact_the_wrapper_reads_moves_the_site_files_and_no_definition(tm
     result = run_builder(copy, "render", "--all")
     assert result.returncode == 0, result.stdout + result.stderr
     wrote = {line.split()[1] for line in result.stdout.splitlines() if line.startswith("wrote ")}
+    # the runtime wheel is built, not committed (.gitignore): a new clone's first render writes it
+    wrote = {name for name in wrote if not name.endswith(".whl")}
     assert wrote == {f"wrappers/sites/{path.name}" for path in (ROOT / "wrappers" / "sites").glob("*.sh")}
     assert "\nHPCML_EXAMPLE=1\n" in (copy / "wrappers" / "sites" / "lumi.sh").read_text()
     assert "\nHPCML_EXAMPLE=0\n" in (copy / "wrappers" / "sites" / "local.sh").read_text()
