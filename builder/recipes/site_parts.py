@@ -81,7 +81,8 @@ def wrapper_fields(model):
 
 def fingerprint(model) -> str:
     """What the derived schema depends on, for the schema-pass cache's key."""
-    return repr([(path, _class_of(field).__name__, _required(field)) for path, field in plain_fields(model)])
+    fields = [(path, _class_of(field).__name__, _required(field)) for path, field in plain_fields(model)]
+    return repr(([path for path, _ in sections(model)], fields))
 
 
 def complete(schema: dict, model) -> dict:
