@@ -56,13 +56,14 @@ def _facts(site: Site) -> str:
 
 
 def _fact(path: tuple):
-    """site -> the value at a key path of the site file, as bash reads it: true is 1."""
+    """site -> the value at a key path of the site file, as bash reads it: true is 1, and a
+    fact of a section the site leaves out (site_image, scratch.pool) is empty."""
 
     def value(site: Site):
         found = site
         for key in path:
-            found = getattr(found, key)
-        return int(found) if isinstance(found, bool) else found
+            found = getattr(found, key) if found is not None else None
+        return "" if found is None else int(found) if isinstance(found, bool) else found
 
     return value
 

@@ -142,3 +142,12 @@ def test_the_property_catches_a_writer_that_does_not_quote(monkeypatch):
     monkeypatch.setattr(sitefile, "quote", str)
     with pytest.raises(AssertionError):
         check_site_file(spaced)
+
+
+def test_a_declared_fact_reads_as_bash_reads_it_and_empty_under_a_section_left_out():
+    from types import SimpleNamespace
+
+    site = SimpleNamespace(runtime=SimpleNamespace(requires_job=True, path="/usr/bin/x"), site_image=None)
+    assert sitefile._fact(("runtime", "requires_job"))(site) == 1
+    assert sitefile._fact(("runtime", "path"))(site) == "/usr/bin/x"
+    assert sitefile._fact(("site_image", "venv"))(site) == ""
