@@ -15,6 +15,7 @@ by code of their own (slurm, network) and the file's top level keep their schema
 """
 
 import dataclasses
+import json
 import typing
 
 _JSON_TYPES = {str: "string", int: "integer", bool: "boolean", float: "number"}
@@ -80,9 +81,9 @@ def wrapper_fields(model):
 
 
 def fingerprint(model) -> str:
-    """What the derived schema depends on, for the schema-pass cache's key."""
-    fields = [(path, _class_of(field).__name__, _required(field)) for path, field in plain_fields(model)]
-    return repr(([path for path, _ in sections(model)], fields))
+    """What the model adds to a schema (its sections, types and required keys), for the
+    schema-pass cache's key."""
+    return json.dumps(complete({}, model), sort_keys=True)
 
 
 def complete(schema: dict, model) -> dict:
