@@ -230,30 +230,8 @@ def add_variable(registry, name):
     registry.write_text(registry.read_text() + f'\nEXAMPLE = _variable("{name}", "read by the wrapper alone")\n')
 
 
-def check(folder):
-    return run_builder(folder, "check")
-
-
-def test_a_variable_only_the_wrapper_reads_leaves_every_definition_as_it_is(tmp_path):
-    """Added to the builder's registry, containers/ still matches the recipes (so the runtime
-    wheel, whose hash each image's top layer carries, is unchanged); added to the runtime's,
-    every top layer is stale, and nothing below it."""
-    builder_side = checkout_copy(tmp_path / "builder-side")
-    add_variable(builder_side / "builder" / "contract.py", "HPCML_EXAMPLE")
-    result = check(builder_side)
-    assert result.returncode == 0 and "up to date" in result.stdout, result.stdout + result.stderr
-
-    image_side = checkout_copy(tmp_path / "image-side")
-    add_variable(image_side / "runtime" / "hpcml_contract.py", "HPCML_EXAMPLE")
-    result = check(image_side)
-    assert result.returncode != 0, result.stdout
-    stale = {line.split()[1] for line in result.stderr.splitlines() if line.startswith("stale: ")}
-    definitions = (ROOT / "containers").glob("*.def")
-    top_layers = {f"containers/{path.name}" for path in definitions if path.name.count(".") == 1}
-    assert stale == top_layers, result.stderr
-
-
-def run_builder(folder, *args):
+def run_in_copy(folder, *args):
+    """`python -m builder` of the copy, with nothing of this checkout or its caller's environment."""
     return subprocess.run(
         [sys.executable, "-m", "builder", *args],
         cwd=folder,
@@ -262,6 +240,25 @@ def run_builder(folder, *args):
         text=True,
         timeout=120,
     )
+
+
+def test_a_variable_only_the_wrapper_reads_leaves_every_definition_as_it_is(tmp_path):
+    """Added to the builder's registry, containers/ still matches the recipes (so the runtime
+    wheel, whose hash each image's top layer carries, is unchanged); added to the runtime's,
+    every top layer is stale, and nothing below it."""
+    builder_side = checkout_copy(tmp_path / "builder-side")
+    add_variable(builder_side / "builder" / "contract.py", "HPCML_EXAMPLE")
+    result = run_in_copy(builder_side, "check")
+    assert result.returncode == 0 and "up to date" in result.stdout, result.stdout + result.stderr
+
+    image_side = checkout_copy(tmp_path / "image-side")
+    add_variable(image_side / "runtime" / "hpcml_contract.py", "HPCML_EXAMPLE")
+    result = run_in_copy(image_side, "check")
+    assert result.returncode != 0, result.stdout
+    stale = {line.split()[1] for line in result.stderr.splitlines() if line.startswith("stale: ")}
+    definitions = (ROOT / "containers").glob("*.def")
+    top_layers = {f"containers/{path.name}" for path in definitions if path.name.count(".") == 1}
+    assert stale == top_layers, result.stderr
 
 
 def test_a_site_fact_the_wrapper_reads_moves_the_site_files_and_no_definition(tmp_path):
@@ -276,7 +273,7 @@ def test_a_site_fact_the_wrapper_reads_moves_the_site_files_and_no_definition(tm
     lumi = copy / "recipes" / "sites" / "lumi.yaml"
     lumi.write_text(lumi.read_text().replace("\nscratch:\n", "\nscratch:\n  example: true\n", 1))
 
-    result = run_builder(copy, "render", "--all")
+    result = run_in_copy(copy, "render", "--all")
     assert result.returncode == 0, result.stdout + result.stderr
     wrote = {line.split()[1] for line in result.stdout.splitlines() if line.startswith("wrote ")}
     # the runtime wheel is built, not committed (.gitignore): a new clone's first render writes it
@@ -286,7 +283,7 @@ def test_a_site_fact_the_wrapper_reads_moves_the_site_files_and_no_definition(tm
     assert "\nHPCML_EXAMPLE=0\n" in (copy / "wrappers" / "sites" / "local.sh").read_text()
 
     lumi.write_text(lumi.read_text().replace("  example: true\n", "  example: yes please\n", 1))
-    result = run_builder(copy, "check")
+    result = run_in_copy(copy, "check")
     assert result.returncode == 2, result.stdout + result.stderr
     line = f"{lumi.relative_to(copy)}:"
     assert result.stderr.count("\n") == 1 and line in result.stderr, result.stderr

@@ -38,10 +38,11 @@ def serve(tmp_path, monkeypatch):
     """The wheel folder and an empty index, as the host pip's settings name them."""
     folder = tmp_path / "wheels"
     folder.mkdir()
-    (tmp_path / "served-nothing").mkdir()
     # a folder of its own: served from the working folder, a request after another test
     # removed that folder breaks the connection, and uv retries for seconds before it fails
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(tmp_path / "served-nothing"))
+    empty = tmp_path / "served-nothing"
+    empty.mkdir()
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(empty))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, kwargs={"poll_interval": POLL_S}, daemon=True).start()
     monkeypatch.setenv("PIP_CONFIG_FILE", "/dev/null")
